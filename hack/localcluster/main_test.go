@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dra-autoscaler/dra-autoscaler/test/controlplane"
+)
+
+// `up` twice works (the second finds the first), and `down` leaves no
+// process and no listening port behind.
+func TestUpTwiceThenDown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	root, err := controlplane.ModuleRoot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binDir := filepath.Join(root, "_out", "bin")
+	self := filepath.Join(t.TempDir(), "localcluster")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", self, ".").CombinedOutput(); err != nil {
+		t.Fatalf("building localcluster: %v\n%s", err, out)
+	}
+	stateDir := t.TempDir()
+	base := freePortRun(t, 6)
+	run := func(args ...string) string {
+		t.Helper()
+		args = append(args, "--state-dir", stateDir, "--bin-dir", binDir, "--port-base", fmt.Sprint(base))
+		out, err := exec.CommandContext(ctx, self, args...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("localcluster %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	t.Cleanup(func() { _ = exec.Command(self, "down", "--state-dir", stateDir).Run() })
+
+	if out := run("up"); !strings.Contains(out, "ready") {
+		t.Fatalf("first up: %s", out)
+	}
+	pid := strings.TrimSpace(readFile(t, filepath.Join(stateDir, "pid")))
+	if out := run("up"); !strings.Contains(out, "already running (pid "+pid+")") {
+		t.Fatalf("second up did not find the running control plane (pid %s): %s", pid, out)
+	}
+	if !strings.Contains(readFile(t, filepath.Join(stateDir, "kubeconfig")), fmt.Sprintf("127.0.0.1:%d", base+2)) {
+		t.Fatal("kubeconfig does not point at the apiserver port")
+	}
+	if out := run("down"); !strings.Contains(out, "stopped") {
+		t.Fatalf("down: %s", out)
+	}
+	for _, p := range controlplane.PortsFrom(base).All() {
+		if !portFree(p) {
+			t.Errorf("port %d still listening after down", p)
+		}
+	}
+	if procs := processesMentioning(stateDir); len(procs) > 0 {
+		t.Errorf("processes left after down: %s", strings.Join(procs, "\n"))
+	}
+	if out := run("status"); !strings.Contains(out, "not running") {
+		t.Errorf("status after down: %s", out)
+	}
+}
+
+func freePortRun(t *testing.T, n int) int {
+	for range 100 {
+		base := 20000 + rand.IntN(20000)
+		ok := true
+		for p := base; p < base+n && ok; p++ {
+			ok = portFree(p)
+		}
+		if ok {
+			return base
+		}
+	}
+	t.Fatal("no run of free ports")
+	return 0
+}
+
+func portFree(p int) bool {
+	l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+	if err != nil {
+		return false
+	}
+	l.Close()
+	return true
+}
+
+// processesMentioning lists live processes whose command line names dir:
+// every component gets paths under the state directory.
+func processesMentioning(dir string) []string {
+	var found []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		if s := strings.ReplaceAll(string(cmdline), "\x00", " "); strings.Contains(s, dir) {
+			found = append(found, e.Name()+": "+s)
+		}
+	}
+	return found
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}

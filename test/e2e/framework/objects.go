@@ -1,0 +1,85 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/dra-autoscaler/dra-autoscaler/test/controlplane"
+)
+
+// Kwok marks a node as one the kwok controller keeps Ready; its pods are
+// then reported Running once bound.
+func Kwok(node *corev1.Node) *corev1.Node {
+	if node.Annotations == nil {
+		node.Annotations = map[string]string{}
+	}
+	node.Annotations[controlplane.KwokNodeAnnotation] = controlplane.KwokNodeAnnotationValue
+	return node
+}
+
+// Create creates each object with the admin client. Cluster-scoped objects
+// (nodes, slices, classes) are deleted when the test ends; namespaced ones go
+// with the test's namespace. Server-set fields (uid, resourceVersion) of the
+// builders' objects are cleared first.
+func (c *Cluster) Create(ctx context.Context, t testing.TB, objs ...runtime.Object) {
+	t.Helper()
+	for _, obj := range objs {
+		if m, ok := obj.(metav1.Object); ok {
+			m.SetUID("")
+			m.SetResourceVersion("")
+		}
+		if err := c.create(ctx, t, obj); err != nil {
+			t.Fatalf("creating %T: %v", obj, err)
+		}
+	}
+}
+
+func (c *Cluster) create(ctx context.Context, t testing.TB, obj runtime.Object) error {
+	opts := metav1.CreateOptions{}
+	del := metav1.DeleteOptions{}
+	cleanup := func(f func(context.Context) error) { t.Cleanup(func() { _ = f(context.Background()) }) }
+	switch o := obj.(type) {
+	case *corev1.Node:
+		if _, err := c.Client.CoreV1().Nodes().Create(ctx, o, opts); err != nil {
+			return err
+		}
+		cleanup(func(ctx context.Context) error { return c.Client.CoreV1().Nodes().Delete(ctx, o.Name, del) })
+	case *resourceapi.ResourceSlice:
+		if _, err := c.Client.ResourceV1().ResourceSlices().Create(ctx, o, opts); err != nil {
+			return err
+		}
+		cleanup(func(ctx context.Context) error {
+			return c.Client.ResourceV1().ResourceSlices().Delete(ctx, o.Name, del)
+		})
+	case *resourceapi.DeviceClass:
+		if _, err := c.Client.ResourceV1().DeviceClasses().Create(ctx, o, opts); err != nil {
+			return err
+		}
+		cleanup(func(ctx context.Context) error { return c.Client.ResourceV1().DeviceClasses().Delete(ctx, o.Name, del) })
+	case *resourceapi.ResourceClaimTemplate:
+		_, err := c.Client.ResourceV1().ResourceClaimTemplates(o.Namespace).Create(ctx, o, opts)
+		return err
+	case *resourceapi.ResourceClaim:
+		_, err := c.Client.ResourceV1().ResourceClaims(o.Namespace).Create(ctx, o, opts)
+		return err
+	case *corev1.Pod:
+		_, err := c.Client.CoreV1().Pods(o.Namespace).Create(ctx, o, opts)
+		return err
+	case *schedulingv1beta1.PodGroup:
+		_, err := c.Client.SchedulingV1beta1().PodGroups(o.Namespace).Create(ctx, o, opts)
+		return err
+	case *schedulingv1beta1.Workload:
+		_, err := c.Client.SchedulingV1beta1().Workloads(o.Namespace).Create(ctx, o, opts)
+		return err
+	default:
+		return fmt.Errorf("framework.Create does not know %T", obj)
+	}
+	return nil
+}
