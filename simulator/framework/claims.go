@@ -1,0 +1,184 @@
+package framework
+
+import (
+	"fmt"
+	"hash/fnv"
+	"maps"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/klog/v2"
+	resourcedefaults "k8s.io/kubernetes/pkg/apis/resource/v1"
+	"k8s.io/utils/ptr"
+)
+
+// preparePod returns the pod as the scheduler would see it once the
+// resourceclaim controller has done its part: for each template claim
+// without a ResourceClaim yet, a simulated claim is stored in the snapshot
+// and recorded in the returned copy's status.resourceClaimStatuses. Claims
+// the pod uses are defaulted (allocationMode, count) where in-memory input
+// left that to an API server that never saw them. The caller's pod is not
+// modified; callers fork the snapshot around this.
+func (r *Runner) preparePod(pod *v1.Pod) (*v1.Pod, error) {
+	if pod == nil {
+		return nil, fmt.Errorf("nil pod")
+	}
+	if pod.UID == "" {
+		// Claims are owned by the pod's UID and NodeInfo keys pods by it.
+		return nil, fmt.Errorf("pod %s/%s has no UID", pod.Namespace, pod.Name)
+	}
+	out := pod
+	for i := range pod.Spec.ResourceClaims {
+		podClaim := &pod.Spec.ResourceClaims[i]
+		name, _, err := resourceclaim.Name(out, podClaim)
+		switch {
+		case err == nil && name != nil:
+			if err := r.defaultClaim(pod.Namespace, *name); err != nil {
+				return nil, err
+			}
+		case err == nil:
+			// The controller decided no claim is needed.
+		case podClaim.ResourceClaimTemplateName != nil:
+			claimName, err := r.simulateTemplateClaim(pod, podClaim)
+			if err != nil {
+				return nil, err
+			}
+			if claimName == "" {
+				continue
+			}
+			if out == pod {
+				out = pod.DeepCopy()
+			}
+			out.Status.ResourceClaimStatuses = append(out.Status.ResourceClaimStatuses,
+				v1.PodResourceClaimStatus{Name: podClaim.Name, ResourceClaimName: ptr.To(claimName)})
+		default:
+			return nil, fmt.Errorf("pod %s/%s claim %s: %w", pod.Namespace, pod.Name, podClaim.Name, err)
+		}
+	}
+	return out, nil
+}
+
+// simulateTemplateClaim finds or creates the claim the resourceclaim
+// controller makes for a pod's template claim (pkg/controller/resourceclaim:
+// generateName "<pod>-<podClaim>-", pod as controller, the pod-claim-name
+// annotation, the template's labels, annotations and spec). The random
+// suffix of the real name becomes a hash of pod UID and claim name, so a
+// simulation is repeatable. It returns "" when the template is unknown; the
+// DRA plugin then reports the claim as missing.
+func (r *Runner) simulateTemplateClaim(pod *v1.Pod, podClaim *v1.PodResourceClaim) (string, error) {
+	// The controller may have created the claim without the pod status
+	// showing it yet; it looks for such an orphan first, and so do we.
+	for _, c := range r.snap.ClaimsOwnedBy(pod.UID) {
+		if c.Annotations[resourceapi.PodResourceClaimAnnotation] == podClaim.Name {
+			return c.Name, r.defaultClaim(c.Namespace, c.Name)
+		}
+	}
+	tmpl, ok := r.snap.ResourceClaimTemplate(pod.Namespace, *podClaim.ResourceClaimTemplateName)
+	if !ok {
+		r.logger.V(4).Info("Claim template not in snapshot", "pod", klog.KObj(pod), "template", *podClaim.ResourceClaimTemplateName)
+		return "", nil
+	}
+	annotations := maps.Clone(tmpl.Spec.ObjectMeta.Annotations)
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[resourceapi.PodResourceClaimAnnotation] = podClaim.Name
+	claim := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:    pod.Namespace,
+			GenerateName: generateNameFor(pod.Name, podClaim.Name),
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: ptr.To(true),
+			}},
+			Annotations: annotations,
+			Labels:      maps.Clone(tmpl.Spec.ObjectMeta.Labels),
+		},
+		Spec: *tmpl.Spec.Spec.DeepCopy(),
+	}
+	claim.Name = r.freeName(pod.Namespace, claim.GenerateName, string(pod.UID)+"/"+podClaim.Name)
+	claim.UID = simulatedUID(pod.Namespace, claim.Name)
+	resourcedefaults.SetObjectDefaults_ResourceClaim(claim)
+	if err := r.snap.SetResourceClaim(claim); err != nil {
+		return "", fmt.Errorf("simulate claim %s for pod %s/%s: %w", podClaim.Name, pod.Namespace, pod.Name, err)
+	}
+	r.logger.V(5).Info("Simulated template claim", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
+	return claim.Name, nil
+}
+
+// generateNameFor mirrors the controller: long names are truncated in
+// proportion to their lengths, leaving room for "-" and 5 characters.
+func generateNameFor(podName, podClaimName string) string {
+	name := podName + "-" + podClaimName + "-"
+	const maxBaseLen = 57
+	if len(name) > maxBaseLen {
+		name = podName[0:len(podName)*maxBaseLen/len(name)] + "-" +
+			podClaimName[0:len(podClaimName)*maxBaseLen/len(name)]
+	}
+	return name
+}
+
+// suffixAlphabet is the apiserver's name generator alphabet (no vowels, no
+// confusable digits), so simulated names look like real ones.
+const suffixAlphabet = "bcdfghjklmnpqrstvwxz2456789"
+
+// freeName returns base plus a 5-character suffix derived from seed, unused
+// in the namespace.
+func (r *Runner) freeName(namespace, base, seed string) string {
+	for attempt := 0; ; attempt++ {
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%s#%d", seed, attempt)
+		sum := h.Sum64()
+		suffix := make([]byte, 5)
+		for i := range suffix {
+			suffix[i] = suffixAlphabet[sum%uint64(len(suffixAlphabet))]
+			sum /= uint64(len(suffixAlphabet))
+		}
+		name := base + string(suffix)
+		if _, err := r.snap.ResourceClaims().Get(namespace, name); err != nil {
+			return name
+		}
+	}
+}
+
+// simulatedUID marks objects that exist only in the simulation.
+func simulatedUID(namespace, name string) types.UID {
+	return types.UID("simulated-" + namespace + "-" + name)
+}
+
+// defaultClaim applies API defaulting to a stored claim that lacks it: the
+// allocator refuses requests without allocationMode ("unsupported count
+// mode"). Claims read from an API server are already defaulted and untouched.
+func (r *Runner) defaultClaim(namespace, name string) error {
+	claim, err := r.snap.ResourceClaims().Get(namespace, name)
+	if err != nil || !needsDefaults(&claim.Spec) {
+		// A missing claim is the DRA plugin's to report.
+		return nil
+	}
+	claim = claim.DeepCopy()
+	resourcedefaults.SetObjectDefaults_ResourceClaim(claim)
+	if err := r.snap.SetResourceClaim(claim); err != nil {
+		return fmt.Errorf("default claim %s/%s: %w", namespace, name, err)
+	}
+	return nil
+}
+
+func needsDefaults(spec *resourceapi.ResourceClaimSpec) bool {
+	undefaulted := func(mode resourceapi.DeviceAllocationMode, count int64) bool {
+		return mode == "" || (mode == resourceapi.DeviceAllocationModeExactCount && count == 0)
+	}
+	for _, req := range spec.Devices.Requests {
+		if req.Exactly != nil && undefaulted(req.Exactly.AllocationMode, req.Exactly.Count) {
+			return true
+		}
+		if slices.ContainsFunc(req.FirstAvailable, func(s resourceapi.DeviceSubRequest) bool {
+			return undefaulted(s.AllocationMode, s.Count)
+		}) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,98 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedframework "k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// NodeResult is the scheduler's verdict for one node.
+type NodeResult struct {
+	Node string
+	// Fits is true when every Filter plugin (and, for the node SchedulePod
+	// picked, every Reserve plugin) accepted the pod.
+	Fits bool
+	// Plugin is the plugin that rejected the pod; empty when it fits.
+	Plugin string
+	// Message is the plugin's reason, as the scheduler reports it.
+	Message string
+	// Code is Unschedulable, UnschedulableAndUnresolvable (preemption
+	// cannot help) or Error; Success when the pod fits.
+	Code fwk.Code
+}
+
+// RunFilters runs PreFilter once and Filter on every named node, in
+// parallel, and returns the verdicts in the order of nodeNames. The
+// snapshot is left exactly as it was: simulated claims created for the pod
+// are reverted. An error means the simulation itself failed (bad input, a
+// plugin error in PreFilter), not that the pod does not fit.
+func (r *Runner) RunFilters(ctx context.Context, pod *v1.Pod, nodeNames []string) (results []NodeResult, err error) {
+	r.snap.Fork()
+	defer func() {
+		if rerr := r.snap.Revert(); rerr != nil && err == nil {
+			err = fmt.Errorf("revert snapshot after filtering: %w", rerr)
+		}
+	}()
+	prepared, err := r.preparePod(pod)
+	if err != nil {
+		return nil, fmt.Errorf("filter pod: %w", err)
+	}
+	return r.filter(ctx, schedframework.NewCycleState(), prepared, nodeNames)
+}
+
+// filter runs PreFilter and the parallel Filter pass with one cycle state,
+// so that SchedulePod can run Reserve on it afterwards.
+func (r *Runner) filter(ctx context.Context, state *schedframework.CycleState, pod *v1.Pod, nodeNames []string) ([]NodeResult, error) {
+	results := make([]NodeResult, len(nodeNames))
+	for i, name := range nodeNames {
+		results[i].Node = name
+	}
+	preRes, status, pluginsWithNodes := r.fw.RunPreFilterPlugins(ctx, state, pod)
+	if status.Code() == fwk.Error {
+		return nil, fmt.Errorf("prefilter pod %s/%s: %w", pod.Namespace, pod.Name, status.AsError())
+	}
+	if !status.IsSuccess() {
+		// As in the scheduler, a PreFilter rejection rejects every node.
+		for i := range results {
+			results[i].reject(status)
+		}
+		klog.FromContext(ctx).V(5).Info("PreFilter rejected pod", "pod", klog.KObj(pod), "plugin", status.Plugin(), "reason", status.Message())
+		return results, nil
+	}
+	filteredOut := fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node is filtered out by the prefilter result").
+		WithPlugin(strings.Join(sets.List(pluginsWithNodes), ","))
+	r.fw.Parallelizer().Until(ctx, len(nodeNames), func(i int) {
+		name := nodeNames[i]
+		if !preRes.AllNodes() && !preRes.NodeNames.Has(name) {
+			results[i].reject(filteredOut)
+			return
+		}
+		ni, err := r.snap.Get(name)
+		if err != nil {
+			results[i].reject(fwk.AsStatus(err))
+			return
+		}
+		if st := r.fw.RunFilterPlugins(ctx, state, pod, ni); !st.IsSuccess() {
+			results[i].reject(st)
+			return
+		}
+		results[i].Fits, results[i].Code = true, fwk.Success
+	}, "Filter")
+	return results, nil
+}
+
+func (n *NodeResult) reject(st *fwk.Status) {
+	n.Fits = false
+	n.Code = st.Code()
+	n.Plugin = st.Plugin()
+	n.Message = st.Message()
+	if n.Code == fwk.Error && st.AsError() != nil {
+		n.Message = st.AsError().Error()
+	}
+}

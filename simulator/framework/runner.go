@@ -1,0 +1,86 @@
+// Package framework runs the real kube-scheduler framework (in-tree
+// plugins, DynamicResources and its structured allocator included) against
+// the simulator's cluster snapshot: which nodes a pod fits, where it goes,
+// and, when it fits nowhere, which plugin rejects it on each node and why.
+package framework
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/klog/v2"
+	schedframework "k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/nodevolumelimits"
+	"k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	"k8s.io/kubernetes/pkg/scheduler/metrics"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
+)
+
+// metricsOnce guards the scheduler's metric registration: NewFramework
+// panics on uninitialised metrics, and registering twice panics too.
+var metricsOnce sync.Once
+
+// Runner is one scheduler profile bound to one cluster snapshot. It is not
+// safe for concurrent use: a scheduling cycle reads the snapshot while its
+// Filter calls run in parallel, and SchedulePod writes it afterwards.
+type Runner struct {
+	fw     schedframework.Framework
+	snap   *snapshot.Snapshot
+	logger klog.Logger
+}
+
+// New applies the feature gates, then builds the snapshot and the framework
+// in that order, because both copy gate values when built. The framework is
+// built once and reused: empty the snapshot with Reset between loops
+// rather than building a new Runner.
+func New(ctx context.Context, opts Options) (*Runner, error) {
+	logger := klog.FromContext(ctx)
+	if err := ApplyFeatureGates(opts.FeatureGates); err != nil {
+		return nil, err
+	}
+	profile, parallelism, err := loadProfile(opts)
+	if err != nil {
+		return nil, err
+	}
+	metricsOnce.Do(func() {
+		metrics.InitMetrics()
+		metrics.Register()
+	})
+	snap := snapshot.New(logger)
+	// Plugins want an informer factory and a client at construction even
+	// though, with our listers plugged in, nothing reads them during
+	// PreFilter, Filter or Reserve: a factory over a fake client, never
+	// started, is enough.
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	fw, err := runtime.NewFramework(ctx, plugins.NewInTreeRegistry(), profile,
+		runtime.WithClientSet(client),
+		runtime.WithInformerFactory(factory),
+		runtime.WithSnapshotSharedLister(snap),
+		runtime.WithSharedDRAManager(snap),
+		runtime.WithPodGroupManager(snap),
+		runtime.WithMutableSnapshotLister(snap.MutableLister()),
+		runtime.WithSharedCSIManager(nodevolumelimits.NewCSIManager(factory.Storage().V1().CSINodes().Lister())),
+		runtime.WithParallelism(parallelism),
+		runtime.WithLogger(logger),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("build scheduler framework for profile %s: %w", profile.SchedulerName, err)
+	}
+	logger.V(2).Info("Scheduler framework ready", "profile", profile.SchedulerName, "featureGates", opts.FeatureGates, "parallelism", parallelism)
+	return &Runner{fw: fw, snap: snap, logger: logger}, nil
+}
+
+// Snapshot returns the snapshot the framework reads. Fill it, fork it and
+// revert it freely between calls.
+func (r *Runner) Snapshot() *snapshot.Snapshot { return r.snap }
+
+// Framework returns the underlying scheduler framework, for callers that
+// drive extension points this package does not wrap (e.g. a pod group
+// cycle).
+func (r *Runner) Framework() schedframework.Framework { return r.fw }
