@@ -1,0 +1,32 @@
+package cloudprovider
+
+import "time"
+
+// ReservationKind says how a reservation's capacity can be used.
+type ReservationKind string
+
+const (
+	// ReservationOpen capacity is used by any matching instance.
+	ReservationOpen ReservationKind = "Open"
+	// ReservationTargeted capacity is used only by instances that name it.
+	ReservationTargeted ReservationKind = "Targeted"
+	// ReservationCapacityBlock is capacity bought for a fixed window:
+	// unusable before Start, reclaimed at End.
+	ReservationCapacityBlock ReservationKind = "CapacityBlock"
+)
+
+// Reservation is capacity that is already paid for. Several node groups may
+// draw on one reservation; they share its count.
+type Reservation struct {
+	ID   string
+	Kind ReservationKind
+	// NodeGroups are the ids of the groups whose nodes land on it.
+	NodeGroups []string
+	// Count is the number of instances reserved; InUse how many are taken,
+	// booting instances included.
+	Count, InUse int
+	// Start and End bound a capacity block; zero means unbounded.
+	Start, End time.Time
+	// Price per node-hour while in use (0 when unknown).
+	Price float64
+}

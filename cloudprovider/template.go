@@ -1,0 +1,38 @@
+package cloudprovider
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+)
+
+// NodeTemplate is what a new node of a group would look like once it has
+// registered and its DRA drivers have published their devices. The
+// simulator instantiates it under unique names: a node-local pool and its
+// slices are renamed per hypothetical node, so every allocation pins to one
+// node, as the real allocator's node selector requires.
+type NodeTemplate struct {
+	// Node is the Node object as the kubelet would register it (labels,
+	// taints, capacity and allocatable), with a placeholder name.
+	Node *corev1.Node
+	// ResourceSlices are the node-local slices its drivers would publish,
+	// with spec.nodeName equal to Node.Name.
+	ResourceSlices []*resourceapi.ResourceSlice
+	// Pods are the pods that would start on the node by themselves
+	// (DaemonSet pods, static pods), with spec.nodeName equal to Node.Name.
+	Pods []*corev1.Pod
+}
+
+// DeepCopy copies the template and everything in it.
+func (t *NodeTemplate) DeepCopy() *NodeTemplate {
+	if t == nil {
+		return nil
+	}
+	out := &NodeTemplate{Node: t.Node.DeepCopy()}
+	for _, s := range t.ResourceSlices {
+		out.ResourceSlices = append(out.ResourceSlices, s.DeepCopy())
+	}
+	for _, p := range t.Pods {
+		out.Pods = append(out.Pods, p.DeepCopy())
+	}
+	return out
+}
