@@ -1,0 +1,291 @@
+package kwok
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"reflect"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+)
+
+// Config is the kwok provider's configuration file: the node groups it
+// simulates and the capacity reservations they draw on.
+type Config struct {
+	NodeGroups   []NodeGroupConfig   `json:"nodeGroups"`
+	Reservations []ReservationConfig `json:"reservations,omitempty"`
+}
+
+// CapacityType is how a group's nodes are bought.
+type CapacityType string
+
+const (
+	CapacityOnDemand CapacityType = "on-demand"
+	CapacitySpot     CapacityType = "spot"
+	CapacityReserved CapacityType = "reserved"
+)
+
+// NodeGroupConfig describes one node group.
+type NodeGroupConfig struct {
+	Name    string `json:"name"`
+	MinSize int    `json:"minSize"`
+	MaxSize int    `json:"maxSize"`
+	// Price per node-hour; nil when unknown.
+	Price *float64 `json:"price,omitempty"`
+	// CapacityType defaults to on-demand.
+	CapacityType CapacityType `json:"capacityType,omitempty"`
+	// BootDelay is the time from the request until the Node registers.
+	BootDelay metav1.Duration `json:"bootDelay,omitempty"`
+	// DriverDelay is the further time until the node's DRA drivers have
+	// published their ResourceSlices.
+	DriverDelay metav1.Duration `json:"driverDelay,omitempty"`
+	Template    TemplateConfig  `json:"template"`
+	// Topology holds label values that every node of the group carries
+	// (rack, NVLink domain, zone); merged into the template labels.
+	Topology map[string]string `json:"topology,omitempty"`
+	Faults   FaultsConfig      `json:"faults,omitempty"`
+}
+
+// TemplateConfig is what every node of a group looks like once registered.
+type TemplateConfig struct {
+	Labels      map[string]string `json:"labels,omitempty"`
+	Annotations map[string]string `json:"annotations,omitempty"`
+	Taints      []corev1.Taint    `json:"taints,omitempty"`
+	// Capacity is also the node's allocatable. pods defaults to 110.
+	Capacity corev1.ResourceList `json:"capacity,omitempty"`
+	Drivers  []DriverConfig      `json:"drivers,omitempty"`
+}
+
+// DriverConfig is what one DRA driver publishes for a node, in
+// resource.k8s.io/v1 shapes.
+type DriverConfig struct {
+	Driver string `json:"driver"`
+	// SharedCounters are published in a slice of their own in the node's
+	// pool, as the API requires; devices consume them by counter set name.
+	SharedCounters []resourceapi.CounterSet `json:"sharedCounters,omitempty"`
+	Devices        []resourceapi.Device     `json:"devices,omitempty"`
+}
+
+// FaultsConfig injects failures so that back-off, rollback and gang
+// handling can be tested. Counts are of the group's live instances
+// (registered plus booting): deleting nodes frees room, as with a quota.
+type FaultsConfig struct {
+	// OutOfResourcesAfter: creations that would take the group beyond this
+	// many instances fail with OutOfResources. nil means never.
+	OutOfResourcesAfter *int `json:"outOfResourcesAfter,omitempty"`
+	// NeverRegister: instances are created but their Node never appears.
+	NeverRegister bool `json:"neverRegister,omitempty"`
+	// NeverRegisterAfter: only instances beyond this count never register
+	// (a partial failure). nil means never.
+	NeverRegisterAfter *int `json:"neverRegisterAfter,omitempty"`
+}
+
+// ReservationConfig declares capacity that is already paid for.
+type ReservationConfig struct {
+	ID         string                        `json:"id"`
+	Kind       cloudprovider.ReservationKind `json:"kind"`
+	NodeGroups []string                      `json:"nodeGroups"`
+	Count      int                           `json:"count"`
+	// Start and End (RFC3339) bound the window; required for capacity blocks.
+	Start *metav1.Time `json:"start,omitempty"`
+	End   *metav1.Time `json:"end,omitempty"`
+	Price *float64     `json:"price,omitempty"`
+}
+
+// LoadConfig reads, decodes and validates a config file.
+func LoadConfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("kwok config: %w", err)
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("kwok config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig decodes a config strictly (unknown and duplicate fields are
+// errors) and validates it.
+func ParseConfig(data []byte) (*Config, error) {
+	cfg := &Config{}
+	if err := yaml.UnmarshalStrict(data, cfg); err != nil {
+		return nil, explainDecodeError(data, err)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+// explainDecodeError turns a decoding error into one that names the node
+// group or reservation and the field at fault. The JSON decoder reports
+// errors of custom unmarshalers (quantities, durations, times) without any
+// position, so the document is decoded again piece by piece to find the
+// innermost value that fails.
+func explainDecodeError(data []byte, decodeErr error) error {
+	plain := cleanDecodeError(decodeErr)
+	asJSON, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return plain
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(asJSON, &top); err != nil {
+		return plain
+	}
+	for _, key := range sortedKeys(top) {
+		var elemType reflect.Type
+		switch key {
+		case "nodeGroups":
+			elemType = reflect.TypeFor[NodeGroupConfig]()
+		case "reservations":
+			elemType = reflect.TypeFor[ReservationConfig]()
+		default:
+			return fmt.Errorf("unknown field %q", key)
+		}
+		var items []json.RawMessage
+		if err := json.Unmarshal(top[key], &items); err != nil {
+			return fmt.Errorf("%s: must be a list", key)
+		}
+		for i, item := range items {
+			path, err := locateDecodeError(item, elemType)
+			if err == nil {
+				continue
+			}
+			if path == "" {
+				return fmt.Errorf("%s: %w", itemRef(key, i, item), err)
+			}
+			return fmt.Errorf("%s: %s: %w", itemRef(key, i, item), strings.TrimPrefix(path, "."), err)
+		}
+	}
+	return plain
+}
+
+// itemRef names a list item by its name or id when it has one.
+func itemRef(list string, i int, item json.RawMessage) string {
+	var named struct {
+		Name string `json:"name"`
+		ID   string `json:"id"`
+	}
+	_ = json.Unmarshal(item, &named)
+	switch {
+	case list == "nodeGroups" && named.Name != "":
+		return fmt.Sprintf("node group %q (%s[%d])", named.Name, list, i)
+	case list == "reservations" && named.ID != "":
+		return fmt.Sprintf("reservation %q (%s[%d])", named.ID, list, i)
+	}
+	return fmt.Sprintf("%s[%d]", list, i)
+}
+
+var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+
+// locateDecodeError returns the path (".a.b[2][key]") of the innermost
+// value in data that does not decode into t, and that value's error; nil
+// when data decodes.
+func locateDecodeError(data json.RawMessage, t reflect.Type) (string, error) {
+	err := yaml.UnmarshalStrict(data, reflect.New(t).Interface())
+	if err == nil {
+		return "", nil
+	}
+	decodeErr := cleanDecodeError(err)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		return "", decodeErr
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(data, &fields) != nil {
+			return "", decodeErr
+		}
+		for _, key := range sortedKeys(fields) {
+			ft, ok := fieldType(t, key)
+			if !ok {
+				return "." + key, fmt.Errorf("unknown field %q", key)
+			}
+			if p, err := locateDecodeError(fields[key], ft); err != nil {
+				return "." + key + p, err
+			}
+		}
+	case reflect.Slice:
+		var items []json.RawMessage
+		if json.Unmarshal(data, &items) != nil {
+			return "", decodeErr
+		}
+		for i, item := range items {
+			if p, err := locateDecodeError(item, t.Elem()); err != nil {
+				return fmt.Sprintf("[%d]%s", i, p), err
+			}
+		}
+	case reflect.Map:
+		var entries map[string]json.RawMessage
+		if json.Unmarshal(data, &entries) != nil {
+			return "", decodeErr
+		}
+		for _, key := range sortedKeys(entries) {
+			if p, err := locateDecodeError(entries[key], t.Elem()); err != nil {
+				return fmt.Sprintf("[%s]%s", key, p), err
+			}
+		}
+	}
+	return "", decodeErr
+}
+
+// fieldType finds the struct field that a JSON key decodes into, following
+// inlined embedded structs and matching names without regard to case, as
+// encoding/json does.
+func fieldType(t reflect.Type, key string) (reflect.Type, bool) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "-" {
+			continue
+		}
+		if f.Anonymous && name == "" {
+			inner := f.Type
+			if inner.Kind() == reflect.Pointer {
+				inner = inner.Elem()
+			}
+			if inner.Kind() == reflect.Struct {
+				if ft, ok := fieldType(inner, key); ok {
+					return ft, true
+				}
+			}
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if f.IsExported() && strings.EqualFold(name, key) {
+			return f.Type, true
+		}
+	}
+	return nil, false
+}
+
+// cleanDecodeError drops the layers of prefixes sigs.k8s.io/yaml adds.
+func cleanDecodeError(err error) error {
+	msg := err.Error()
+	for _, prefix := range []string{"error unmarshaling JSON: ", "while decoding JSON: ", "json: "} {
+		msg = strings.TrimPrefix(msg, prefix)
+	}
+	return fmt.Errorf("%s", msg)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

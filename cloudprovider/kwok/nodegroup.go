@@ -1,0 +1,319 @@
+package kwok
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+)
+
+// ErrOutOfResources is wrapped by IncreaseSize and AtomicIncreaseSize when
+// the injected quota fault (faults.outOfResourcesAfter) refuses nodes.
+var ErrOutOfResources = errors.New("OutOfResources")
+
+var _ cloudprovider.NodeGroup = &nodeGroup{}
+
+// nodeGroup is one configured group. Its instances are guarded by p.mu.
+type nodeGroup struct {
+	p         *Provider
+	cfg       NodeGroupConfig
+	instances map[string]*instance // by node name
+}
+
+// instance is one requested machine.
+//
+// Failed creations (the OutOfResources fault) are kept as instances with a
+// failure, reported by Nodes() as Creating with ErrorInfo, as upstream's
+// cluster autoscaler expects from clouds whose creations fail after the
+// request. They never count toward the target size: IncreaseSize already
+// reported them as an error and raised the target only by the successes, so
+// the autoscaler does not wait for nodes that will not come. Deleting such
+// an instance (DeleteNodes with its providerID, as upstream does to clean up
+// failed instances) only forgets it and leaves the target alone.
+type instance struct {
+	name string
+	// registered: the Node exists in the API server.
+	registered bool
+	// registeredSeq is p.seq when it registered (see Refresh).
+	registeredSeq uint64
+	// created orders instances by request, for DecreaseTargetSize.
+	created uint64
+	failure *cloudprovider.InstanceErrorInfo
+	// stop ends the instance's goroutine and done is closed when it has
+	// returned; both nil when no goroutine runs (never-registering ones).
+	stop func()
+	done chan struct{}
+}
+
+func (i *instance) live() bool { return i.failure == nil }
+
+func (i *instance) status() *cloudprovider.InstanceStatus {
+	if i.registered {
+		return &cloudprovider.InstanceStatus{State: cloudprovider.InstanceRunning}
+	}
+	return &cloudprovider.InstanceStatus{State: cloudprovider.InstanceCreating, ErrorInfo: i.failure}
+}
+
+// stopAndWait ends the instance's goroutine. Never call it with p.mu held:
+// the goroutine may be waiting for the lock to record its registration.
+func (i *instance) stopAndWait() {
+	if i.stop != nil {
+		i.stop()
+		<-i.done
+	}
+}
+
+func (g *nodeGroup) Id() string   { return g.cfg.Name }
+func (g *nodeGroup) MinSize() int { return g.cfg.MinSize }
+func (g *nodeGroup) MaxSize() int { return g.cfg.MaxSize }
+
+// TargetSize counts registered and booting instances; failed creations
+// are not counted.
+func (g *nodeGroup) TargetSize() (int, error) {
+	g.p.mu.Lock()
+	defer g.p.mu.Unlock()
+	return g.liveLocked(), nil
+}
+
+func (g *nodeGroup) liveLocked() int {
+	n := 0
+	for _, inst := range g.instances {
+		if inst.live() {
+			n++
+		}
+	}
+	return n
+}
+
+func (g *nodeGroup) Debug() string {
+	size, _ := g.TargetSize()
+	return fmt.Sprintf("%s (min %d, max %d, target %d)", g.cfg.Name, g.cfg.MinSize, g.cfg.MaxSize, size)
+}
+
+// IncreaseSize requests delta more nodes. When the quota fault refuses
+// some of them, the others are still created, the refused ones appear in
+// Nodes() with an OutOfResources error, and the call returns an error
+// wrapping ErrOutOfResources.
+func (g *nodeGroup) IncreaseSize(delta int) error {
+	return g.increase(delta, false)
+}
+
+// AtomicIncreaseSize requests delta nodes, all or none: when the quota
+// fault or maxSize would refuse any of them, nothing is created. Faults the
+// provider cannot know in advance (faults.neverRegisterAfter) still strike:
+// every instance is created and the extra ones never register, which is
+// the partial failure that gang handling must survive.
+func (g *nodeGroup) AtomicIncreaseSize(delta int) error {
+	return g.increase(delta, true)
+}
+
+func (g *nodeGroup) increase(delta int, atomic bool) error {
+	if delta <= 0 {
+		return fmt.Errorf("node group %s: size increase must be positive, got %d", g.cfg.Name, delta)
+	}
+	p := g.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return fmt.Errorf("node group %s: provider is shut down", g.cfg.Name)
+	}
+	live := g.liveLocked()
+	if live+delta > g.cfg.MaxSize {
+		return fmt.Errorf("node group %s: size increase too large: target %d + %d exceeds maxSize %d", g.cfg.Name, live, delta, g.cfg.MaxSize)
+	}
+	granted := delta
+	if limit := g.cfg.Faults.OutOfResourcesAfter; limit != nil {
+		granted = max(0, min(delta, *limit-live))
+	}
+	if atomic && granted < delta {
+		return fmt.Errorf("node group %s: atomic increase by %d refused, only %d available, nothing created: %w", g.cfg.Name, delta, granted, ErrOutOfResources)
+	}
+	for i := range granted {
+		g.startInstanceLocked(g.neverRegisters(live + i))
+	}
+	refused := delta - granted
+	for range refused {
+		g.addFailedLocked(&cloudprovider.InstanceErrorInfo{
+			ErrorClass:   cloudprovider.OutOfResourcesErrorClass,
+			ErrorCode:    "OutOfResources",
+			ErrorMessage: fmt.Sprintf("injected fault: node group %s holds at most %d instances (faults.outOfResourcesAfter)", g.cfg.Name, *g.cfg.Faults.OutOfResourcesAfter),
+		})
+	}
+	p.logger.Info("Increased node group", "nodeGroup", g.cfg.Name, "delta", delta, "created", granted, "failed", refused, "atomic", atomic, "target", live+granted)
+	if refused > 0 {
+		return fmt.Errorf("node group %s: %d of %d new instances failed: %w", g.cfg.Name, refused, delta, ErrOutOfResources)
+	}
+	return nil
+}
+
+// neverRegisters applies the registration faults to the index-th live
+// instance (0-based).
+func (g *nodeGroup) neverRegisters(index int) bool {
+	f := g.cfg.Faults
+	return f.NeverRegister || (f.NeverRegisterAfter != nil && index >= *f.NeverRegisterAfter)
+}
+
+// newInstanceLocked adds an instance under a fresh random name.
+func (g *nodeGroup) newInstanceLocked() *instance {
+	name := ""
+	for name == "" || g.instances[name] != nil {
+		name = g.cfg.Name + "-" + utilrand.String(5)
+	}
+	g.p.seq++
+	inst := &instance{name: name, created: g.p.seq}
+	g.instances[name] = inst
+	return inst
+}
+
+func (g *nodeGroup) addFailedLocked(info *cloudprovider.InstanceErrorInfo) {
+	g.newInstanceLocked().failure = info
+}
+
+// DeleteNodes removes the nodes and their slices and lowers the target; it
+// refuses to take the group below minSize.
+func (g *nodeGroup) DeleteNodes(nodes []*corev1.Node) error {
+	return g.deleteNodes(nodes, false)
+}
+
+// ForceDeleteNodes is DeleteNodes without the minSize check.
+func (g *nodeGroup) ForceDeleteNodes(nodes []*corev1.Node) error {
+	return g.deleteNodes(nodes, true)
+}
+
+func (g *nodeGroup) deleteNodes(nodes []*corev1.Node, force bool) error {
+	p := g.p
+	p.mu.Lock()
+	victims, unknown := []*instance{}, []string{}
+	liveVictims := 0
+	for _, node := range nodes {
+		if other := p.groupOf(node); other != g {
+			p.mu.Unlock()
+			return fmt.Errorf("node group %s: node %s does not belong to it", g.cfg.Name, node.Name)
+		}
+		name := instanceName(node)
+		inst, ok := g.instances[name]
+		switch {
+		case !ok:
+			// Not (or no longer) tracked, but labelled as ours: remove
+			// what is left of it without touching the target.
+			unknown = append(unknown, name)
+		case !containsInstance(victims, inst):
+			victims = append(victims, inst)
+			if inst.live() {
+				liveVictims++
+			}
+		}
+	}
+	if live := g.liveLocked(); !force && live-liveVictims < g.cfg.MinSize {
+		p.mu.Unlock()
+		return fmt.Errorf("node group %s: deleting %d nodes would take the group from %d below minSize %d", g.cfg.Name, liveVictims, live, g.cfg.MinSize)
+	}
+	for _, inst := range victims {
+		delete(g.instances, inst.name)
+	}
+	p.mu.Unlock()
+
+	var errs []error
+	for _, inst := range victims {
+		inst.stopAndWait()
+		if inst.failure != nil {
+			continue // never reached the API server
+		}
+		if err := p.deleteNodeObjects(p.ctx, inst.name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, name := range unknown {
+		if err := p.deleteNodeObjects(p.ctx, name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.logger.Info("Deleted nodes", "nodeGroup", g.cfg.Name, "count", len(victims)+len(unknown), "force", force)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("node group %s: %w", g.cfg.Name, err)
+	}
+	return nil
+}
+
+func containsInstance(list []*instance, inst *instance) bool {
+	for _, i := range list {
+		if i == inst {
+			return true
+		}
+	}
+	return false
+}
+
+// DecreaseTargetSize gives up -delta requests that have not registered
+// yet, newest first. It never removes a registered node.
+func (g *nodeGroup) DecreaseTargetSize(delta int) error {
+	if delta >= 0 {
+		return fmt.Errorf("node group %s: size decrease must be negative, got %d", g.cfg.Name, delta)
+	}
+	p := g.p
+	p.mu.Lock()
+	var pending []*instance
+	for _, inst := range g.instances {
+		if inst.live() && !inst.registered {
+			pending = append(pending, inst)
+		}
+	}
+	if -delta > len(pending) {
+		p.mu.Unlock()
+		return fmt.Errorf("node group %s: cannot decrease target by %d: only %d requested nodes have not registered", g.cfg.Name, -delta, len(pending))
+	}
+	sort.Slice(pending, func(a, b int) bool { return pending[a].created > pending[b].created })
+	pending = pending[:-delta]
+	for _, inst := range pending {
+		delete(g.instances, inst.name)
+	}
+	p.mu.Unlock()
+
+	var errs []error
+	for _, inst := range pending {
+		inst.stopAndWait()
+		// The boot goroutine may have created the Node between our
+		// check and its stop; the request is given up either way.
+		if err := p.deleteNodeObjects(p.ctx, inst.name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	p.logger.Info("Decreased target size", "nodeGroup", g.cfg.Name, "delta", delta)
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("node group %s: %w", g.cfg.Name, err)
+	}
+	return nil
+}
+
+// Nodes lists every instance, failed creations included, sorted by name.
+func (g *nodeGroup) Nodes() ([]cloudprovider.Instance, error) {
+	g.p.mu.Lock()
+	defer g.p.mu.Unlock()
+	out := make([]cloudprovider.Instance, 0, len(g.instances))
+	for _, inst := range g.instances {
+		out = append(out, cloudprovider.Instance{Id: providerID(g.cfg.Name, inst.name), Status: inst.status()})
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Id < out[b].Id })
+	return out, nil
+}
+
+// TemplateNodeInfo returns the node a new instance registers as and the
+// slices its drivers publish, under the placeholder name "<group>-template"
+// (slices' nodeName and pool name match it). No pods: the provider knows
+// of no DaemonSets.
+func (g *nodeGroup) TemplateNodeInfo() (*cloudprovider.NodeTemplate, error) {
+	name := templateNodeName(g.cfg.Name)
+	return &cloudprovider.NodeTemplate{
+		Node:           g.cfg.buildTemplateNode(),
+		ResourceSlices: g.cfg.buildSlices(name),
+	}, nil
+}
+
+// GetOptions returns ErrNotImplemented: the defaults apply to every group.
+func (g *nodeGroup) GetOptions(cloudprovider.NodeGroupAutoscalingOptions) (*cloudprovider.NodeGroupAutoscalingOptions, error) {
+	return nil, cloudprovider.ErrNotImplemented
+}

@@ -1,0 +1,188 @@
+package kwok
+
+import (
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+const (
+	// ProviderName is the --cloud-provider value of this provider.
+	ProviderName = "kwok"
+	// LabelNodeGroup names the group a node belongs to; a restarted
+	// provider finds its nodes by it.
+	LabelNodeGroup = "autoscaling.dra-autoscaler.io/node-group"
+	// LabelCapacityType says how the node is bought (on-demand, spot,
+	// reserved), for scale-down ordering and reporting.
+	LabelCapacityType = "autoscaling.dra-autoscaler.io/capacity-type"
+	// AnnotationKwokNode marks nodes for the kwok controller, started with
+	// --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake.
+	AnnotationKwokNode = "kwok.x-k8s.io/node"
+
+	providerIDPrefix = "kwok://"
+	// defaultPods is the kubelet's default max-pods, used when the
+	// template's capacity does not say: a node without a pods capacity
+	// would take no pods at all.
+	defaultPods = 110
+	// Devices per slice: the API's limit for slices using counters,
+	// taints or other advanced fields, so that any device list fits.
+	maxDevicesPerSlice     = resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
+	maxCounterSetsPerSlice = resourceapi.ResourceSliceMaxCounterSets
+)
+
+// providerID is the node.spec.providerID of a node of group.
+func providerID(group, node string) string {
+	return providerIDPrefix + group + "/" + node
+}
+
+// parseProviderID splits a kwok providerID into group and node name.
+func parseProviderID(id string) (group, node string, ok bool) {
+	rest, found := strings.CutPrefix(id, providerIDPrefix)
+	if !found {
+		return "", "", false
+	}
+	group, node, ok = strings.Cut(rest, "/")
+	return group, node, ok && group != "" && node != ""
+}
+
+// templateNodeName is the placeholder name of a group's template node.
+func templateNodeName(group string) string {
+	return group + "-template"
+}
+
+func (g *NodeGroupConfig) capacityType() CapacityType {
+	if g.CapacityType == "" {
+		return CapacityOnDemand
+	}
+	return g.CapacityType
+}
+
+// nodeLabels are the labels a node of the group registers with: the
+// kubelet's os and arch defaults, then the template's, the topology values,
+// and the hostname and the provider's own (which the template may not set).
+func (g *NodeGroupConfig) nodeLabels(nodeName string) map[string]string {
+	labels := map[string]string{
+		corev1.LabelOSStable:   "linux",
+		corev1.LabelArchStable: "amd64",
+	}
+	for k, v := range g.Template.Labels {
+		labels[k] = v
+	}
+	for k, v := range g.Topology {
+		labels[k] = v
+	}
+	labels[corev1.LabelHostname] = nodeName
+	labels[LabelNodeGroup] = g.Name
+	labels[LabelCapacityType] = string(g.capacityType())
+	return labels
+}
+
+// buildNode returns the Node a group's instance registers as. Conditions,
+// addresses and node info are left to the kwok controller, as a kubelet
+// would fill them.
+func (g *NodeGroupConfig) buildNode(name string) *corev1.Node {
+	annotations := map[string]string{}
+	for k, v := range g.Template.Annotations {
+		annotations[k] = v
+	}
+	annotations[AnnotationKwokNode] = "fake"
+
+	capacity := corev1.ResourceList{}
+	for k, v := range g.Template.Capacity {
+		capacity[k] = v.DeepCopy()
+	}
+	if _, ok := capacity[corev1.ResourcePods]; !ok {
+		capacity[corev1.ResourcePods] = *resource.NewQuantity(defaultPods, resource.DecimalSI)
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Labels:      g.nodeLabels(name),
+			Annotations: annotations,
+		},
+		Spec: corev1.NodeSpec{ProviderID: providerID(g.Name, name)},
+		Status: corev1.NodeStatus{
+			Capacity:    capacity,
+			Allocatable: capacity.DeepCopy(),
+		},
+	}
+	for _, t := range g.Template.Taints {
+		node.Spec.Taints = append(node.Spec.Taints, *t.DeepCopy())
+	}
+	return node
+}
+
+// buildTemplateNode is buildNode under the placeholder name, Ready as the
+// node will be once kwok has taken it over, and without a providerID: no
+// instance stands behind it.
+func (g *NodeGroupConfig) buildTemplateNode() *corev1.Node {
+	node := g.buildNode(templateNodeName(g.Name))
+	node.Spec.ProviderID = ""
+	node.Status.Conditions = []corev1.NodeCondition{{
+		Type:   corev1.NodeReady,
+		Status: corev1.ConditionTrue,
+		Reason: "KubeletReady",
+	}}
+	return node
+}
+
+// sanitizeDriver makes a driver name usable inside an object name:
+// anything but lower-case letters, digits and '-' becomes '-'.
+func sanitizeDriver(driver string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r - 'A' + 'a'
+		}
+		return '-'
+	}, driver)
+}
+
+// sliceName names the i-th slice a driver publishes for a node.
+func sliceName(node, driver string, i int) string {
+	return fmt.Sprintf("%s-%s-%d", node, sanitizeDriver(driver), i)
+}
+
+// buildSlices returns the ResourceSlices the group's drivers publish for a
+// node: per driver one pool named after the node, its counter sets first in
+// slices of their own (the API allows counters and devices in one slice
+// only without each other), then the devices in chunks the API accepts.
+func (g *NodeGroupConfig) buildSlices(nodeName string) []*resourceapi.ResourceSlice {
+	var out []*resourceapi.ResourceSlice
+	for _, d := range g.Template.Drivers {
+		var parts []resourceapi.ResourceSliceSpec
+		for start := 0; start < len(d.SharedCounters); start += maxCounterSetsPerSlice {
+			end := min(start+maxCounterSetsPerSlice, len(d.SharedCounters))
+			spec := resourceapi.ResourceSliceSpec{}
+			for _, cs := range d.SharedCounters[start:end] {
+				spec.SharedCounters = append(spec.SharedCounters, *cs.DeepCopy())
+			}
+			parts = append(parts, spec)
+		}
+		for start := 0; start < len(d.Devices); start += maxDevicesPerSlice {
+			end := min(start+maxDevicesPerSlice, len(d.Devices))
+			spec := resourceapi.ResourceSliceSpec{}
+			for _, dev := range d.Devices[start:end] {
+				spec.Devices = append(spec.Devices, *dev.DeepCopy())
+			}
+			parts = append(parts, spec)
+		}
+		for i, spec := range parts {
+			spec.Driver = d.Driver
+			spec.NodeName = ptr.To(nodeName)
+			spec.Pool = resourceapi.ResourcePool{Name: nodeName, Generation: 1, ResourceSliceCount: int64(len(parts))}
+			out = append(out, &resourceapi.ResourceSlice{
+				ObjectMeta: metav1.ObjectMeta{Name: sliceName(nodeName, d.Driver, i)},
+				Spec:       spec,
+			})
+		}
+	}
+	return out
+}

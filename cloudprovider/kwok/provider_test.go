@@ -1,0 +1,146 @@
+package kwok
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+)
+
+// A restarted provider finds the nodes of its groups by label, publishes
+// slices an adopted node lacks, and drops nodes deleted behind its back.
+func TestRefreshRebuildsState(t *testing.T) {
+	gpu, cpu := gpuGroup("gpu", 0, 10), cpuGroup("cpu", 0, 10)
+	withSlices, withoutSlices, cpuNode := gpu.buildNode("gpu-aaaaa"), gpu.buildNode("gpu-bbbbb"), cpu.buildNode("cpu-ccccc")
+	objs := []runtime.Object{withSlices, withoutSlices, cpuNode,
+		builder.Node("other").Label(LabelNodeGroup, "unknown").Obj(), builder.Node("control-plane").Obj()}
+	for _, s := range gpu.buildSlices(withSlices.Name) {
+		objs = append(objs, s)
+	}
+	e := newEnv(t, &Config{NodeGroups: []NodeGroupConfig{gpu, cpu}}, objs...)
+	ng, cpuNG := e.group(t, "gpu"), e.group(t, "cpu")
+	if got := targetSize(t, ng); got != 0 {
+		t.Fatalf("target before Refresh = %d, want 0", got)
+	}
+
+	if err := e.p.Refresh(); err != nil {
+		t.Fatalf("Refresh: %v", err)
+	}
+	if got, got2 := targetSize(t, ng), targetSize(t, cpuNG); got != 2 || got2 != 1 {
+		t.Errorf("targets after Refresh = %d, %d, want 2, 1", got, got2)
+	}
+	if r, c, f := states(t, ng); r != 2 || c != 0 || f != 0 {
+		t.Errorf("running %d creating %d failed %d, want 2 0 0", r, c, f)
+	}
+	eventually(t, "slices republished", func() bool { return len(e.slices(t, withoutSlices.Name)) == 2 })
+	if n := len(e.slices(t, withSlices.Name)); n != 2 {
+		t.Errorf("%d slices on %s, want 2 (no duplicates)", n, withSlices.Name)
+	}
+	for _, node := range []*corev1.Node{withSlices, withoutSlices} {
+		if has, _ := e.p.HasInstance(node); !has {
+			t.Errorf("HasInstance(%s) = false after adoption", node.Name)
+		}
+	}
+
+	if err := e.client.CoreV1().Nodes().Delete(context.Background(), withSlices.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.p.Refresh(); err != nil {
+		t.Fatalf("second Refresh: %v", err)
+	}
+	if got := targetSize(t, ng); got != 1 {
+		t.Errorf("target after an outside deletion = %d, want 1", got)
+	}
+	if has, _ := e.p.HasInstance(withSlices); has {
+		t.Errorf("HasInstance(%s) = true after its node was deleted", withSlices.Name)
+	}
+}
+
+// A node that registers while Refresh lists must not be dropped for being
+// absent from the (older) list.
+func TestRefreshKeepsNodesRegisteredDuringList(t *testing.T) {
+	g := gpuGroup("gpu", 0, 10)
+	g.BootDelay = metav1.Duration{Duration: time.Hour}
+	e := newEnv(t, &Config{NodeGroups: []NodeGroupConfig{g}})
+	ng := e.group(t, "gpu")
+	if err := ng.IncreaseSize(1); err != nil {
+		t.Fatal(err)
+	}
+	e.p.mu.Lock()
+	var inst *instance
+	for _, i := range ng.instances {
+		inst = i
+	}
+	e.p.mu.Unlock()
+	e.client.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+		ng.markRegistered(inst) // the boot goroutine, racing the List
+		return true, &corev1.NodeList{}, nil
+	})
+	if err := e.p.Refresh(); err != nil {
+		t.Fatal(err)
+	}
+	if got := targetSize(t, ng); got != 1 {
+		t.Errorf("target = %d, want 1: the instance registered during the List was dropped", got)
+	}
+}
+
+func TestNodeGroupForNode(t *testing.T) {
+	e := newEnv(t, &Config{NodeGroups: []NodeGroupConfig{gpuGroup("gpu", 0, 1), cpuGroup("cpu", 0, 1)}})
+	tests := []struct {
+		name string
+		node *corev1.Node
+		want string
+	}{
+		{"by label", builder.Node("x").Label(LabelNodeGroup, "cpu").Obj(), "cpu"},
+		{"by providerID", &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-abcde"}, Spec: corev1.NodeSpec{ProviderID: "kwok://gpu/gpu-abcde"}}, "gpu"},
+		{"placeholder named by providerID", fakeNode("kwok://cpu/cpu-abcde"), "cpu"},
+		{"unknown group", builder.Node("x").Label(LabelNodeGroup, "tpu").Obj(), ""},
+		{"foreign node", builder.Node("control-plane").Obj(), ""},
+		{"other provider", fakeNode("aws:///us-east-1a/i-0123"), ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := e.p.NodeGroupForNode(tc.node)
+			if err != nil {
+				t.Fatalf("NodeGroupForNode: %v", err)
+			}
+			got := ""
+			if g != nil {
+				got = g.Id()
+			}
+			if got != tc.want {
+				t.Errorf("group = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if has, err := e.p.HasInstance(builder.Node("control-plane").Obj()); !has || err != nil {
+		t.Errorf("HasInstance(foreign node) = %t, %v; want true: not ours to judge", has, err)
+	}
+}
+
+func TestProviderBasics(t *testing.T) {
+	e := newEnv(t, &Config{NodeGroups: []NodeGroupConfig{gpuGroup("gpu", 1, 3), cpuGroup("cpu", 0, 5)}})
+	if e.p.Name() != "kwok" {
+		t.Errorf("Name = %q", e.p.Name())
+	}
+	groups := e.p.NodeGroups()
+	if len(groups) != 2 || groups[0].Id() != "gpu" || groups[0].MinSize() != 1 || groups[0].MaxSize() != 3 || groups[1].Id() != "cpu" {
+		t.Errorf("NodeGroups = %v", groups)
+	}
+	if got := groups[0].Debug(); got != "gpu (min 1, max 3, target 0)" {
+		t.Errorf("Debug = %q", got)
+	}
+	if rl, err := e.p.GetResourceLimiter(); rl != nil || err != nil {
+		t.Errorf("GetResourceLimiter = %v, %v; want no limits", rl, err)
+	}
+	if _, err := groups[0].GetOptions(cloudprovider.NodeGroupAutoscalingOptions{}); err != cloudprovider.ErrNotImplemented {
+		t.Errorf("GetOptions error = %v, want ErrNotImplemented", err)
+	}
+}

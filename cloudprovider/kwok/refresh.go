@@ -1,0 +1,130 @@
+package kwok
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// Refresh re-reads the nodes of every group from the API server: nodes
+// carrying a group's label that the provider does not track are adopted
+// as running instances (a restarted autoscaler finds its nodes this way),
+// and registered instances whose Node is gone (deleted by someone else) are
+// dropped. Instances still booting are kept.
+//
+// An adopted node whose slices are missing (the previous process stopped
+// during the driver delay) gets them published once the rest of its driver
+// delay, counted from the node's creation, has passed.
+func (p *Provider) Refresh() error {
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return fmt.Errorf("kwok provider: shut down")
+	}
+	listedAt := p.seq
+	p.mu.Unlock()
+
+	list, err := p.client.CoreV1().Nodes().List(p.ctx, metav1.ListOptions{LabelSelector: LabelNodeGroup})
+	if err != nil {
+		return fmt.Errorf("kwok provider: listing nodes: %w", err)
+	}
+	present := map[*nodeGroup]map[string]*corev1.Node{}
+	for i := range list.Items {
+		node := &list.Items[i]
+		g := p.group(node.Labels[LabelNodeGroup])
+		if g == nil {
+			p.logger.V(4).Info("Ignoring node of an unknown node group", "node", node.Name, "nodeGroup", node.Labels[LabelNodeGroup])
+			continue
+		}
+		if node.DeletionTimestamp != nil {
+			continue // on its way out: neither adopted nor kept
+		}
+		if present[g] == nil {
+			present[g] = map[string]*corev1.Node{}
+		}
+		present[g][node.Name] = node
+	}
+
+	adopted := map[*nodeGroup][]*corev1.Node{}
+	p.mu.Lock()
+	for _, g := range p.groups {
+		for name, inst := range g.instances {
+			// Only instances that registered before the List can be
+			// missing from it because someone deleted their Node.
+			if inst.registered && inst.registeredSeq <= listedAt && present[g][name] == nil {
+				delete(g.instances, name)
+				if inst.stop != nil {
+					inst.stop() // its goroutine exits on its own; Cleanup waits for it
+				}
+				p.logger.Info("Node deleted outside the autoscaler, dropping its instance", "nodeGroup", g.cfg.Name, "node", name)
+			}
+		}
+		for name, node := range present[g] {
+			inst := g.instances[name]
+			switch {
+			case inst == nil:
+				p.seq++
+				g.instances[name] = &instance{name: name, registered: true, registeredSeq: p.seq, created: p.seq}
+				adopted[g] = append(adopted[g], node)
+				p.logger.Info("Adopted existing node", "nodeGroup", g.cfg.Name, "node", name)
+			case !inst.registered && inst.live():
+				// Its boot goroutine created it and has not recorded
+				// that yet; it will find the work done.
+				p.seq++
+				inst.registered, inst.registeredSeq = true, p.seq
+			}
+		}
+	}
+	p.mu.Unlock()
+
+	if len(adopted) == 0 {
+		return nil
+	}
+	return p.republishSlices(adopted)
+}
+
+// republishSlices publishes the slices adopted nodes lack.
+func (p *Provider) republishSlices(adopted map[*nodeGroup][]*corev1.Node) error {
+	slices, err := p.client.ResourceV1().ResourceSlices().List(p.ctx, metav1.ListOptions{})
+	if err != nil {
+		return fmt.Errorf("kwok provider: listing ResourceSlices of adopted nodes: %w", err)
+	}
+	existing := sets.New[string]()
+	for _, s := range slices.Items {
+		existing.Insert(s.Name)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil // Cleanup is waiting for the goroutines; start no more
+	}
+	for g, nodes := range adopted {
+		for _, node := range nodes {
+			missing := g.cfg.buildSlices(node.Name)
+			n := 0
+			for _, s := range missing {
+				if !existing.Has(s.Name) {
+					missing[n] = s
+					n++
+				}
+			}
+			missing = missing[:n]
+			inst := g.instances[node.Name]
+			if len(missing) == 0 || inst == nil || inst.stop != nil {
+				continue
+			}
+			due := node.CreationTimestamp.Add(g.cfg.DriverDelay.Duration)
+			wait := newDelay(p.clock, due.Sub(p.clock.Now()))
+			p.logger.Info("Adopted node lacks ResourceSlices, publishing them", "nodeGroup", g.cfg.Name, "node", node.Name, "missing", len(missing))
+			g.goLocked(inst, func(ctx context.Context) {
+				if wait.wait(ctx) {
+					g.publishSlices(ctx, node, missing)
+				}
+			})
+		}
+	}
+	return nil
+}
