@@ -20,6 +20,7 @@ all: build
 build:
 	$(GO) build ./...
 	$(GO) build -o $(BIN)/localcluster ./hack/localcluster
+	$(GO) build -o $(BIN)/dra-autoscaler ./cmd/dra-autoscaler
 
 # The control plane (kube-apiserver, kube-controller-manager, kube-scheduler
 # from this module; kwok from its own) — the e2e tests build it too.
@@ -50,8 +51,12 @@ up: build
 down:
 	@if [ -x $(BIN)/localcluster ]; then $(BIN)/localcluster down --state-dir $(STATE); else echo "not running"; fi
 
+# The README's run command: the local control plane, the autoscaler with the
+# kwok provider's example groups, and an inference workload it scales for.
 demo: up
-	$(GO) run ./hack/demo --kubeconfig $(STATE)/kubeconfig
+	$(GO) build -o $(BIN)/dra-autoscaler ./cmd/dra-autoscaler
+	$(GO) run ./hack/demo --kubeconfig $(STATE)/kubeconfig --autoscaler $(BIN)/dra-autoscaler \
+		--cloud-config deploy/examples/kwok-provider.yaml
 
 clean: down
 	rm -rf _out

@@ -1,7 +1,10 @@
-// Command demo applies an example inference workload to the local control
-// plane (make up) and shows it running: a node with 8 GPUs and 8 NICs paired
-// by PCIe root, published in a ResourceSlice, and pods each claiming one GPU
-// plus the NIC on the same root. The real scheduler allocates and binds.
+// Command demo shows the autoscaler at work on the local control plane
+// (make up): it starts dra-autoscaler with the kwok provider and the example
+// node groups (deploy/examples/kwok-provider.yaml: a CPU group and a GPU
+// group whose nodes have 8 GPUs and 8 NICs paired by PCIe root, both from
+// zero), applies an inference workload whose pods each claim a GPU plus the
+// NIC on its root, and some CPU-only pods, then reports nodes as they
+// appear and pods as they run, and sums up.
 package main
 
 import (
@@ -10,8 +13,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"sort"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -22,8 +27,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
-	"github.com/dra-autoscaler/dra-autoscaler/test/controlplane"
 )
 
 const (
@@ -35,19 +40,30 @@ const (
 	pcieRoot = "resource.kubernetes.io/pcieRoot"
 )
 
+type options struct {
+	kubeconfig, autoscaler, cloudConfig, logFile string
+	gpuPods, cpuPods                             int
+	timeout                                      time.Duration
+}
+
 func main() {
-	kubeconfig := flag.String("kubeconfig", "_out/cluster/kubeconfig", "kubeconfig of the cluster")
-	pods := flag.Int("pods", 3, "inference pods to run")
-	timeout := flag.Duration("timeout", 2*time.Minute, "how long to wait for the pods")
+	var o options
+	flag.StringVar(&o.kubeconfig, "kubeconfig", "_out/cluster/kubeconfig", "kubeconfig of the cluster")
+	flag.StringVar(&o.autoscaler, "autoscaler", "_out/bin/dra-autoscaler", "the dra-autoscaler binary")
+	flag.StringVar(&o.cloudConfig, "cloud-config", "deploy/examples/kwok-provider.yaml", "kwok provider node groups")
+	flag.StringVar(&o.logFile, "log", "_out/demo-autoscaler.log", "where the autoscaler logs")
+	flag.IntVar(&o.gpuPods, "gpu-pods", 3, "inference pods, each claiming a GPU and its NIC")
+	flag.IntVar(&o.cpuPods, "cpu-pods", 2, "CPU-only pods")
+	flag.DurationVar(&o.timeout, "timeout", 3*time.Minute, "how long to wait for every pod to run")
 	flag.Parse()
-	if err := run(*kubeconfig, *pods, *timeout); err != nil {
+	if err := run(o); err != nil {
 		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(kubeconfig string, pods int, timeout time.Duration) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+func run(o options) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -55,43 +71,48 @@ func run(kubeconfig string, pods int, timeout time.Duration) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), o.timeout)
 	defer cancel()
 	if err := cleanup(ctx, client); err != nil {
 		return fmt.Errorf("removing an earlier run: %w", err)
 	}
-	if err := apply(ctx, client, pods); err != nil {
+	stop, err := startAutoscaler(o)
+	if err != nil {
 		return err
 	}
-	fmt.Printf("applied: node gpu-node-0 (8 GPUs + 8 NICs), %d pods claiming a GPU and the NIC on its PCIe root\n", pods)
-	err = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
-		list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		running := 0
-		for _, p := range list.Items {
-			if p.Status.Phase == corev1.PodRunning {
-				running++
-			}
-		}
-		return running == pods, nil
-	})
-	if err != nil {
-		return fmt.Errorf("pods not Running within %s: %w", timeout, err)
+	defer stop()
+	if err := apply(ctx, client, o); err != nil {
+		return err
 	}
-	return summary(context.Background(), client)
+	fmt.Printf("applied: %d inference pods (1 GPU + the NIC on its PCIe root each) and %d CPU pods; no node can run them yet\n", o.gpuPods, o.cpuPods)
+	start := time.Now()
+	if err := watch(ctx, client, o.gpuPods+o.cpuPods, start); err != nil {
+		return fmt.Errorf("%w (autoscaler log: %s)", err, o.logFile)
+	}
+	return summary(context.Background(), client, time.Since(start))
 }
 
-func apply(ctx context.Context, client kubernetes.Interface, pods int) error {
-	node := builder.Node("gpu-node-0").CPU("64").Memory("512Gi").Label("node.kubernetes.io/instance-type", "gpu-8x").Obj()
-	node.Annotations = map[string]string{controlplane.KwokNodeAnnotation: controlplane.KwokNodeAnnotationValue}
-	var gpus, nics []*builder.DeviceBuilder
-	for i := range 8 {
-		root := fmt.Sprintf("pci%d", i)
-		gpus = append(gpus, builder.Device(fmt.Sprintf("gpu-%d", i)).Attr(pcieRoot, root).Capacity("memory", "80Gi"))
-		nics = append(nics, builder.Device(fmt.Sprintf("nic-%d", i)).Attr(pcieRoot, root))
+func startAutoscaler(o options) (func(), error) {
+	logFile, err := os.Create(o.logFile)
+	if err != nil {
+		return nil, err
 	}
+	cmd := exec.Command(o.autoscaler, "--kubeconfig="+o.kubeconfig, "--cloud-provider=kwok", "--cloud-config="+o.cloudConfig,
+		"--scan-interval=2s", "--leader-elect=false", "--address=127.0.0.1:0", "--v=2")
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", o.autoscaler, err)
+	}
+	fmt.Printf("dra-autoscaler started (pid %d, log %s)\n", cmd.Process.Pid, o.logFile)
+	return func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		logFile.Close()
+	}, nil
+}
+
+func apply(ctx context.Context, client kubernetes.Interface, o options) error {
 	tmpl := builder.ClaimTemplate(ns, "gpu-and-nic").
 		Request(builder.Request("gpu", "gpu"), builder.Request("nic", "nic")).
 		MatchAttribute(pcieRoot).Obj()
@@ -101,29 +122,61 @@ func apply(ctx context.Context, client kubernetes.Interface, pods int) error {
 		errOf(client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, opts)),
 		errOf(client.ResourceV1().DeviceClasses().Create(ctx, builder.DeviceClass("gpu").Driver(gpuDriver).Obj(), opts)),
 		errOf(client.ResourceV1().DeviceClasses().Create(ctx, builder.DeviceClass("nic").Driver(nicDriver).Obj(), opts)),
-		errOf(client.CoreV1().Nodes().Create(ctx, node, opts)),
-		errOf(client.ResourceV1().ResourceSlices().Create(ctx, builder.ResourceSlice("gpu-node-0-gpus", node.Name, gpuDriver, node.Name).Devices(gpus...).Obj(), opts)),
-		errOf(client.ResourceV1().ResourceSlices().Create(ctx, builder.ResourceSlice("gpu-node-0-nics", node.Name, nicDriver, node.Name).Devices(nics...).Obj(), opts)),
 		errOf(client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl, opts)),
 	}
-	for i := range pods {
+	for i := range o.gpuPods {
 		pod := builder.Pod(ns, fmt.Sprintf("inference-%d", i)).CPU("4").Memory("16Gi").ClaimFromTemplate("accel", "gpu-and-nic").Obj()
+		errs = append(errs, errOf(client.CoreV1().Pods(ns).Create(ctx, pod, opts)))
+	}
+	for i := range o.cpuPods {
+		pod := builder.Pod(ns, fmt.Sprintf("web-%d", i)).CPU("3").Memory("1Gi").Obj()
 		errs = append(errs, errOf(client.CoreV1().Pods(ns).Create(ctx, pod, opts)))
 	}
 	return errors.Join(errs...)
 }
 
-// cleanup removes what an earlier run of the demo left, so every run starts
-// from the same state.
+// watch prints nodes as they register and pods as they start.
+func watch(ctx context.Context, client kubernetes.Interface, want int, start time.Time) error {
+	seen := map[string]bool{}
+	say := func(key, msg string) {
+		if !seen[key] {
+			seen[key] = true
+			fmt.Printf("  +%5.1fs  %s\n", time.Since(start).Seconds(), msg)
+		}
+	}
+	return wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.LabelNodeGroup})
+		if err != nil {
+			return false, nil
+		}
+		for _, n := range nodes.Items {
+			say("node/"+n.Name, fmt.Sprintf("node %s added to group %s", n.Name, n.Labels[kwok.LabelNodeGroup]))
+		}
+		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+				say("pod/"+p.Name, fmt.Sprintf("pod %s Running on %s", p.Name, p.Spec.NodeName))
+			}
+		}
+		return running == want, nil
+	})
+}
+
+// cleanup removes what an earlier run left, so every run starts from zero.
+// The provider's slices are owned by their nodes: the garbage collector
+// removes them with the nodes.
 func cleanup(ctx context.Context, client kubernetes.Interface) error {
 	del := metav1.DeleteOptions{}
 	errs := []error{
 		ignoreNotFound(client.CoreV1().Namespaces().Delete(ctx, ns, del)),
-		ignoreNotFound(client.CoreV1().Nodes().Delete(ctx, "gpu-node-0", del)),
-		ignoreNotFound(client.ResourceV1().ResourceSlices().Delete(ctx, "gpu-node-0-gpus", del)),
-		ignoreNotFound(client.ResourceV1().ResourceSlices().Delete(ctx, "gpu-node-0-nics", del)),
 		ignoreNotFound(client.ResourceV1().DeviceClasses().Delete(ctx, "gpu", del)),
 		ignoreNotFound(client.ResourceV1().DeviceClasses().Delete(ctx, "nic", del)),
+		ignoreNotFound(client.CoreV1().Nodes().DeleteCollection(ctx, del, metav1.ListOptions{LabelSelector: kwok.LabelNodeGroup})),
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
@@ -134,25 +187,29 @@ func cleanup(ctx context.Context, client kubernetes.Interface) error {
 	})
 }
 
-func ignoreNotFound(err error) error {
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
-
-// errOf drops a create call's object and keeps its error.
-func errOf[T any](_ T, err error) error { return err }
-
-func summary(ctx context.Context, client kubernetes.Interface) error {
-	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+func summary(ctx context.Context, client kubernetes.Interface, took time.Duration) error {
+	pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return err
 	}
-	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: kwok.LabelNodeGroup})
+	if err != nil {
+		return err
+	}
+	perGroup := map[string]int{}
+	for _, n := range nodes.Items {
+		perGroup[n.Labels[kwok.LabelNodeGroup]]++
+	}
+	var groups []string
+	for g, n := range perGroup {
+		groups = append(groups, fmt.Sprintf("%s +%d", g, n))
+	}
+	sort.Strings(groups)
+	fmt.Printf("\nin %s the autoscaler added %d node(s) (%s) and the scheduler ran every pod:\n", took.Round(100*time.Millisecond), len(nodes.Items), strings.Join(groups, ", "))
+	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "POD\tNODE\tPHASE\tDEVICES")
-	for _, p := range list.Items {
+	for _, p := range pods.Items {
 		var devices []string
 		for _, s := range p.Status.ResourceClaimStatuses {
 			if s.ResourceClaimName == nil {
@@ -170,3 +227,13 @@ func summary(ctx context.Context, client kubernetes.Interface) error {
 	}
 	return w.Flush()
 }
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// errOf drops a create call's object and keeps its error.
+func errOf[T any](_ T, err error) error { return err }

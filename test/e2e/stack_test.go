@@ -22,7 +22,7 @@ func TestDRAPodGetsDeviceAndRuns(t *testing.T) {
 	c := framework.Get(t)
 	ctx, ns := c.Namespace(t)
 	driver := ns + ".gpu.example.com"
-	node := framework.Kwok(builder.Node(ns + "-gpu").CPU("8").Memory("32Gi").Obj())
+	node := framework.Kwok(builder.Node(ns+"-gpu").CPU("8").Memory("32Gi").Label(testLabel, ns).Obj())
 	class := builder.DeviceClass(ns + "-gpu").Driver(driver).Obj()
 	c.Create(ctx, t,
 		node,
@@ -32,7 +32,7 @@ func TestDRAPodGetsDeviceAndRuns(t *testing.T) {
 		).Obj(),
 		class,
 		builder.ClaimTemplate(ns, "one-gpu").Request(builder.Request("gpu", class.Name)).Obj(),
-		builder.Pod(ns, "inference").CPU("1").ClaimFromTemplate("gpu", "one-gpu").Obj(),
+		builder.Pod(ns, "inference").CPU("1").ClaimFromTemplate("gpu", "one-gpu").NodeSelector(testLabel, ns).Obj(),
 	)
 
 	var claimName string
@@ -69,11 +69,11 @@ func TestGangBindsAllOrNothing(t *testing.T) {
 	c := framework.Get(t)
 	ctx, ns := c.Namespace(t)
 	c.Create(ctx, t,
-		framework.Kwok(builder.Node(ns+"-a").CPU("2").Memory("8Gi").Obj()),
+		framework.Kwok(builder.Node(ns+"-a").CPU("2").Memory("8Gi").Label(testLabel, ns).Obj()),
 		builder.PodGroup(ns, "trainer").MinCount(3).Obj(),
 	)
 	for i := range 3 {
-		c.Create(ctx, t, builder.Pod(ns, fmt.Sprintf("worker-%d", i)).CPU("1").PodGroup("trainer").Obj())
+		c.Create(ctx, t, builder.Pod(ns, fmt.Sprintf("worker-%d", i)).CPU("1").PodGroup("trainer").NodeSelector(testLabel, ns).Obj())
 	}
 
 	bound := func(ctx context.Context) (int, string, error) {
@@ -96,7 +96,7 @@ func TestGangBindsAllOrNothing(t *testing.T) {
 		return n == 0, seen, err
 	})
 
-	c.Create(ctx, t, framework.Kwok(builder.Node(ns+"-b").CPU("2").Memory("8Gi").Obj()))
+	c.Create(ctx, t, framework.Kwok(builder.Node(ns+"-b").CPU("2").Memory("8Gi").Label(testLabel, ns).Obj()))
 	framework.Eventually(ctx, t, 90*time.Second, "all 3 members bound", func(ctx context.Context) (bool, string, error) {
 		n, seen, err := bound(ctx)
 		return n == 3, seen, err

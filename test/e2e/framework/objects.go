@@ -69,6 +69,9 @@ func (c *Cluster) create(ctx context.Context, t testing.TB, obj runtime.Object) 
 	case *resourceapi.ResourceClaim:
 		_, err := c.Client.ResourceV1().ResourceClaims(o.Namespace).Create(ctx, o, opts)
 		return err
+	case *corev1.ConfigMap:
+		_, err := c.Client.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, opts)
+		return err
 	case *corev1.Pod:
 		_, err := c.Client.CoreV1().Pods(o.Namespace).Create(ctx, o, opts)
 		return err

@@ -1,0 +1,34 @@
+// Command dra-autoscaler is the cluster autoscaler for accelerator
+// clusters. It parses its flags, wires the loop's stages together, serves
+// /metrics and /health-check, and runs the loop while it holds the leader
+// lease.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"k8s.io/klog/v2"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
+)
+
+func main() {
+	opts, err := config.Parse(os.Args[1:])
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dra-autoscaler: %v\n", err)
+		os.Exit(2)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer cancel()
+	if err := run(ctx, opts); err != nil {
+		klog.Flush()
+		// Plain text: start-up errors are read by people, not log parsers.
+		fmt.Fprintf(os.Stderr, "dra-autoscaler: %v\n", err)
+		os.Exit(1)
+	}
+	klog.Flush()
+}

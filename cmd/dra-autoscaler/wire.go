@@ -1,0 +1,190 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+)
+
+// run wires everything and blocks until ctx ends or leadership is lost.
+// Every piece of bad configuration fails here, before any scaling.
+func run(ctx context.Context, opts *config.Options) error {
+	restConfig, err := restConfig(opts.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	provider, err := newProvider(opts, client)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = provider.Cleanup() }()
+	groups, sizes, err := nodegroups.Restrict(provider.NodeGroups(), opts.NodeGroups)
+	if err != nil {
+		return err
+	}
+	runner, err := framework.New(ctx, framework.Options{FeatureGates: opts.FeatureGates, ConfigFile: opts.SchedulerConfigFile})
+	if err != nil {
+		return fmt.Errorf("simulated scheduler: %w", err)
+	}
+	chain, err := buildExpanders(opts, client)
+	if err != nil {
+		return err
+	}
+	providerLimits, err := provider.GetResourceLimiter()
+	if err != nil {
+		return fmt.Errorf("cloud provider limits: %w", err)
+	}
+	var pricing cloudprovider.PricingModel
+	if pm, err := provider.Pricing(); err == nil {
+		pricing = pm
+	}
+
+	m := metrics.New()
+	h := &health{timeout: max(10*opts.ScanInterval, 5*time.Minute)}
+	if err := serve(ctx, opts.Address, m, h); err != nil {
+		return err
+	}
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "cluster-autoscaler"})
+
+	b := backoff.New(opts.InitialNodeGroupBackoffDuration, opts.MaxNodeGroupBackoffDuration, opts.NodeGroupBackoffResetTimeout)
+	tracker := track.New(opts.MaxNodeProvisionTime, b)
+	est := estimator.New(runner, estimator.Options{})
+	l := &loop.Loop{
+		Options:   opts,
+		Clock:     clock.RealClock{},
+		Provider:  provider,
+		Groups:    groups,
+		Sizes:     sizes,
+		Runner:    runner,
+		Templates: nodegroups.Templates{Runner: runner},
+		Tracker:   tracker,
+		Planner: plan.New(plan.Options{MaxNodesPerScaleUp: opts.MaxNodesPerScaleUp, ScaleUpFromZero: opts.ScaleUpFromZero,
+			MaxBinpacking: opts.MaxNodeGroupBinpackingDuration}, est, chain, limits.New(opts, providerLimits), b, pricing),
+		Actuator: act.New(tracker, b),
+		Reporter: report.New(recorder, m, 5*time.Minute),
+		Metrics:  m,
+		ClassOf:  est.ClassKey,
+		OnPass:   h.passed,
+	}
+	autoscale := func(ctx context.Context) error {
+		served, err := observe.Discover(client)
+		if err != nil {
+			return fmt.Errorf("API discovery: %w", err)
+		}
+		l.Observer = observe.New(client, served)
+		if err := l.Observer.Start(ctx, 2*time.Minute); err != nil {
+			return err
+		}
+		defer l.Observer.Shutdown()
+		h.leading.Store(true)
+		h.passed(time.Now())
+		klog.InfoS("Autoscaler running", "cloudProvider", provider.Name(), "nodeGroups", len(groups), "expanders", chain.Names())
+		l.Run(ctx)
+		return nil
+	}
+	if !opts.LeaderElection.LeaderElect {
+		return autoscale(ctx)
+	}
+	return leaderElect(ctx, opts, client, recorder, autoscale)
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig == "" {
+		cfg, err := rest.InClusterConfig()
+		if err != nil {
+			return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
+		}
+		return cfg, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig=%s: %w", kubeconfig, err)
+	}
+	return cfg, nil
+}
+
+func newProvider(opts *config.Options, client kubernetes.Interface) (cloudprovider.CloudProvider, error) {
+	switch opts.CloudProvider {
+	case kwok.ProviderName:
+		if opts.CloudConfig == "" {
+			return nil, fmt.Errorf("--cloud-provider=kwok needs --cloud-config (the node groups file)")
+		}
+		cfg, err := kwok.LoadConfig(opts.CloudConfig)
+		if err != nil {
+			return nil, fmt.Errorf("--cloud-config: %w", err)
+		}
+		return kwok.New(client, cfg)
+	default:
+		return nil, fmt.Errorf("--cloud-provider=%q: unknown (known: %s)", opts.CloudProvider, kwok.ProviderName)
+	}
+}
+
+// leaderElect runs fn while this replica holds the Lease; losing the lease
+// ends the process (a fresh start re-syncs state), as upstream does.
+func leaderElect(ctx context.Context, opts *config.Options, client kubernetes.Interface, recorder record.EventRecorder, fn func(context.Context) error) error {
+	le := opts.LeaderElection
+	host, _ := os.Hostname()
+	id := host + "_" + string(uuid.NewUUID())
+	lock, err := resourcelock.New(le.ResourceLock, le.ResourceNamespace, le.ResourceName, client.CoreV1(), client.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: id, EventRecorder: recorder})
+	if err != nil {
+		return fmt.Errorf("leader election lock: %w", err)
+	}
+	var runErr error
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   le.LeaseDuration.Duration,
+		RenewDeadline:   le.RenewDeadline.Duration,
+		RetryPeriod:     le.RetryPeriod.Duration,
+		ReleaseOnCancel: true,
+		Name:            le.ResourceName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				klog.InfoS("Became leader", "identity", id)
+				runErr = fn(ctx)
+				cancel()
+			},
+			OnStoppedLeading: func() { klog.InfoS("Stopped leading", "identity", id) },
+		},
+	})
+	return runErr
+}

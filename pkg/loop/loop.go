@@ -1,0 +1,197 @@
+// Package loop runs the autoscaler: every --scan-interval (or earlier, when
+// new unschedulable pods appear) one pass through the stages
+//
+//	observe → track → snapshot → fit existing → plan → act → report
+//
+// each in its own package under pkg/stages. RunOnce is the whole pass and
+// reads top to bottom; the stages hold the logic.
+package loop
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/fitexisting"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/snapshot"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+)
+
+// Loop holds the stages and what lives across passes.
+type Loop struct {
+	Options   *config.Options
+	Clock     clock.PassiveClock
+	Provider  cloudprovider.CloudProvider
+	Groups    []cloudprovider.NodeGroup
+	Sizes     map[string]config.NodeGroupSpec
+	Observer  *observe.Observer
+	Runner    *framework.Runner
+	Templates nodegroups.TemplateBuilder
+	Tracker   *track.Tracker
+	Planner   *plan.Planner
+	Actuator  *act.Actuator
+	Reporter  *report.Reporter
+	Metrics   *metrics.Metrics
+	// ClassOf groups equivalent pods for the fit-existing stage.
+	ClassOf func(*corev1.Pod) string
+	// OnPass, if set, is told when a pass finished without error.
+	OnPass func(time.Time)
+}
+
+// Pass is what one RunOnce saw and did, for tests and the status.
+type Pass struct {
+	Groups    []*nodegroups.Info
+	Pending   []*corev1.Pod
+	FitsNow   int
+	Plan      *plan.Plan
+	Results   []act.Result
+	Failures  []track.Failure
+	StartedAt time.Time
+}
+
+// RunOnce is one pass of the loop.
+func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
+	now := l.Clock.Now()
+	pass := &Pass{StartedAt: now}
+	defer l.Metrics.Observe("main", now)
+	l.Metrics.Activity("main", now)
+	if err := l.Provider.Refresh(); err != nil {
+		return l.fail(pass, "cloudProviderError", fmt.Errorf("refresh cloud provider: %w", err))
+	}
+	state, err := l.Observer.Observe()
+	if err != nil {
+		return l.fail(pass, "apiCallError", fmt.Errorf("observe: %w", err))
+	}
+	slicesByNode, podsByNode := indexByNode(state)
+	groups, err := nodegroups.Collect(ctx, nodegroups.Input{Groups: l.Groups, Sizes: l.Sizes, Provider: l.Provider,
+		Nodes: state.Nodes, SlicesByNode: slicesByNode, PodsByNode: podsByNode, DaemonSets: state.DaemonSets}, l.Templates)
+	if err != nil {
+		return l.fail(pass, "cloudProviderError", err)
+	}
+	pass.Groups = groups
+	pass.Failures = l.Tracker.Update(ctx, groups, now)
+	for _, f := range pass.Failures {
+		l.Metrics.FailedScaleUps.WithLabelValues(f.Reason).Inc()
+	}
+
+	start := time.Now()
+	built, err := snapshot.Build(ctx, l.Runner.Snapshot(), state, groups)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Snapshot incomplete; continuing with what could be loaded")
+	}
+	l.Metrics.Observe("snapshot", start)
+
+	pending := fitexisting.Select(state.Pods, fitexisting.Selection{
+		NewPodScaleUpDelay: l.Options.NewPodScaleUpDelay,
+		PriorityCutoff:     l.Options.ExpendablePodsPriorityCutoff,
+		SchedulerName:      corev1.DefaultSchedulerName,
+	}, now)
+	l.Metrics.UnschedulablePodsCount.Set(float64(len(pending)))
+	start = time.Now()
+	rest, fits, err := fitexisting.Fit(ctx, l.Runner, pending, built.Candidates(), l.ClassOf)
+	if err != nil {
+		return l.fail(pass, "simulationError", err)
+	}
+	l.Metrics.Observe("filterOutSchedulable", start)
+	pass.Pending, pass.FitsNow = rest, len(fits)
+
+	var usage limits.Usage
+	for _, n := range state.Nodes {
+		usage.Add(n, 1)
+	}
+	for _, g := range groups {
+		if g.Template != nil {
+			usage.Add(g.Template.Node, g.Upcoming())
+		}
+	}
+	if len(rest) > 0 {
+		start = time.Now()
+		pass.Plan, err = l.Planner.Plan(ctx, rest, groups, usage, now)
+		l.Metrics.Observe("scaleUp", start)
+		if err != nil {
+			return l.fail(pass, "simulationError", err)
+		}
+		pass.Results = l.Actuator.Execute(ctx, pass.Plan.ScaleUps, now)
+		l.Reporter.ScaleUps(pass.Results, now)
+		l.Reporter.NotHelped(pass.Plan.NotHelped, pass.Plan.Reasons, now)
+	}
+	l.Reporter.Groups(groups, state.Nodes)
+	l.Reporter.Forget(alive(state.Pods))
+	l.Metrics.ClusterSafeToAutoscale.Set(1)
+	l.Metrics.Activity("autoscaling", now)
+	if l.OnPass != nil {
+		l.OnPass(l.Clock.Now())
+	}
+	return pass, nil
+}
+
+func (l *Loop) fail(pass *Pass, kind string, err error) (*Pass, error) {
+	l.Metrics.Errors.WithLabelValues(kind).Inc()
+	l.Metrics.ClusterSafeToAutoscale.Set(0)
+	return pass, err
+}
+
+// Run runs passes until ctx ends: every scan interval, and soon after new
+// unschedulable pods appear (at most once per second, so a burst of pod
+// creations causes one pass, not hundreds).
+func (l *Loop) Run(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	ticker := time.NewTicker(l.Options.ScanInterval)
+	defer ticker.Stop()
+	for {
+		if _, err := l.RunOnce(ctx); err != nil {
+			logger.Error(err, "Autoscaler pass failed")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		case <-l.Observer.Triggered():
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}
+}
+
+func indexByNode(state *observe.ClusterState) (map[string][]*resourceapi.ResourceSlice, map[string][]*corev1.Pod) {
+	slices := map[string][]*resourceapi.ResourceSlice{}
+	for _, s := range state.ResourceSlices {
+		if s.Spec.NodeName != nil {
+			slices[*s.Spec.NodeName] = append(slices[*s.Spec.NodeName], s)
+		}
+	}
+	pods := map[string][]*corev1.Pod{}
+	for _, p := range state.Pods {
+		if p.Spec.NodeName != "" {
+			pods[p.Spec.NodeName] = append(pods[p.Spec.NodeName], p)
+		}
+	}
+	return slices, pods
+}
+
+func alive(pods []*corev1.Pod) map[types.UID]bool {
+	m := make(map[types.UID]bool, len(pods))
+	for _, p := range pods {
+		m[p.UID] = true
+	}
+	return m
+}

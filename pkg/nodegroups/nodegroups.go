@@ -1,0 +1,201 @@
+// Package nodegroups is the autoscaler's per-loop view of the node groups:
+// which registered nodes belong to each, how many are still coming, the
+// sizes it may scale between, and what a new node of the group looks like.
+package nodegroups
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
+)
+
+// Info is one node group as seen in one loop.
+type Info struct {
+	Group    cloudprovider.NodeGroup
+	Id       string
+	Min, Max int
+	// Target is the provider's target size.
+	Target int
+	// Ready are the group's registered nodes that can take pods as the
+	// template says: Ready and with their DRA drivers' slices published.
+	Ready []*corev1.Node
+	// Booting are registered nodes that are not ready yet; the simulation
+	// treats them as the template would be, under their own name.
+	Booting []*corev1.Node
+	// Template is what a new node of the group looks like; nil with
+	// TemplateErr set when neither a healthy node nor the provider gives one.
+	Template    *cloudprovider.NodeTemplate
+	TemplateErr error
+	// TemplateSource says where the template came from, for logs and
+	// explanations: "node/<name>" or "provider".
+	TemplateSource string
+
+	declared    *cloudprovider.NodeTemplate
+	declaredErr error
+}
+
+// Upcoming is how many nodes are requested but not registered yet.
+func (i *Info) Upcoming() int {
+	n := i.Target - len(i.Ready) - len(i.Booting)
+	if n < 0 {
+		return 0
+	}
+	return n
+}
+
+// Size is the group's size for limits: the target, or the registered
+// nodes when more are registered than targeted.
+func (i *Info) Size() int {
+	return max(i.Target, len(i.Ready)+len(i.Booting))
+}
+
+// Restrict applies --nodes: only the named groups are scaled, with the
+// sizes given there. A name the provider does not know is an error.
+func Restrict(groups []cloudprovider.NodeGroup, specs []config.NodeGroupSpec) ([]cloudprovider.NodeGroup, map[string]config.NodeGroupSpec, error) {
+	sizes := map[string]config.NodeGroupSpec{}
+	for _, g := range groups {
+		sizes[g.Id()] = config.NodeGroupSpec{Name: g.Id(), Min: g.MinSize(), Max: g.MaxSize()}
+	}
+	if len(specs) == 0 {
+		return groups, sizes, nil
+	}
+	byID := map[string]cloudprovider.NodeGroup{}
+	for _, g := range groups {
+		byID[g.Id()] = g
+	}
+	var out []cloudprovider.NodeGroup
+	restricted := map[string]config.NodeGroupSpec{}
+	for _, s := range specs {
+		g, ok := byID[s.Name]
+		if !ok {
+			known := make([]string, 0, len(byID))
+			for id := range byID {
+				known = append(known, id)
+			}
+			sort.Strings(known)
+			return nil, nil, fmt.Errorf("--nodes names node group %q, which the cloud provider does not have (it has: %v)", s.Name, known)
+		}
+		out = append(out, g)
+		restricted[s.Name] = s
+	}
+	return out, restricted, nil
+}
+
+// TemplateBuilder makes a group's template from a healthy node of the group
+// or, when there is none, from the provider; in both cases adding the pods
+// of the cluster's DaemonSets that would run there.
+type TemplateBuilder interface {
+	FromNode(ctx context.Context, node *corev1.Node, slices []*resourceapi.ResourceSlice, pods []*corev1.Pod) (*cloudprovider.NodeTemplate, error)
+	FromProvider(ctx context.Context, tmpl *cloudprovider.NodeTemplate, daemonSets []*appsv1.DaemonSet) (*cloudprovider.NodeTemplate, error)
+}
+
+// Input is what Collect looks at.
+type Input struct {
+	Groups       []cloudprovider.NodeGroup
+	Sizes        map[string]config.NodeGroupSpec
+	Provider     cloudprovider.CloudProvider
+	Nodes        []*corev1.Node
+	SlicesByNode map[string][]*resourceapi.ResourceSlice
+	PodsByNode   map[string][]*corev1.Pod
+	DaemonSets   []*appsv1.DaemonSet
+}
+
+// Collect builds the loop's view of the groups from the provider and the
+// observed nodes, slices and pods.
+func Collect(ctx context.Context, in Input, templates TemplateBuilder) ([]*Info, error) {
+	logger := klog.FromContext(ctx)
+	groups, sizes, provider, nodes := in.Groups, in.Sizes, in.Provider, in.Nodes
+	infos := make([]*Info, 0, len(groups))
+	byID := map[string]*Info{}
+	for _, g := range groups {
+		target, err := g.TargetSize()
+		if err != nil {
+			return nil, fmt.Errorf("node group %s: target size: %w", g.Id(), err)
+		}
+		s := sizes[g.Id()]
+		info := &Info{Group: g, Id: g.Id(), Min: s.Min, Max: s.Max, Target: target}
+		info.declared, info.declaredErr = g.TemplateNodeInfo()
+		infos = append(infos, info)
+		byID[g.Id()] = info
+	}
+	for _, node := range nodes {
+		g, err := provider.NodeGroupForNode(node)
+		if err != nil {
+			logger.Error(err, "Cannot tell the node group of a node; leaving it out of scaling", "node", node.Name)
+			continue
+		}
+		if g == nil || byID[g.Id()] == nil {
+			continue
+		}
+		info := byID[g.Id()]
+		expectsDevices := info.declared != nil && len(info.declared.ResourceSlices) > 0
+		if IsReady(node, expectsDevices, in.SlicesByNode[node.Name]) {
+			info.Ready = append(info.Ready, node)
+		} else {
+			info.Booting = append(info.Booting, node)
+		}
+	}
+	for _, info := range infos {
+		info.buildTemplate(ctx, in, templates)
+		if info.TemplateErr != nil {
+			logger.Error(info.TemplateErr, "No template for node group; it cannot be scaled up", "nodeGroup", info.Id)
+			continue
+		}
+		logger.V(4).Info("Node group", "nodeGroup", info.Id, "target", info.Target, "ready", len(info.Ready),
+			"booting", len(info.Booting), "template", info.TemplateSource, "labels", info.Template.Node.Labels)
+	}
+	return infos, nil
+}
+
+func (i *Info) buildTemplate(ctx context.Context, in Input, templates TemplateBuilder) {
+	// A real node shows what the group really gets (kubelet-computed
+	// allocatable, the devices the drivers really publish).
+	for _, node := range i.Ready {
+		if node.DeletionTimestamp != nil || node.Spec.Unschedulable {
+			continue
+		}
+		tmpl, err := templates.FromNode(ctx, node, in.SlicesByNode[node.Name], in.PodsByNode[node.Name])
+		if err == nil {
+			i.Template, i.TemplateSource = tmpl, "node/"+node.Name
+			return
+		}
+		klog.FromContext(ctx).V(2).Info("Node unusable as template", "nodeGroup", i.Id, "node", node.Name, "err", err)
+	}
+	if i.declaredErr != nil || i.declared == nil {
+		i.TemplateErr = fmt.Errorf("node group %s: no healthy node and no template from the provider: %v", i.Id, i.declaredErr)
+		return
+	}
+	var err error
+	if i.Template, err = templates.FromProvider(ctx, i.declared, in.DaemonSets); err != nil {
+		i.TemplateErr = fmt.Errorf("node group %s: template: %w", i.Id, err)
+		return
+	}
+	i.TemplateSource = "provider"
+}
+
+// IsReady tells whether a registered node can take pods: its Ready
+// condition is true and, when its group's nodes have devices, it has
+// published at least one ResourceSlice. A node whose drivers have not
+// published yet is still booting for DRA purposes; counting it as ready
+// would make pods that need its devices look unplaceable and scale up
+// twice.
+func IsReady(node *corev1.Node, expectsDevices bool, slices []*resourceapi.ResourceSlice) bool {
+	ready := false
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	if !ready {
+		return false
+	}
+	return !expectsDevices || len(slices) > 0
+}

@@ -1,0 +1,106 @@
+// Package fitexisting picks the pending pods worth a scale-up and drops
+// those that fit capacity the cluster already has or has already asked
+// for (nodes still being provisioned): the scheduler will place them
+// without new nodes, and counting them again would scale up twice.
+package fitexisting
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+)
+
+// Selection are the knobs of Select.
+type Selection struct {
+	// NewPodScaleUpDelay leaves pods younger than this to the scheduler.
+	NewPodScaleUpDelay time.Duration
+	// PriorityCutoff: pods with a lower priority never trigger a scale-up.
+	PriorityCutoff int
+	// SchedulerName is the profile the simulation runs; pods of other
+	// schedulers are not ours to help.
+	SchedulerName string
+}
+
+// Select returns the unschedulable pods to consider, highest priority
+// first, then oldest, then by name.
+func Select(pods []*corev1.Pod, sel Selection, now time.Time) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if !observe.IsUnschedulable(p) {
+			continue
+		}
+		if p.Spec.Priority != nil && int(*p.Spec.Priority) < sel.PriorityCutoff {
+			continue
+		}
+		if now.Sub(p.CreationTimestamp.Time) < sel.NewPodScaleUpDelay {
+			continue
+		}
+		name := p.Spec.SchedulerName
+		if name == "" {
+			name = corev1.DefaultSchedulerName
+		}
+		if sel.SchedulerName != "" && name != sel.SchedulerName {
+			continue
+		}
+		out = append(out, p)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		pi, pj := priority(out[i]), priority(out[j])
+		if pi != pj {
+			return pi > pj
+		}
+		if !out[i].CreationTimestamp.Equal(&out[j].CreationTimestamp) {
+			return out[i].CreationTimestamp.Before(&out[j].CreationTimestamp)
+		}
+		return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name
+	})
+	return out
+}
+
+func priority(p *corev1.Pod) int32 {
+	if p.Spec.Priority == nil {
+		return 0
+	}
+	return *p.Spec.Priority
+}
+
+// Fit places, in the runner's snapshot, every pod that fits a candidate
+// node, and returns the rest in their order plus where the others went.
+// Once a pod of an equivalence class fits nowhere, the later pods of that
+// class are not tried: the cluster only gets fuller as pods are placed.
+// classOf returns "" for pods that must always be tried (pod affinity can
+// make a placement enable the next).
+func Fit(ctx context.Context, runner *framework.Runner, pods []*corev1.Pod, candidates []string, classOf func(*corev1.Pod) string) ([]*corev1.Pod, map[*corev1.Pod]string, error) {
+	logger := klog.FromContext(ctx)
+	placed := map[*corev1.Pod]string{}
+	var rest []*corev1.Pod
+	hopeless := map[string]bool{}
+	for _, pod := range pods {
+		class := classOf(pod)
+		if class != "" && hopeless[class] {
+			rest = append(rest, pod)
+			continue
+		}
+		p, err := runner.SchedulePod(ctx, pod, candidates)
+		if err != nil {
+			return nil, nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		if p.Node == "" {
+			if class != "" {
+				hopeless[class] = true
+			}
+			rest = append(rest, pod)
+			continue
+		}
+		placed[pod] = p.Node
+		logger.V(4).Info("Pod fits existing or upcoming capacity", "pod", klog.KObj(pod), "node", p.Node)
+	}
+	return rest, placed, nil
+}

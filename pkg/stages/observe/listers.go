@@ -1,0 +1,78 @@
+package observe
+
+import (
+	"errors"
+
+	"k8s.io/client-go/informers"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
+	schedulinglisters "k8s.io/client-go/listers/scheduling/v1beta1"
+)
+
+type listers struct {
+	nodes      corelisters.NodeLister
+	pods       corelisters.PodLister
+	slices     resourcelisters.ResourceSliceLister
+	claims     resourcelisters.ResourceClaimLister
+	templates  resourcelisters.ResourceClaimTemplateLister
+	classes    resourcelisters.DeviceClassLister
+	taintRules resourcelisters.DeviceTaintRuleLister // nil when not served
+	podGroups  schedulinglisters.PodGroupLister      // nil when not served
+	workloads  schedulinglisters.WorkloadLister      // nil when not served
+	daemonSets appslisters.DaemonSetLister
+}
+
+// newListers registers the informers (the factory starts only those that
+// were asked for).
+func newListers(f informers.SharedInformerFactory, served Served) listers {
+	l := listers{
+		nodes:      f.Core().V1().Nodes().Lister(),
+		pods:       f.Core().V1().Pods().Lister(),
+		slices:     f.Resource().V1().ResourceSlices().Lister(),
+		claims:     f.Resource().V1().ResourceClaims().Lister(),
+		templates:  f.Resource().V1().ResourceClaimTemplates().Lister(),
+		classes:    f.Resource().V1().DeviceClasses().Lister(),
+		daemonSets: f.Apps().V1().DaemonSets().Lister(),
+	}
+	if served.DeviceTaintRules {
+		l.taintRules = f.Resource().V1().DeviceTaintRules().Lister()
+	}
+	if served.Workloads {
+		l.podGroups = f.Scheduling().V1beta1().PodGroups().Lister()
+		l.workloads = f.Scheduling().V1beta1().Workloads().Lister()
+	}
+	return l
+}
+
+func (l *listers) list() (*ClusterState, error) {
+	s := &ClusterState{}
+	var errs []error
+	collect := func(err error) { errs = append(errs, err) }
+	var err error
+	s.Nodes, err = l.nodes.List(everything)
+	collect(err)
+	s.Pods, err = l.pods.List(everything)
+	collect(err)
+	s.ResourceSlices, err = l.slices.List(everything)
+	collect(err)
+	s.ResourceClaims, err = l.claims.List(everything)
+	collect(err)
+	s.ResourceClaimTemplates, err = l.templates.List(everything)
+	collect(err)
+	s.DeviceClasses, err = l.classes.List(everything)
+	collect(err)
+	s.DaemonSets, err = l.daemonSets.List(everything)
+	collect(err)
+	if l.taintRules != nil {
+		s.DeviceTaintRules, err = l.taintRules.List(everything)
+		collect(err)
+	}
+	if l.podGroups != nil {
+		s.PodGroups, err = l.podGroups.List(everything)
+		collect(err)
+		s.Workloads, err = l.workloads.List(everything)
+		collect(err)
+	}
+	return s, errors.Join(errs...)
+}

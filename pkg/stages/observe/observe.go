@@ -1,0 +1,146 @@
+// Package observe is the first stage of the loop: it watches the cluster
+// through client-go informers and hands each loop a consistent list of
+// what is there (nodes, pods, the DRA objects, gangs, DaemonSets), plus a
+// signal when new unschedulable pods appear so the loop can run early.
+package observe
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+)
+
+// ClusterState is what one loop works on, listed from the informers' caches.
+// The objects are shared with the caches: treat them as read-only.
+type ClusterState struct {
+	Nodes                  []*corev1.Node
+	Pods                   []*corev1.Pod
+	ResourceSlices         []*resourceapi.ResourceSlice
+	ResourceClaims         []*resourceapi.ResourceClaim
+	ResourceClaimTemplates []*resourceapi.ResourceClaimTemplate
+	DeviceClasses          []*resourceapi.DeviceClass
+	DeviceTaintRules       []*resourceapi.DeviceTaintRule
+	PodGroups              []*schedulingv1beta1.PodGroup
+	Workloads              []*schedulingv1beta1.Workload
+	DaemonSets             []*appsv1.DaemonSet
+}
+
+// Observer owns the informers.
+type Observer struct {
+	factory informers.SharedInformerFactory
+	served  Served
+	trigger chan struct{}
+	listers listers
+}
+
+// Served says which optional APIs the cluster serves; informers for APIs
+// that are not served would never sync.
+type Served struct {
+	DeviceTaintRules bool
+	// Workloads is scheduling.k8s.io/v1beta1 Workload and PodGroup
+	// (GenericWorkload).
+	Workloads bool
+}
+
+// Discover asks the API server which optional APIs it serves.
+func Discover(client kubernetes.Interface) (Served, error) {
+	var s Served
+	has := func(gv, resource string) (bool, error) {
+		list, err := client.Discovery().ServerResourcesForGroupVersion(gv)
+		if err != nil {
+			// A group version that is not served is not an error here.
+			return false, nil
+		}
+		for _, r := range list.APIResources {
+			if r.Name == resource {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	var err error
+	if s.DeviceTaintRules, err = has("resource.k8s.io/v1", "devicetaintrules"); err != nil {
+		return s, err
+	}
+	if s.Workloads, err = has("scheduling.k8s.io/v1beta1", "podgroups"); err != nil {
+		return s, err
+	}
+	return s, nil
+}
+
+// New sets up the informers for what the cluster serves.
+func New(client kubernetes.Interface, served Served) *Observer {
+	o := &Observer{
+		factory: informers.NewSharedInformerFactory(client, 0),
+		served:  served,
+		trigger: make(chan struct{}, 1),
+	}
+	o.listers = newListers(o.factory, served)
+	_, _ = o.factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { o.maybeTrigger(obj) },
+		UpdateFunc: func(_, obj any) { o.maybeTrigger(obj) },
+	})
+	return o
+}
+
+// Start starts the informers and waits for their caches.
+func (o *Observer) Start(ctx context.Context, timeout time.Duration) error {
+	o.factory.Start(ctx.Done())
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for typ, ok := range o.factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return fmt.Errorf("informer cache of %v did not sync within %s", typ, timeout)
+		}
+	}
+	klog.FromContext(ctx).V(2).Info("Informers synced", "served", o.served)
+	return nil
+}
+
+// Shutdown stops the informers (after the context given to Start is done).
+func (o *Observer) Shutdown() { o.factory.Shutdown() }
+
+// Triggered fires when a pod has just been found unschedulable: the loop
+// may run before its next tick.
+func (o *Observer) Triggered() <-chan struct{} { return o.trigger }
+
+func (o *Observer) maybeTrigger(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || !IsUnschedulable(pod) {
+		return
+	}
+	select {
+	case o.trigger <- struct{}{}:
+	default:
+	}
+}
+
+// Observe lists the current state from the caches.
+func (o *Observer) Observe() (*ClusterState, error) {
+	return o.listers.list()
+}
+
+// IsUnschedulable reports a pod the scheduler tried and could not place.
+func IsUnschedulable(pod *corev1.Pod) bool {
+	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+		}
+	}
+	return false
+}
+
+var everything = labels.Everything()

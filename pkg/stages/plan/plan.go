@@ -1,0 +1,214 @@
+// Package plan decides the scale-ups of one loop. For the pods nothing
+// existing can take, it estimates each node group (the real scheduler
+// framework on hypothetical nodes from the group's template), caps each
+// option by the group's size, the cluster-wide limits and the per-scale-up
+// maximum, lets the expander chain pick the best, and repeats with the pods
+// still left, so pods needing different hardware get different groups in
+// one loop. For every pod left without a group it keeps, per group, why.
+package plan
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
+)
+
+// Reasons a group could not help, beside scheduler plugins.
+const (
+	ReasonBackoff       = "backoff"
+	ReasonNoTemplate    = "no-template"
+	ReasonFromZero      = "scale-up-from-zero-disabled"
+	ReasonEstimateLimit = "estimate-limit"
+)
+
+// Options configure the planner.
+type Options struct {
+	MaxNodesPerScaleUp int
+	ScaleUpFromZero    bool
+	MaxBinpacking      time.Duration
+}
+
+// Planner plans scale-ups.
+type Planner struct {
+	opts     Options
+	chain    expander.Chain
+	limiter  *limits.Limiter
+	backoff  *backoff.Backoff
+	pricing  cloudprovider.PricingModel // nil: no prices
+	estimate *estimator.Estimator
+}
+
+// New returns a planner.
+func New(opts Options, est *estimator.Estimator, chain expander.Chain, limiter *limits.Limiter, b *backoff.Backoff, pricing cloudprovider.PricingModel) *Planner {
+	if opts.MaxBinpacking > 0 {
+		est = est.WithLimits(estimator.Options{MaxDuration: opts.MaxBinpacking})
+	}
+	return &Planner{opts: opts, chain: chain, limiter: limiter, backoff: b, pricing: pricing, estimate: est}
+}
+
+// Plan is the outcome: the scale-ups to make and why the other pods get none.
+type Plan struct {
+	ScaleUps  []act.ScaleUp
+	NotHelped []*corev1.Pod
+	Reasons   map[types.UID][]report.GroupReason
+}
+
+// Plan decides the scale-ups for pods. usage is what the cluster has and
+// has asked for; it grows with each decision so limits hold across them.
+func (p *Planner) Plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegroups.Info, usage limits.Usage, now time.Time) (*Plan, error) {
+	logger := klog.FromContext(ctx)
+	plan := &Plan{Reasons: map[types.UID][]report.GroupReason{}}
+	remaining := pods
+	used := map[string]bool{}
+	for len(remaining) > 0 {
+		reasons := map[types.UID][]report.GroupReason{}
+		options, err := p.options(ctx, groups, used, remaining, usage, now, reasons)
+		if err != nil {
+			return nil, err
+		}
+		best := p.chain.Choose(options)
+		if best == nil {
+			plan.NotHelped = remaining
+			plan.Reasons = reasons
+			break
+		}
+		g := groupByID(groups, best.NodeGroup)
+		// Keep the chosen nodes in the snapshot: later rounds (and the
+		// explanation of what is left) see them as taken.
+		if _, err := p.estimate.EstimateAndKeep(ctx, best.Pods, g.Template, g.Id); err != nil {
+			return nil, err
+		}
+		used[g.Id] = true
+		usage.Add(g.Template.Node, best.NodeCount)
+		plan.ScaleUps = append(plan.ScaleUps, act.ScaleUp{Group: g, Delta: best.NodeCount, Pods: best.Pods})
+		logger.V(2).Info("Scale-up option chosen", "nodeGroup", g.Id, "nodes", best.NodeCount, "pods", len(best.Pods), "options", len(options), "expanders", p.chain.Names())
+		remaining = without(remaining, best.Pods)
+	}
+	return plan, nil
+}
+
+// candidate is a group that may grow, with the room it has.
+type candidate struct {
+	info   *nodegroups.Info
+	room   int
+	reason string // the limit that sets room
+}
+
+// options estimates every group that may grow, in one pass over the pods
+// (the estimator shares the per-pod work across groups), and records for
+// every pod why each other group cannot help it.
+func (p *Planner) options(ctx context.Context, groups []*nodegroups.Info, used map[string]bool, pods []*corev1.Pod,
+	usage limits.Usage, now time.Time, reasons map[types.UID][]report.GroupReason) ([]expander.Option, error) {
+	var cands []candidate
+	var est []estimator.Group
+	for _, g := range groups {
+		if used[g.Id] {
+			continue
+		}
+		c, reason, msg := p.gate(g, usage, now)
+		if c == nil {
+			for _, pod := range pods {
+				reasons[pod.UID] = append(reasons[pod.UID], report.GroupReason{Group: g.Id, Reason: reason, Message: msg})
+			}
+			continue
+		}
+		cands = append(cands, *c)
+		est = append(est, estimator.Group{Name: g.Id, Template: g.Template, MaxNodes: c.room})
+	}
+	if len(cands) == 0 {
+		return nil, nil
+	}
+	results, err := p.estimate.EstimateGroups(ctx, pods, est)
+	if err != nil {
+		return nil, err
+	}
+	var options []expander.Option
+	for i, res := range results {
+		c := cands[i]
+		for _, u := range res.Unplaced {
+			gr := report.GroupReason{Group: c.info.Id, Reason: u.Result.Plugin, Message: u.Result.Message}
+			switch {
+			case u.Limit == estimator.LimitMaxNodes:
+				gr = report.GroupReason{Group: c.info.Id, Reason: c.reason, Message: fmt.Sprintf("room for %d more node(s)", c.room)}
+			case u.Limit != "":
+				gr = report.GroupReason{Group: c.info.Id, Reason: ReasonEstimateLimit, Message: u.Limit}
+			}
+			reasons[u.Pod.UID] = append(reasons[u.Pod.UID], gr)
+		}
+		if res.NodeCount == 0 || len(res.Placements) == 0 {
+			continue
+		}
+		opt := expander.Option{NodeGroup: c.info.Id, NodeCount: res.NodeCount, Template: c.info.Template, Price: -1, DevicesUsed: res.DevicesUsed}
+		for _, pl := range res.Placements {
+			opt.Pods = append(opt.Pods, pl.Pod)
+		}
+		if p.pricing != nil {
+			if price, err := p.pricing.NodePrice(c.info.Template.Node, now, now.Add(time.Hour)); err == nil {
+				opt.Price = price * float64(res.NodeCount)
+			}
+		}
+		options = append(options, opt)
+	}
+	return options, nil
+}
+
+// gate says whether a group may grow now and by how much; when it may not,
+// it says why.
+func (p *Planner) gate(g *nodegroups.Info, usage limits.Usage, now time.Time) (*candidate, string, string) {
+	if g.Template == nil {
+		return nil, ReasonNoTemplate, fmt.Sprint(g.TemplateErr)
+	}
+	if st, off := p.backoff.Get(g.Id, now); off {
+		return nil, ReasonBackoff, fmt.Sprintf("backed off until %s after %s", st.Until.Format(time.RFC3339), st.Reason)
+	}
+	if g.Size() == 0 && !p.opts.ScaleUpFromZero {
+		return nil, ReasonFromZero, ""
+	}
+	room, reason := g.Max-g.Size(), limits.ReasonGroupMax
+	if capped, r := p.limiter.MaxNewNodes(usage, g.Template.Node, room); capped < room {
+		room, reason = capped, r
+	}
+	if p.opts.MaxNodesPerScaleUp > 0 && p.opts.MaxNodesPerScaleUp < room {
+		room, reason = p.opts.MaxNodesPerScaleUp, "max-nodes-per-scaleup"
+	}
+	if room <= 0 {
+		return nil, reason, fmt.Sprintf("node group at %d of max %d", g.Size(), g.Max)
+	}
+	return &candidate{info: g, room: room, reason: reason}, "", ""
+}
+
+func groupByID(groups []*nodegroups.Info, id string) *nodegroups.Info {
+	for _, g := range groups {
+		if g.Id == id {
+			return g
+		}
+	}
+	return nil
+}
+
+func without(pods, drop []*corev1.Pod) []*corev1.Pod {
+	gone := make(map[types.UID]bool, len(drop))
+	for _, p := range drop {
+		gone[p.UID] = true
+	}
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if !gone[p.UID] {
+			out = append(out, p)
+		}
+	}
+	return out
+}

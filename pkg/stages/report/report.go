@@ -1,0 +1,165 @@
+// Package report is the loop's last stage: metrics, and events on the pods
+// telling whether they triggered a scale-up and, if not, why not. Events are
+// deduplicated: a pod hears the same thing again only when it changes or
+// after the repeat interval.
+package report
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
+)
+
+// Event reasons, upstream's names.
+const (
+	ReasonTriggeredScaleUp  = "TriggeredScaleUp"
+	ReasonNotTriggerScaleUp = "NotTriggerScaleUp"
+	ReasonFailedScaleUp     = "FailedScaleUp"
+)
+
+// GroupReason is why one node group could not help a pod.
+type GroupReason struct {
+	Group string
+	// Reason is a limit ("max-nodes-total", "backoff", ...) or the
+	// scheduler plugin that rejected the pod on the template node.
+	Reason  string
+	Message string
+}
+
+func (g GroupReason) String() string {
+	if g.Message == "" {
+		return fmt.Sprintf("%s: %s", g.Group, g.Reason)
+	}
+	return fmt.Sprintf("%s: %s: %s", g.Group, g.Reason, g.Message)
+}
+
+// Reporter emits events and sets metrics.
+type Reporter struct {
+	recorder record.EventRecorder
+	metrics  *metrics.Metrics
+	repeat   time.Duration
+	mu       sync.Mutex
+	sent     map[types.UID]sentEvent
+}
+
+type sentEvent struct {
+	message string
+	at      time.Time
+}
+
+// New returns a reporter; repeat is how often an unchanged message is
+// sent again.
+func New(recorder record.EventRecorder, m *metrics.Metrics, repeat time.Duration) *Reporter {
+	return &Reporter{recorder: recorder, metrics: m, repeat: repeat, sent: map[types.UID]sentEvent{}}
+}
+
+// ScaleUps reports what the actuator did.
+func (r *Reporter) ScaleUps(results []act.Result, now time.Time) {
+	for _, res := range results {
+		if res.Added > 0 {
+			r.metrics.ScaledUpNodes.WithLabelValues(res.Group.Id).Add(float64(res.Added))
+			r.metrics.Activity("scaleUp", now)
+		}
+		if res.Err != nil {
+			r.metrics.FailedScaleUps.WithLabelValues("cloudProviderError").Inc()
+			for _, p := range res.Pods {
+				r.event(p, corev1.EventTypeWarning, ReasonFailedScaleUp, fmt.Sprintf("scale-up of %s failed: %v", res.Group.Id, res.Err), now)
+			}
+			continue
+		}
+		msg := fmt.Sprintf("pod triggered scale-up: [{%s %d->%d (max: %d)}]", res.Group.Id, res.Group.Target, res.Group.Target+res.Added, res.Group.Max)
+		for _, p := range res.Pods {
+			r.event(p, corev1.EventTypeNormal, ReasonTriggeredScaleUp, msg, now)
+		}
+	}
+}
+
+// NotHelped reports pods no scale-up could help, with each group's reason.
+func (r *Reporter) NotHelped(pods []*corev1.Pod, reasons map[types.UID][]GroupReason, now time.Time) {
+	counts := map[string]int{}
+	for _, p := range pods {
+		rs := reasons[p.UID]
+		sort.Slice(rs, func(i, j int) bool { return rs[i].Group < rs[j].Group })
+		parts := make([]string, len(rs))
+		for i, g := range rs {
+			parts[i] = g.String()
+			counts[g.Reason]++
+		}
+		msg := "pod didn't trigger scale-up: no node group can help"
+		if len(parts) > 0 {
+			msg = "pod didn't trigger scale-up: " + strings.Join(parts, "; ")
+		}
+		r.event(p, corev1.EventTypeNormal, ReasonNotTriggerScaleUp, msg, now)
+	}
+	r.metrics.UnneededPodsNotHelped.Reset()
+	for reason, n := range counts {
+		r.metrics.UnneededPodsNotHelped.WithLabelValues(reason).Set(float64(n))
+	}
+}
+
+// Groups sets the per-group and node-count metrics.
+func (r *Reporter) Groups(groups []*nodegroups.Info, nodes []*corev1.Node) {
+	r.metrics.NodeGroupsCount.Set(float64(len(groups)))
+	for _, g := range groups {
+		r.metrics.NodeGroupMinCount.WithLabelValues(g.Id).Set(float64(g.Min))
+		r.metrics.NodeGroupMaxCount.WithLabelValues(g.Id).Set(float64(g.Max))
+		r.metrics.NodeGroupTargetCount.WithLabelValues(g.Id).Set(float64(g.Target))
+	}
+	ready, unready, upcoming := 0, 0, 0
+	for _, n := range nodes {
+		if isReady(n) {
+			ready++
+		} else {
+			unready++
+		}
+	}
+	for _, g := range groups {
+		upcoming += g.Upcoming()
+	}
+	r.metrics.NodesCount.WithLabelValues("ready").Set(float64(ready))
+	r.metrics.NodesCount.WithLabelValues("unready").Set(float64(unready))
+	r.metrics.NodesCount.WithLabelValues("notStarted").Set(float64(upcoming))
+}
+
+func isReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// event sends unless the pod heard the same message within repeat.
+func (r *Reporter) event(pod *corev1.Pod, typ, reason, msg string, now time.Time) {
+	r.mu.Lock()
+	last, ok := r.sent[pod.UID]
+	if ok && last.message == reason+msg && now.Sub(last.at) < r.repeat {
+		r.mu.Unlock()
+		return
+	}
+	r.sent[pod.UID] = sentEvent{message: reason + msg, at: now}
+	r.mu.Unlock()
+	r.recorder.Event(pod, typ, reason, msg)
+}
+
+// Forget drops the memory of pods that are gone, so it does not grow.
+func (r *Reporter) Forget(alive map[types.UID]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for uid := range r.sent {
+		if !alive[uid] {
+			delete(r.sent, uid)
+		}
+	}
+}

@@ -1,0 +1,158 @@
+// Package snapshot is the loop's second stage: it loads what was observed
+// into the simulator's cluster snapshot, with the nodes that are requested
+// but not ready yet added as their group's template would be, so that pods
+// waiting for them are not scaled up for twice.
+package snapshot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+	simsnapshot "github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
+)
+
+// Result says which nodes the snapshot holds.
+type Result struct {
+	// Nodes are the registered nodes, booting ones included, sorted.
+	Nodes []string
+	// Upcoming are hypothetical nodes for requests not registered yet.
+	Upcoming []string
+	// GroupOf maps every upcoming or booting node to its group.
+	GroupOf map[string]string
+}
+
+// Candidates are all nodes a pending pod may go to without a scale-up.
+func (r *Result) Candidates() []string {
+	return append(append(make([]string, 0, len(r.Nodes)+len(r.Upcoming)), r.Nodes...), r.Upcoming...)
+}
+
+// Build empties snap and fills it from the observed state and the groups.
+// Objects that cannot be loaded (say, a pod on a node that is gone) are
+// logged and left out; they never stop the loop.
+func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.ClusterState, groups []*nodegroups.Info) (*Result, error) {
+	logger := klog.FromContext(ctx)
+	if err := snap.Reset(); err != nil {
+		return nil, fmt.Errorf("reset snapshot: %w", err)
+	}
+	skip := func(what string, err error) {
+		if err != nil {
+			logger.V(2).Info("Left out of the snapshot", "object", what, "err", err)
+		}
+	}
+	for _, c := range state.DeviceClasses {
+		skip("deviceclass/"+c.Name, snap.SetDeviceClass(c))
+	}
+	for _, r := range state.DeviceTaintRules {
+		skip("devicetaintrule/"+r.Name, snap.SetDeviceTaintRule(r))
+	}
+	for _, t := range state.ResourceClaimTemplates {
+		skip("resourceclaimtemplate/"+t.Namespace+"/"+t.Name, snap.SetResourceClaimTemplate(t))
+	}
+	for _, c := range state.ResourceClaims {
+		skip("resourceclaim/"+c.Namespace+"/"+c.Name, snap.SetResourceClaim(c))
+	}
+	for _, w := range state.Workloads {
+		skip("workload/"+w.Namespace+"/"+w.Name, snap.SetWorkload(w))
+	}
+	for _, g := range state.PodGroups {
+		skip("podgroup/"+g.Namespace+"/"+g.Name, snap.SetPodGroup(g))
+	}
+
+	res := &Result{GroupOf: map[string]string{}}
+	booting := map[string]*nodegroups.Info{}
+	for _, g := range groups {
+		for _, n := range g.Booting {
+			booting[n.Name] = g
+		}
+	}
+	for _, node := range state.Nodes {
+		if g := booting[node.Name]; g != nil && g.Template != nil {
+			// Not ready yet: simulate it as its template, under its name.
+			if err := addTemplateNode(snap, g, node.Name, node); err != nil {
+				skip("node/"+node.Name, err)
+				continue
+			}
+			res.GroupOf[node.Name] = g.Id
+		} else if err := snap.AddNode(node); err != nil {
+			skip("node/"+node.Name, err)
+			continue
+		}
+		res.Nodes = append(res.Nodes, node.Name)
+	}
+	sort.Strings(res.Nodes)
+	for _, s := range state.ResourceSlices {
+		if s.Spec.NodeName != nil && booting[*s.Spec.NodeName] != nil {
+			continue // the template's slices stand in for them
+		}
+		skip("resourceslice/"+s.Name, snap.SetResourceSlice(s))
+	}
+	for _, pod := range state.Pods {
+		switch {
+		case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		case pod.Spec.NodeName != "":
+			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPod(pod, pod.Spec.NodeName))
+		default:
+			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPendingPod(pod))
+		}
+	}
+	var errs []error
+	for _, g := range groups {
+		if g.Template == nil || g.Upcoming() == 0 {
+			continue
+		}
+		for i := range g.Upcoming() {
+			name := fmt.Sprintf("%s-upcoming-%d", g.Id, i)
+			if err := addTemplateNode(snap, g, name, nil); err != nil {
+				errs = append(errs, fmt.Errorf("upcoming node of %s: %w", g.Id, err))
+				break
+			}
+			res.Upcoming = append(res.Upcoming, name)
+			res.GroupOf[name] = g.Id
+		}
+	}
+	logger.V(3).Info("Snapshot built", "nodes", len(res.Nodes), "upcoming", len(res.Upcoming), "pods", len(state.Pods), "claims", len(state.ResourceClaims))
+	return res, errors.Join(errs...)
+}
+
+// addTemplateNode adds an instance of the group's template named name. For
+// a registered node that is still booting, real keeps its labels (the
+// scheduler sees those), while devices and start-up pods come from the
+// template.
+func addTemplateNode(snap *simsnapshot.Snapshot, g *nodegroups.Info, name string, real *corev1.Node) error {
+	node, slices, pods := template.Instantiate(g.Template, name)
+	if real != nil {
+		node = real.DeepCopy()
+		// Booting nodes carry not-ready taints the scheduler would reject;
+		// they are about to go away, so the template's taints stand.
+		node.Spec.Taints = g.Template.Node.Spec.Taints
+		node.Status = *g.Template.Node.Status.DeepCopy()
+		pods = nil // the DaemonSet pods will be real pods once it runs
+	}
+	if err := snap.AddNode(node); err != nil {
+		return err
+	}
+	return addAll(snap, name, slices, pods)
+}
+
+func addAll(snap *simsnapshot.Snapshot, node string, slices []*resourceapi.ResourceSlice, pods []*corev1.Pod) error {
+	for _, s := range slices {
+		if err := snap.SetResourceSlice(s); err != nil {
+			return err
+		}
+	}
+	for _, p := range pods {
+		if err := snap.AddPod(p, node); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,293 @@
+package estimator
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	v1helper "k8s.io/kubernetes/pkg/apis/core/v1/helper"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
+)
+
+// perPodLabels differ between the pods of one controller by design; no
+// scheduler rule keys on them in practice, so they do not split classes.
+var perPodLabels = map[string]bool{
+	"statefulset.kubernetes.io/pod-name":       true,
+	"apps.kubernetes.io/pod-index":             true,
+	"batch.kubernetes.io/job-completion-index": true,
+}
+
+// class is an equivalence class of pods: same controller and same
+// scheduling-relevant spec, so the scheduler's verdict for one pod of the
+// class on a node is its verdict for every other pod of the class there.
+type class struct {
+	id  int
+	key string
+	// Sort keys of first-fit decreasing.
+	accel, cpu, mem int64
+	// memoizable classes can reuse verdicts and placements across nodes in
+	// the same state (see memo.go): their verdict on a node depends only
+	// on that node's content, and resources only shrink during an
+	// estimate. Inter-pod (anti-)affinity, topology spread, volumes
+	// claimed across nodes, gangs and shared claims break that.
+	memoizable bool
+	// antiAffinity: placing a pod of this class can reject other pods
+	// anywhere in its topology domain, which invalidates memoized verdicts.
+	antiAffinity bool
+	// unplaceable is the verdict on an empty new node once a pod of the
+	// class failed there: no other pod of the class is tried.
+	unplaceable *framework.NodeResult
+	// open lists the hypothetical nodes not yet closed to the class, in
+	// opening order; seen counts the nodes of the estimate already
+	// considered for it, closed flags nodes (by index) a pod of the class
+	// failed on.
+	open   []*hnode
+	seen   int
+	closed []bool
+}
+
+// refresh appends the nodes opened since the last call.
+func (c *class) refresh(nodes []*hnode) {
+	for _, n := range nodes[c.seen:] {
+		c.open = append(c.open, n)
+	}
+	c.seen = len(nodes)
+	for len(c.closed) < len(nodes) {
+		c.closed = append(c.closed, false)
+	}
+}
+
+func (c *class) close(n *hnode) { c.closed[n.index] = true }
+
+// compact drops closed nodes from the open list.
+func (c *class) compact() {
+	kept := c.open[:0]
+	for _, n := range c.open {
+		if !c.closed[n.index] {
+			kept = append(kept, n)
+		}
+	}
+	clear(c.open[len(kept):])
+	c.open = kept
+}
+
+// shape is what the key of a class is computed from: every pod field the
+// in-tree Filter and Reserve plugins read (resources and ports, node
+// selection, tolerations, inter-pod rules with the labels they match,
+// volumes, DRA claims by their content rather than their names), plus the
+// controller and priority. Two pods with the same shape are interchangeable
+// for the scheduler.
+type shape struct {
+	Namespace        string
+	Owner            types.UID
+	Labels           map[string]string
+	Containers       []containerShape
+	InitContainers   []containerShape
+	Overhead         v1.ResourceList
+	Resources        *v1.ResourceRequirements
+	NodeSelector     map[string]string
+	Affinity         *v1.Affinity
+	Tolerations      []v1.Toleration
+	Spread           []v1.TopologySpreadConstraint
+	NodeName         string
+	Volumes          []v1.Volume
+	HostNetwork      bool
+	Priority         *int32
+	PreemptionPolicy *v1.PreemptionPolicy
+	SchedulingGroup  *v1.PodSchedulingGroup
+	OS               *v1.PodOS
+	Claims           []claimShape
+}
+
+type containerShape struct {
+	Resources     v1.ResourceRequirements
+	Ports         []v1.ContainerPort
+	RestartPolicy *v1.ContainerRestartPolicy
+}
+
+type claimShape struct {
+	Name string
+	// Which of the following are set depends on how the claim resolves.
+	None       bool                           // the controller decided no claim is needed
+	Template   *resourceapi.ResourceClaimSpec // claim still to be made from a template
+	Spec       *resourceapi.ResourceClaimSpec // existing claim
+	Allocation *resourceapi.AllocationResult  // existing claim's allocation, if any
+	Shared     string                         // name of a claim several pods use
+	Missing    string                         // neither claim nor template is known
+}
+
+// claimRef is what one pod claim resolves to in the snapshot. Snapshot
+// objects are never modified in place, so a claimRef with the same
+// pointers means the same content: the class cache relies on that.
+type claimRef struct {
+	none    bool // the controller decided no claim is needed
+	claim   *resourceapi.ResourceClaim
+	tmpl    *resourceapi.ResourceClaimTemplate
+	missing string
+	// shared: other pods share the claim's state (used by several of the
+	// pods, reserved or allocated already, or made by the controller but
+	// not yet in the pod status).
+	shared bool
+}
+
+// resolve looks up the claims of a pod. sharedClaims holds the "ns/name"
+// of claims several of the estimated pods use.
+func resolve(snap *snapshot.Snapshot, pod *v1.Pod, sharedClaims map[string]bool) ([]claimRef, error) {
+	if len(pod.Spec.ResourceClaims) == 0 {
+		return nil, nil
+	}
+	refs := make([]claimRef, len(pod.Spec.ResourceClaims))
+	for i := range pod.Spec.ResourceClaims {
+		podClaim := &pod.Spec.ResourceClaims[i]
+		ref := &refs[i]
+		name, _, err := resourceclaim.Name(pod, podClaim)
+		switch {
+		case err == nil && name == nil:
+			ref.none = true
+		case err == nil:
+			claim, gerr := snap.ResourceClaims().Get(pod.Namespace, *name)
+			if gerr != nil {
+				ref.missing, ref.shared = *name, true
+				continue
+			}
+			ref.claim = claim
+			ref.shared = sharedClaims[pod.Namespace+"/"+*name] || claim.Status.Allocation != nil || len(claim.Status.ReservedFor) > 0
+		case podClaim.ResourceClaimTemplateName != nil:
+			t, ok := snap.ResourceClaimTemplate(pod.Namespace, *podClaim.ResourceClaimTemplateName)
+			if !ok {
+				ref.missing, ref.shared = "template/"+*podClaim.ResourceClaimTemplateName, true
+				continue
+			}
+			ref.tmpl = t
+			// A claim the controller made without the pod status showing
+			// it yet is the framework's to find; such pods are not
+			// memoized.
+			ref.shared = len(snap.ClaimsOwnedBy(pod.UID)) > 0
+		default:
+			return nil, fmt.Errorf("pod %s/%s claim %s: %w", pod.Namespace, pod.Name, podClaim.Name, err)
+		}
+	}
+	return refs, nil
+}
+
+// keyOf returns the class key of a pod, whether its class is memoizable,
+// and the device count it asks for through claims.
+func keyOf(pod *v1.Pod, refs []claimRef) (key string, memoizable bool, devices int64, err error) {
+	s := shape{
+		Namespace:        pod.Namespace,
+		Overhead:         pod.Spec.Overhead,
+		Resources:        pod.Spec.Resources,
+		NodeSelector:     pod.Spec.NodeSelector,
+		Affinity:         pod.Spec.Affinity,
+		Tolerations:      pod.Spec.Tolerations,
+		Spread:           pod.Spec.TopologySpreadConstraints,
+		NodeName:         pod.Spec.NodeName,
+		Volumes:          pod.Spec.Volumes,
+		HostNetwork:      pod.Spec.HostNetwork,
+		Priority:         pod.Spec.Priority,
+		PreemptionPolicy: pod.Spec.PreemptionPolicy,
+		SchedulingGroup:  pod.Spec.SchedulingGroup,
+		OS:               pod.Spec.OS,
+	}
+	if owner := metav1.GetControllerOfNoCopy(pod); owner != nil {
+		s.Owner = owner.UID
+	}
+	for k, v := range pod.Labels {
+		if !perPodLabels[k] {
+			if s.Labels == nil {
+				s.Labels = make(map[string]string, len(pod.Labels))
+			}
+			s.Labels[k] = v
+		}
+	}
+	for i := range pod.Spec.Containers {
+		s.Containers = append(s.Containers, shapeOf(&pod.Spec.Containers[i]))
+	}
+	for i := range pod.Spec.InitContainers {
+		s.InitContainers = append(s.InitContainers, shapeOf(&pod.Spec.InitContainers[i]))
+	}
+	memoizable = pod.Spec.SchedulingGroup == nil && len(pod.Spec.TopologySpreadConstraints) == 0 &&
+		(pod.Spec.Affinity == nil || (pod.Spec.Affinity.PodAffinity == nil && pod.Spec.Affinity.PodAntiAffinity == nil))
+	for _, vol := range pod.Spec.Volumes {
+		if vol.PersistentVolumeClaim != nil || vol.Ephemeral != nil {
+			memoizable = false
+		}
+	}
+	for i, ref := range refs {
+		cs := claimShape{Name: pod.Spec.ResourceClaims[i].Name, None: ref.none, Missing: ref.missing}
+		switch {
+		case ref.claim != nil:
+			cs.Spec, cs.Allocation = &ref.claim.Spec, ref.claim.Status.Allocation
+			devices += deviceCount(&ref.claim.Spec)
+			if ref.shared {
+				cs.Shared = ref.claim.Name
+			}
+		case ref.tmpl != nil:
+			cs.Template = &ref.tmpl.Spec.Spec
+			devices += deviceCount(&ref.tmpl.Spec.Spec)
+		}
+		memoizable = memoizable && !ref.shared
+		s.Claims = append(s.Claims, cs)
+	}
+	h := fnv.New128a()
+	if err := json.NewEncoder(h).Encode(&s); err != nil {
+		return "", false, 0, fmt.Errorf("class key of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), memoizable, devices, nil
+}
+
+func shapeOf(c *v1.Container) containerShape {
+	cs := containerShape{Resources: c.Resources, RestartPolicy: c.RestartPolicy}
+	for _, p := range c.Ports {
+		if p.HostPort != 0 {
+			cs.Ports = append(cs.Ports, p)
+		}
+	}
+	return cs
+}
+
+// deviceCount is the number of devices a claim asks for, the accelerator
+// demand first-fit decreasing sorts on. "All" requests and prioritized
+// lists count what their first choice asks for (at least one).
+func deviceCount(spec *resourceapi.ResourceClaimSpec) int64 {
+	var n int64
+	for _, r := range spec.Devices.Requests {
+		switch {
+		case r.Exactly != nil:
+			n += max(r.Exactly.Count, 1)
+		case len(r.FirstAvailable) > 0:
+			n += max(r.FirstAvailable[0].Count, 1)
+		}
+	}
+	return n
+}
+
+// demand fills the sort keys of a class from one of its pods: devices via
+// claims plus extended resources, then CPU (millicores) and memory.
+func (c *class) demand(pod *v1.Pod, claimDevices int64) {
+	reqs := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	c.accel = claimDevices
+	for name, q := range reqs {
+		if v1helper.IsExtendedResourceName(name) {
+			c.accel += q.Value()
+		}
+	}
+	c.cpu = reqs.Cpu().MilliValue()
+	c.mem = reqs.Memory().Value()
+}
+
+// usesRequiredAntiAffinity reports pods whose placement can reject other
+// pods elsewhere.
+func usesRequiredAntiAffinity(pod *v1.Pod) bool {
+	a := pod.Spec.Affinity
+	return a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0
+}

@@ -1,0 +1,225 @@
+package estimator
+
+import (
+	"fmt"
+	"slices"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
+)
+
+// slot is a framework placement in a form that can be copied to another
+// node: per pod claim (nil when the pod needs no claim for it), the
+// allocation with its devices' pools named as in the template.
+type slot struct {
+	claims []*slotClaim
+}
+
+type slotClaim struct {
+	alloc *resourceapi.AllocationResult
+	pools []string // template pool of each result, same index
+}
+
+// captureSlot turns the placement of placedPod on n into a slot, if it can
+// be copied exactly: every claim of the pod allocated for this pod alone,
+// pinned to n by name, with devices only from n's own pools, and no claim
+// made for the pod beyond its template claims (the DRA extended-resource
+// claim, for one, is not copied). A driver that also publishes pools for
+// several nodes disqualifies the copy: the allocator tries pools in name
+// order, and a shared pool's name can sort before one node's pools and
+// after another's, so the same request may land differently.
+func (r *run) captureSlot(placedPod *v1.Pod, n *hnode) (*slot, bool) {
+	s := &slot{claims: make([]*slotClaim, len(placedPod.Spec.ResourceClaims))}
+	names := make(map[string]bool, len(placedPod.Spec.ResourceClaims))
+	for i := range placedPod.Spec.ResourceClaims {
+		name, _, err := resourceclaim.Name(placedPod, &placedPod.Spec.ResourceClaims[i])
+		if err != nil {
+			return nil, false
+		}
+		if name == nil {
+			continue
+		}
+		names[*name] = true
+		claim, err := r.snap.ResourceClaims().Get(placedPod.Namespace, *name)
+		if err != nil {
+			return nil, false
+		}
+		alloc := claim.Status.Allocation
+		if alloc == nil || len(claim.Status.ReservedFor) != 1 || !pinnedTo(alloc.NodeSelector, n.name) {
+			return nil, false
+		}
+		sc := &slotClaim{alloc: alloc, pools: make([]string, len(alloc.Devices.Results))}
+		for k, res := range alloc.Devices.Results {
+			pool, ok := r.templatePool(res.Driver, res.Pool, n.name)
+			if !ok || r.sharedDriver(res.Driver) {
+				return nil, false
+			}
+			sc.pools[k] = pool
+		}
+		s.claims[i] = sc
+	}
+	for _, c := range r.snap.ClaimsOwnedBy(placedPod.UID) {
+		if !names[c.Name] {
+			return nil, false
+		}
+	}
+	return s, true
+}
+
+// sharedDriver reports whether driver publishes slices not bound to one
+// node.
+func (r *run) sharedDriver(driver string) bool {
+	if r.sharedDrivers == nil {
+		list, err := r.snap.ResourceSlices().ListWithDeviceTaintRules()
+		if err != nil {
+			return true // unknown: do not copy
+		}
+		r.sharedDrivers = map[string]bool{}
+		for _, s := range list {
+			if s.Spec.NodeName == nil || *s.Spec.NodeName == "" {
+				r.sharedDrivers[s.Spec.Driver] = true
+			}
+		}
+	}
+	return r.sharedDrivers[driver]
+}
+
+// templatePool returns the template pool that became pool on node, if pool
+// is one of node's own.
+func (r *run) templatePool(driver, pool, node string) (string, bool) {
+	for _, s := range r.tmpl.ResourceSlices {
+		if s.Spec.Driver == driver && template.PoolName(r.tmpl.Node.Name, s.Spec.Pool.Name, node) == pool {
+			return s.Spec.Pool.Name, true
+		}
+	}
+	return "", false
+}
+
+// pinnedTo reports the node selector the allocator gives allocations of
+// node-local devices: exactly the node, by name.
+func pinnedTo(sel *v1.NodeSelector, node string) bool {
+	if sel == nil || len(sel.NodeSelectorTerms) != 1 {
+		return false
+	}
+	t := sel.NodeSelectorTerms[0]
+	if len(t.MatchExpressions) != 0 || len(t.MatchFields) != 1 {
+		return false
+	}
+	f := t.MatchFields[0]
+	return f.Key == metav1.ObjectNameField && f.Operator == v1.NodeSelectorOpIn && len(f.Values) == 1 && f.Values[0] == node
+}
+
+// pendingCopy is a copied placement not written yet.
+type pendingCopy struct {
+	pod  *v1.Pod
+	slot *slot
+}
+
+// clone places pod on n by copying a memoized placement. On a virtual node
+// the copy waits until the node is materialised (lazy.go).
+func (r *run) clone(pod *v1.Pod, n *hnode, t *transition) error {
+	r.res.Placements = append(r.res.Placements, Placement{Pod: pod, Node: n.name})
+	n.state = t.next
+	for _, sc := range t.slot.claims {
+		if sc == nil {
+			continue
+		}
+		for k, res := range sc.alloc.Devices.Results {
+			n.use(usedDevice{res.Driver, sc.pools[k], res.Device})
+		}
+	}
+	if n.virtual {
+		n.pending = append(n.pending, pendingCopy{pod: pod, slot: t.slot})
+		return nil
+	}
+	return r.writeCopy(pod, t.slot, n)
+}
+
+// writeCopy writes a copied placement: the pod's claims (made from their
+// templates as the framework would make them) get the slot's allocations
+// on n's pools and the pod in reservedFor, then the pod joins the node,
+// all through the snapshot's normal API so the allocated-device state
+// follows. The result is what SchedulePod would have produced
+// (TestMemoIsExact).
+func (r *run) writeCopy(pod *v1.Pod, s *slot, n *hnode) error {
+	placed := pod
+	for i := range pod.Spec.ResourceClaims {
+		podClaim := &pod.Spec.ResourceClaims[i]
+		sc := s.claims[i]
+		claim, made, err := r.claimFor(placed, podClaim)
+		if err != nil {
+			return fmt.Errorf("copy placement of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		if (claim == nil) != (sc == nil) {
+			return fmt.Errorf("copy placement of pod %s/%s: claim %s does not match the memoized placement", pod.Namespace, pod.Name, podClaim.Name)
+		}
+		if claim == nil {
+			continue
+		}
+		if err := r.snap.SetResourceClaim(r.allocatedCopy(claim, sc, n, pod)); err != nil {
+			return fmt.Errorf("copy placement of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		if made {
+			if placed == pod {
+				cp := *pod
+				cp.Status.ResourceClaimStatuses = slices.Clip(pod.Status.ResourceClaimStatuses)
+				placed = &cp
+			}
+			name := claim.Name
+			placed.Status.ResourceClaimStatuses = append(placed.Status.ResourceClaimStatuses,
+				v1.PodResourceClaimStatus{Name: podClaim.Name, ResourceClaimName: &name})
+		}
+	}
+	if err := r.snap.AddPod(placed, n.name); err != nil {
+		return fmt.Errorf("copy placement of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// allocatedCopy returns claim as the framework leaves it after binding pod
+// on n: defaulted, with the DRA finalizer, the slot's allocation moved to
+// n's pools and node, and pod in reservedFor. Only what changes is copied.
+func (r *run) allocatedCopy(claim *resourceapi.ResourceClaim, sc *slotClaim, n *hnode, pod *v1.Pod) *resourceapi.ResourceClaim {
+	c := *claim
+	if needsDefaults(&claim.Spec) {
+		d := claim.DeepCopy()
+		defaultClaim(d)
+		c.Spec = d.Spec
+	}
+	if !slices.Contains(c.Finalizers, resourceapi.Finalizer) {
+		c.Finalizers = append(slices.Clip(c.Finalizers), resourceapi.Finalizer)
+	}
+	alloc := *sc.alloc
+	alloc.NodeSelector = r.nodeSelector(n)
+	alloc.Devices.Results = make([]resourceapi.DeviceRequestAllocationResult, len(sc.alloc.Devices.Results))
+	for k, res := range sc.alloc.Devices.Results {
+		res.Pool = template.PoolName(r.tmpl.Node.Name, sc.pools[k], n.name)
+		if res.ShareID != nil {
+			// The allocator gives every share a fresh ID too.
+			id := types.UID(uuid.NewUUID())
+			res.ShareID = &id
+		}
+		alloc.Devices.Results[k] = res
+	}
+	c.Status.Allocation = &alloc
+	c.Status.ReservedFor = append(slices.Clip(claim.Status.ReservedFor),
+		resourceapi.ResourceClaimConsumerReference{APIGroup: v1.GroupName, Resource: "pods", Name: pod.Name, UID: pod.UID})
+	return &c
+}
+
+// nodeSelector is the allocator's selector for n's devices, shared by all
+// claims allocated on n (stored objects are read-only).
+func (r *run) nodeSelector(n *hnode) *v1.NodeSelector {
+	if n.selector == nil {
+		n.selector = &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+			MatchFields: []v1.NodeSelectorRequirement{{Key: metav1.ObjectNameField, Operator: v1.NodeSelectorOpIn, Values: []string{n.name}}},
+		}}}
+	}
+	return n.selector
+}

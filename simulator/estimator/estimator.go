@@ -1,0 +1,268 @@
+// Package estimator answers "how many new nodes of this group would these
+// pending pods need, and which pod would go where": a first-fit-decreasing
+// binpacking over hypothetical nodes instantiated from the group's
+// template, where every placement is the real scheduler framework's
+// (simulator/framework) or an exact copy of one (see memo.go).
+package estimator
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+)
+
+// Limit names, as reported in Result.Limited and Unplaced.Limit.
+const (
+	LimitMaxNodes    = "max-nodes"
+	LimitMaxDuration = "max-duration"
+)
+
+// Options bound an estimate. Zero values mean no limit.
+type Options struct {
+	// MaxNodes caps the new nodes of one estimate.
+	MaxNodes int
+	// MaxDuration caps the time one estimate may take; pods not reached
+	// in time are reported unplaced.
+	MaxDuration time.Duration
+	// DisableMemo turns off memoized verdicts and placement cloning, so
+	// that every verdict comes from a framework call. For tests and for
+	// ruling the optimisation out when debugging; results are identical.
+	DisableMemo bool
+}
+
+// Estimator runs binpacking estimates on a framework runner's snapshot. It
+// is not safe for concurrent use (neither is the runner).
+type Estimator struct {
+	runner *framework.Runner
+	opts   Options
+	cache  *classCache
+}
+
+// New returns an estimator over runner's snapshot.
+func New(runner *framework.Runner, opts Options) *Estimator {
+	return &Estimator{runner: runner, opts: opts, cache: newClassCache()}
+}
+
+// WithLimits returns an estimator sharing e's runner and class cache but
+// bounded by opts' MaxNodes and MaxDuration (DisableMemo stays e's).
+func (e *Estimator) WithLimits(opts Options) *Estimator {
+	opts.DisableMemo = e.opts.DisableMemo
+	return &Estimator{runner: e.runner, opts: opts, cache: e.cache}
+}
+
+// Result is the outcome of one estimate.
+type Result struct {
+	// NodeCount is the number of new nodes the placed pods need.
+	NodeCount int
+	// NewNodes names them, in opening order: "<group>-template-<i>" with
+	// i counting from 0 and skipping names the snapshot already holds.
+	NewNodes []string
+	// Placements lists where each placed pod goes, in placement order.
+	Placements []Placement
+	// Unplaced lists the pods that got no node, in the order tried.
+	Unplaced []Unplaced
+	// Limited names the limit that stopped the estimate ("" if none).
+	Limited string
+	// DevicesUsed counts the distinct devices of the new nodes' own
+	// (template) slices that the placed pods' claims took.
+	DevicesUsed int
+	// FrameworkCalls counts scheduling cycles run through the framework;
+	// MemoHits counts verdicts and placements reused instead (memo.go).
+	FrameworkCalls, MemoHits int
+}
+
+// Placement is one pod on one new node.
+type Placement struct {
+	Pod  *v1.Pod
+	Node string
+}
+
+// Unplaced is a pod without a node and why.
+type Unplaced struct {
+	Pod *v1.Pod
+	// Result is the scheduler's verdict on an empty new node of the group
+	// (a node the estimate then dropped again), when the pod's class does
+	// not fit there. Zero when a limit stopped the pod.
+	Result framework.NodeResult
+	// Limit is LimitMaxNodes or LimitMaxDuration when a limit stopped the
+	// pod, "" otherwise.
+	Limit string
+}
+
+// Group is a node group to estimate: its name (new nodes are named
+// "<name>-template-<i>"), the template of its nodes and, when positive,
+// its own cap on new nodes in place of Options.MaxNodes (a group's room
+// to grow).
+type Group struct {
+	Name     string
+	Template *cloudprovider.NodeTemplate
+	MaxNodes int
+}
+
+// Estimate binpacks pods onto new nodes of tmpl's group and leaves the
+// snapshot exactly as it found it. Errors are simulation failures (bad
+// input, a plugin error), never "does not fit".
+func (e *Estimator) Estimate(ctx context.Context, pods []*v1.Pod, tmpl *cloudprovider.NodeTemplate, group string) (*Result, error) {
+	res, err := e.EstimateGroups(ctx, pods, []Group{{Name: group, Template: tmpl}})
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+// EstimateGroups runs Estimate for each group in turn, sharing the work
+// that does not depend on the group (classifying the pods, scoping the
+// snapshot, see scope.go), and returns the results in the groups' order.
+// The snapshot is left exactly as it was.
+func (e *Estimator) EstimateGroups(ctx context.Context, pods []*v1.Pod, groups []Group) (_ []*Result, err error) {
+	if err := e.check(groups); err != nil {
+		return nil, err
+	}
+	results := make([]*Result, len(groups))
+	if len(pods) == 0 {
+		for i := range results {
+			results[i] = &Result{}
+		}
+		return results, nil
+	}
+	start := time.Now()
+	snap := e.runner.Snapshot()
+	snap.Fork()
+	defer func() {
+		if rerr := snap.Revert(); rerr != nil && err == nil {
+			err = fmt.Errorf("estimate: revert snapshot: %w", rerr)
+		}
+	}()
+	order, err := e.cache.classify(snap, pods)
+	if err != nil {
+		return nil, fmt.Errorf("estimate: %w", err)
+	}
+	if err := hideOtherNodesSlices(snap); err != nil {
+		return nil, fmt.Errorf("estimate: %w", err)
+	}
+	calls := 0
+	for i, g := range groups {
+		if results[i], err = e.estimate(ctx, order, g, false); err != nil {
+			return nil, err
+		}
+		calls += results[i].FrameworkCalls
+	}
+	klog.FromContext(ctx).V(2).Info("Estimated node groups", "groups", len(groups), "pods", len(pods),
+		"classes", len(order.classes), "frameworkCalls", calls, "duration", time.Since(start))
+	return results, nil
+}
+
+// EstimateAndKeep is Estimate, but the new nodes, their pods and the claim
+// allocations stay in the snapshot (in the current fork level, if any),
+// so that a planner can go on from the chosen option. Its result is the
+// one Estimate gives for the same input.
+func (e *Estimator) EstimateAndKeep(ctx context.Context, pods []*v1.Pod, tmpl *cloudprovider.NodeTemplate, group string) (*Result, error) {
+	g := Group{Name: group, Template: tmpl}
+	if err := e.check([]Group{g}); err != nil {
+		return nil, err
+	}
+	order, err := e.cache.classify(e.runner.Snapshot(), pods)
+	if err != nil {
+		return nil, fmt.Errorf("estimate for group %s: %w", group, err)
+	}
+	return e.estimate(ctx, order, g, true)
+}
+
+func (e *Estimator) check(groups []Group) error {
+	if e == nil || e.runner == nil {
+		return fmt.Errorf("estimate: estimator without a framework runner")
+	}
+	for _, g := range groups {
+		if g.Name == "" {
+			return fmt.Errorf("estimate: node group without a name")
+		}
+		if g.Template == nil || g.Template.Node == nil {
+			return fmt.Errorf("estimate for group %s: template without a node", g.Name)
+		}
+	}
+	return nil
+}
+
+// estimate runs one group's binpacking in a fork of its own, reverted or
+// (keep) committed.
+func (e *Estimator) estimate(ctx context.Context, order *ordering, g Group, keep bool) (res *Result, err error) {
+	logger := klog.FromContext(ctx).WithValues("nodeGroup", g.Name)
+	ctx = klog.NewContext(ctx, logger)
+	start := time.Now()
+	snap := e.runner.Snapshot()
+	snap.Fork()
+	defer func() {
+		end := snap.Revert
+		if keep && err == nil {
+			end = snap.Commit
+		}
+		if eerr := end(); eerr != nil && err == nil {
+			res, err = nil, fmt.Errorf("estimate for group %s: close snapshot fork: %w", g.Name, eerr)
+		}
+	}()
+	order.reset()
+	r := &run{
+		e:        e,
+		snap:     snap,
+		tmpl:     g.Template,
+		group:    g.Name,
+		res:      &Result{},
+		memo:     newMemo(!e.opts.DisableMemo),
+		lazy:     !keep,
+		maxNodes: e.opts.MaxNodes,
+	}
+	if g.MaxNodes > 0 {
+		r.maxNodes = g.MaxNodes
+	}
+	if e.opts.MaxDuration > 0 {
+		r.deadline = start.Add(e.opts.MaxDuration)
+	}
+	if err := r.binpack(ctx, order); err != nil {
+		return nil, fmt.Errorf("estimate for group %s: %w", g.Name, err)
+	}
+	r.res.NodeCount = len(r.res.NewNodes)
+	for _, n := range r.nodes {
+		r.res.DevicesUsed += len(n.used)
+	}
+	r.res.FrameworkCalls, r.res.MemoHits = r.calls, r.memo.hits
+	logger.V(4).Info("Estimated node group", "pods", len(order.pods), "classes", len(order.classes),
+		"newNodes", r.res.NodeCount, "unplaced", len(r.res.Unplaced), "limited", r.res.Limited,
+		"frameworkCalls", r.calls, "memoHits", r.memo.hits, "duration", time.Since(start))
+	return r.res, nil
+}
+
+// binpack places pods in first-fit-decreasing order: each pod tries the
+// nodes still open to its class, in opening order, then a new node.
+func (r *run) binpack(ctx context.Context, order *ordering) error {
+	for i, pod := range order.pods {
+		cls := order.classOf[i]
+		if !r.deadline.IsZero() && time.Now().After(r.deadline) {
+			r.res.Limited = LimitMaxDuration
+			for _, p := range order.pods[i:] {
+				r.res.Unplaced = append(r.res.Unplaced, Unplaced{Pod: p, Limit: LimitMaxDuration})
+			}
+			return nil
+		}
+		if cls.unplaceable != nil {
+			r.res.Unplaced = append(r.res.Unplaced, Unplaced{Pod: pod, Result: *cls.unplaceable})
+			continue
+		}
+		if !r.memo.usable(cls) {
+			// The framework decides this pod alone and may look at
+			// every node: show it the whole estimate.
+			if err := r.materializeAll(); err != nil {
+				return err
+			}
+		}
+		if err := r.place(ctx, pod, cls); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,179 @@
+package estimator
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
+)
+
+// ordering is the pods of one estimate in first-fit-decreasing order, each
+// with its class.
+type ordering struct {
+	pods    []*v1.Pod
+	classOf []*class
+	classes []*class
+}
+
+// classCache remembers the class key of each pod between estimates: the
+// planner estimates the same pending pods for every node group, and
+// hashing a pod's shape costs more than a whole memoized placement. An
+// entry is reused only while the snapshot objects the key was computed
+// from are the same objects (the snapshot replaces, never modifies, what
+// it stores) and the pod is the same object.
+type classCache struct {
+	entries map[*v1.Pod]cacheEntry
+}
+
+type cacheEntry struct {
+	refs       []claimRef
+	key        string
+	memoizable bool
+	devices    int64
+}
+
+func newClassCache() *classCache {
+	return &classCache{entries: map[*v1.Pod]cacheEntry{}}
+}
+
+// classify groups pods into classes and sorts them: accelerator demand
+// first, then CPU, then memory, all decreasing; ties by class (in order of
+// the classes' first pods by namespace/name), then namespace/name. Keeping
+// a class's pods together keeps its nodes uniform, which is what lets the
+// memo reuse placements. Entries for pods not seen in this call are
+// dropped from the cache.
+func (cc *classCache) classify(snap *snapshot.Snapshot, pods []*v1.Pod) (*ordering, error) {
+	sorted := make([]*v1.Pod, 0, len(pods))
+	for _, p := range pods {
+		if p == nil {
+			return nil, fmt.Errorf("nil pod")
+		}
+		if p.UID == "" {
+			return nil, fmt.Errorf("pod %s/%s has no UID", p.Namespace, p.Name)
+		}
+		sorted = append(sorted, p)
+	}
+	slices.SortFunc(sorted, func(a, b *v1.Pod) int {
+		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
+	})
+	shared := sharedClaims(sorted)
+	next := make(map[*v1.Pod]cacheEntry, len(sorted))
+	byKey := map[string]*class{}
+	o := &ordering{pods: sorted, classOf: make([]*class, len(sorted))}
+	for i, p := range sorted {
+		refs, err := resolve(snap, p, shared)
+		if err != nil {
+			return nil, err
+		}
+		entry, ok := cc.entries[p]
+		if !ok || !slices.Equal(entry.refs, refs) {
+			key, memoizable, devices, err := keyOf(p, refs)
+			if err != nil {
+				return nil, err
+			}
+			entry = cacheEntry{refs: refs, key: key, memoizable: memoizable, devices: devices}
+		}
+		next[p] = entry
+		c := byKey[entry.key]
+		if c == nil {
+			c = &class{id: len(o.classes), key: entry.key, memoizable: entry.memoizable, antiAffinity: usesRequiredAntiAffinity(p)}
+			c.demand(p, entry.devices)
+			byKey[entry.key] = c
+			o.classes = append(o.classes, c)
+		}
+		o.classOf[i] = c
+	}
+	cc.entries = next
+	idx := make([]int, len(sorted))
+	for i := range idx {
+		idx[i] = i
+	}
+	// The input is already in namespace/name order and class ids follow
+	// it, so a stable sort on (demand, class) keeps that as the last tie-break.
+	slices.SortStableFunc(idx, func(a, b int) int {
+		ca, cb := o.classOf[a], o.classOf[b]
+		return cmp.Or(cmp.Compare(cb.accel, ca.accel), cmp.Compare(cb.cpu, ca.cpu),
+			cmp.Compare(cb.mem, ca.mem), cmp.Compare(ca.id, cb.id))
+	})
+	out := &ordering{pods: make([]*v1.Pod, len(idx)), classOf: make([]*class, len(idx)), classes: o.classes}
+	for i, k := range idx {
+		out.pods[i], out.classOf[i] = sorted[k], o.classOf[k]
+	}
+	return out, nil
+}
+
+// ClassKey returns the equivalence class of pod as the estimator sees it
+// (controller plus scheduling-relevant spec, claims by content), for
+// callers that also skip pods of a class once one of them fits nowhere.
+// It returns "" for pods that must always be tried on their own, because
+// placing other pods can make them fit (required pod affinity, topology
+// spread that is not best-effort, gang members), and for pods it cannot
+// classify.
+func (e *Estimator) ClassKey(pod *v1.Pod) string {
+	if pod == nil || e == nil || e.runner == nil || mayFitLater(pod) {
+		return ""
+	}
+	refs, err := resolve(e.runner.Snapshot(), pod, nil)
+	if err != nil {
+		return ""
+	}
+	if entry, ok := e.cache.entries[pod]; ok && slices.Equal(entry.refs, refs) {
+		return entry.key
+	}
+	key, memoizable, devices, err := keyOf(pod, refs)
+	if err != nil {
+		return ""
+	}
+	e.cache.entries[pod] = cacheEntry{refs: refs, key: key, memoizable: memoizable, devices: devices}
+	return key
+}
+
+// mayFitLater reports pods whose verdict can turn from "no" to "yes" as
+// other pods are placed.
+func mayFitLater(pod *v1.Pod) bool {
+	if pod.Spec.SchedulingGroup != nil {
+		return true
+	}
+	if a := pod.Spec.Affinity; a != nil && a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
+		return true
+	}
+	return slices.ContainsFunc(pod.Spec.TopologySpreadConstraints, func(c v1.TopologySpreadConstraint) bool {
+		return c.WhenUnsatisfiable != v1.ScheduleAnyway
+	})
+}
+
+// reset clears what a previous estimate learnt about the classes.
+func (o *ordering) reset() {
+	for _, c := range o.classes {
+		c.unplaceable, c.open, c.seen, c.closed = nil, c.open[:0], 0, c.closed[:0]
+	}
+}
+
+// sharedClaims returns the "ns/name" of existing claims that more than one
+// of the pods names.
+func sharedClaims(pods []*v1.Pod) map[string]bool {
+	seen := map[string]bool{}
+	var shared map[string]bool
+	for _, p := range pods {
+		for i := range p.Spec.ResourceClaims {
+			name, _, err := resourceclaim.Name(p, &p.Spec.ResourceClaims[i])
+			if err != nil || name == nil {
+				continue
+			}
+			key := p.Namespace + "/" + *name
+			if seen[key] {
+				if shared == nil {
+					shared = map[string]bool{}
+				}
+				shared[key] = true
+			}
+			seen[key] = true
+		}
+	}
+	return shared
+}

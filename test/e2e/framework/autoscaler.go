@@ -1,0 +1,193 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// AutoscalerBinary builds cmd/dra-autoscaler (once per test binary) and
+// returns its path: the e2e tests drive the real binary, flags and all.
+func (c *Cluster) AutoscalerBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		path := filepath.Join(c.BinDir, "dra-autoscaler")
+		root := filepath.Dir(filepath.Dir(c.BinDir)) // _out/bin -> module root
+		cmd := exec.Command("go", "build", "-o", path, "./cmd/dra-autoscaler")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("building dra-autoscaler: %v\n%s", err, out)
+			return
+		}
+		builtPath = path
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return builtPath
+}
+
+var (
+	buildOnce sync.Once
+	builtPath string
+	buildErr  error
+)
+
+// Autoscaler is a running dra-autoscaler process.
+type Autoscaler struct {
+	cmd     *exec.Cmd
+	log     *lockedBuffer
+	Address string // host:port of /metrics and /health-check
+	done    chan struct{}
+}
+
+// StartAutoscaler runs the binary against this cluster with the kwok
+// provider configured by kwokConfig (marshalled to YAML), on a free port,
+// with args appended (they override the defaults given here). It is
+// stopped when the test ends, and its log is printed if the test failed.
+func (c *Cluster) StartAutoscaler(t testing.TB, kwokConfig any, args ...string) *Autoscaler {
+	t.Helper()
+	bin := c.AutoscalerBinary(t)
+	cfgPath := filepath.Join(t.TempDir(), "kwok.yaml")
+	data, err := yaml.Marshal(kwokConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfgPath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	all := append([]string{
+		"--kubeconfig=" + c.Kubeconf,
+		"--cloud-provider=kwok",
+		"--cloud-config=" + cfgPath,
+		"--scan-interval=1s",
+		"--address=" + addr,
+		"--leader-elect=false",
+		"--v=2",
+	}, args...)
+	a := &Autoscaler{cmd: exec.Command(bin, all...), log: &lockedBuffer{}, Address: addr, done: make(chan struct{})}
+	a.cmd.Stdout, a.cmd.Stderr = a.log, a.log
+	a.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := a.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = a.cmd.Wait(); close(a.done) }()
+	t.Cleanup(func() {
+		a.Stop()
+		if t.Failed() {
+			t.Logf("dra-autoscaler log (%s):\n%s", strings.Join(all, " "), tail(a.Log(), 80))
+		}
+	})
+	return a
+}
+
+// Stop ends the process (SIGTERM, then SIGKILL).
+func (a *Autoscaler) Stop() {
+	select {
+	case <-a.done:
+		return
+	default:
+	}
+	_ = a.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-a.done:
+	case <-time.After(10 * time.Second):
+		_ = a.cmd.Process.Kill()
+		<-a.done
+	}
+}
+
+// Exited tells whether the process has ended.
+func (a *Autoscaler) Exited() bool {
+	select {
+	case <-a.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Log is everything the process printed so far.
+func (a *Autoscaler) Log() string { return a.log.String() }
+
+// Metrics fetches /metrics.
+func (a *Autoscaler) Metrics(ctx context.Context) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.Address+"/metrics", nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}
+
+// RunAutoscaler runs the binary to completion with exactly args and returns
+// its exit code and output, for start-up failures.
+func (c *Cluster) RunAutoscaler(t testing.TB, timeout time.Duration, args ...string) (int, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, c.AutoscalerBinary(t), args...).CombinedOutput()
+	if ctx.Err() != nil {
+		t.Fatalf("dra-autoscaler %v still running after %s:\n%s", args, timeout, out)
+	}
+	if exit, ok := err.(*exec.ExitError); ok {
+		return exit.ExitCode(), string(out)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return 0, string(out)
+}
+
+func freeAddr(t testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
