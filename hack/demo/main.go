@@ -119,13 +119,15 @@ func apply(ctx context.Context, client kubernetes.Interface, o options) error {
 	opts := metav1.CreateOptions{}
 	errs := []error{
 		errOf(client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, opts)),
-		errOf(client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, opts)),
+		// The ServiceAccount controller may have been first.
+		ignoreExists(client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, opts)),
 		errOf(client.ResourceV1().DeviceClasses().Create(ctx, builder.DeviceClass("gpu").Driver(gpuDriver).Obj(), opts)),
 		errOf(client.ResourceV1().DeviceClasses().Create(ctx, builder.DeviceClass("nic").Driver(nicDriver).Obj(), opts)),
 		errOf(client.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, tmpl, opts)),
 	}
 	for i := range o.gpuPods {
-		pod := builder.Pod(ns, fmt.Sprintf("inference-%d", i)).CPU("4").Memory("16Gi").ClaimFromTemplate("accel", "gpu-and-nic").Obj()
+		pod := builder.Pod(ns, fmt.Sprintf("inference-%d", i)).CPU("4").Memory("16Gi").
+			ClaimFromTemplate("accel", "gpu-and-nic").Toleration("example.com/gpu", "true", corev1.TaintEffectNoSchedule).Obj()
 		errs = append(errs, errOf(client.CoreV1().Pods(ns).Create(ctx, pod, opts)))
 	}
 	for i := range o.cpuPods {
@@ -172,19 +174,22 @@ func watch(ctx context.Context, client kubernetes.Interface, want int, start tim
 // removes them with the nodes.
 func cleanup(ctx context.Context, client kubernetes.Interface) error {
 	del := metav1.DeleteOptions{}
-	errs := []error{
-		ignoreNotFound(client.CoreV1().Namespaces().Delete(ctx, ns, del)),
+	// The namespace goes first, while kwok still manages the nodes that
+	// finish its pods' deletion.
+	if err := ignoreNotFound(client.CoreV1().Namespaces().Delete(ctx, ns, del)); err != nil {
+		return err
+	}
+	if err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	}); err != nil {
+		return fmt.Errorf("namespace %s not gone: %w", ns, err)
+	}
+	return errors.Join(
 		ignoreNotFound(client.ResourceV1().DeviceClasses().Delete(ctx, "gpu", del)),
 		ignoreNotFound(client.ResourceV1().DeviceClasses().Delete(ctx, "nic", del)),
 		ignoreNotFound(client.CoreV1().Nodes().DeleteCollection(ctx, del, metav1.ListOptions{LabelSelector: kwok.LabelNodeGroup})),
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	return wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-		_, err := client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), nil
-	})
+	)
 }
 
 func summary(ctx context.Context, client kubernetes.Interface, took time.Duration) error {
@@ -230,6 +235,13 @@ func summary(ctx context.Context, client kubernetes.Interface, took time.Duratio
 
 func ignoreNotFound(err error) error {
 	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func ignoreExists[T any](_ T, err error) error {
+	if apierrors.IsAlreadyExists(err) {
 		return nil
 	}
 	return err
