@@ -20,6 +20,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
@@ -61,6 +62,7 @@ type Pass struct {
 	FitsNow   int
 	Plan      *plan.Plan
 	Results   []act.Result
+	Gangs     []plan.GangOutcome
 	Failures  []track.Failure
 	StartedAt time.Time
 }
@@ -103,13 +105,7 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 		SchedulerName:      corev1.DefaultSchedulerName,
 	}, now)
 	l.Metrics.UnschedulablePodsCount.Set(float64(len(pending)))
-	start = time.Now()
-	rest, fits, err := fitexisting.Fit(ctx, l.Runner, pending, built.Candidates(), l.ClassOf)
-	if err != nil {
-		return l.fail(pass, "simulationError", err)
-	}
-	l.Metrics.Observe("filterOutSchedulable", start)
-	pass.Pending, pass.FitsNow = rest, len(fits)
+	gangs, loose, waiting := gang.Split(pending, state.Pods, state.PodGroups)
 
 	var usage limits.Usage
 	for _, n := range state.Nodes {
@@ -120,6 +116,24 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 			usage.Add(g.Template.Node, g.Upcoming())
 		}
 	}
+	// Gangs first: each is planned whole or not at all, and what it gets
+	// is taken before single pods are fitted.
+	start = time.Now()
+	gangOutcomes, err := l.Planner.PlanGangs(ctx, l.Runner, gangs, built.Candidates(), groups, &usage, now)
+	if err != nil {
+		return l.fail(pass, "simulationError", err)
+	}
+	rest, fits, err := fitexisting.Fit(ctx, l.Runner, loose, built.Candidates(), l.ClassOf)
+	if err != nil {
+		return l.fail(pass, "simulationError", err)
+	}
+	l.Metrics.Observe("filterOutSchedulable", start)
+	pass.Pending, pass.FitsNow, pass.Gangs = rest, len(fits), gangOutcomes
+
+	var ups []act.ScaleUp
+	for _, o := range gangOutcomes {
+		ups = append(ups, o.ScaleUps...)
+	}
 	if len(rest) > 0 {
 		start = time.Now()
 		pass.Plan, err = l.Planner.Plan(ctx, rest, groups, usage, now)
@@ -127,12 +141,18 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 		if err != nil {
 			return l.fail(pass, "simulationError", err)
 		}
-		pass.Results = l.Actuator.Execute(ctx, pass.Plan.ScaleUps, now)
+		ups = append(ups, pass.Plan.ScaleUps...)
+	}
+	if len(ups) > 0 {
+		pass.Results = l.Actuator.Execute(ctx, ups, now)
 		l.Reporter.ScaleUps(pass.Results, now)
+	}
+	if pass.Plan != nil {
 		l.Reporter.NotHelped(pass.Plan.NotHelped, pass.Plan.Reasons, now)
 	}
+	l.Reporter.Gangs(gangReports(gangOutcomes, waiting, state), now)
 	l.Reporter.Groups(groups, state.Nodes)
-	l.Reporter.Forget(alive(state.Pods))
+	l.Reporter.Forget(alive(state))
 	l.Metrics.ClusterSafeToAutoscale.Set(1)
 	l.Metrics.Activity("autoscaling", now)
 	if l.OnPass != nil {
@@ -188,10 +208,14 @@ func indexByNode(state *observe.ClusterState) (map[string][]*resourceapi.Resourc
 	return slices, pods
 }
 
-func alive(pods []*corev1.Pod) map[types.UID]bool {
-	m := make(map[types.UID]bool, len(pods))
-	for _, p := range pods {
+// alive are the objects events may still go to.
+func alive(state *observe.ClusterState) map[types.UID]bool {
+	m := make(map[types.UID]bool, len(state.Pods)+len(state.PodGroups))
+	for _, p := range state.Pods {
 		m[p.UID] = true
+	}
+	for _, g := range state.PodGroups {
+		m[g.UID] = true
 	}
 	return m
 }

@@ -88,7 +88,7 @@ func TestMetricsEndpoint(t *testing.T) {
 			t.Errorf("metric %s not exported", w)
 		}
 	}
-	resp, err := httpGet(s.ctx, "http://"+a.Address+"/health-check")
+	resp, err := framework.HTTPGet(s.ctx, "http://"+a.Address+"/health-check")
 	if err != nil || resp != "OK" {
 		t.Errorf("/health-check = %q, %v", resp, err)
 	}

@@ -12,6 +12,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 
@@ -142,15 +145,19 @@ func isReady(n *corev1.Node) bool {
 
 // event sends unless the pod heard the same message within repeat.
 func (r *Reporter) event(pod *corev1.Pod, typ, reason, msg string, now time.Time) {
+	r.eventOn(pod, pod.UID, typ, reason, msg, now)
+}
+
+func (r *Reporter) eventOn(obj runtime.Object, uid types.UID, typ, reason, msg string, now time.Time) {
 	r.mu.Lock()
-	last, ok := r.sent[pod.UID]
+	last, ok := r.sent[uid]
 	if ok && last.message == reason+msg && now.Sub(last.at) < r.repeat {
 		r.mu.Unlock()
 		return
 	}
-	r.sent[pod.UID] = sentEvent{message: reason + msg, at: now}
+	r.sent[uid] = sentEvent{message: reason + msg, at: now}
 	r.mu.Unlock()
-	r.recorder.Event(pod, typ, reason, msg)
+	r.recorder.Event(obj, typ, reason, msg)
 }
 
 // Forget drops the memory of pods that are gone, so it does not grow.
@@ -160,6 +167,37 @@ func (r *Reporter) Forget(alive map[types.UID]bool) {
 	for uid := range r.sent {
 		if !alive[uid] {
 			delete(r.sent, uid)
+		}
+	}
+}
+
+// GangReport is what the planner decided for one gang, as the reporter
+// tells it.
+type GangReport struct {
+	Namespace, Name string
+	UID             types.UID
+	Pods            []*corev1.Pod
+	// Planned names the node groups and node counts, empty when nothing
+	// was planned.
+	Planned string
+	// Message says why nothing was planned (or why the gang waits).
+	Message string
+}
+
+// Gangs tells each gang's PodGroup and members what was planned for the
+// gang as a whole, or why nothing was.
+func (r *Reporter) Gangs(gangs []GangReport, now time.Time) {
+	for _, g := range gangs {
+		ref := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.Name, UID: g.UID}}
+		reason, typ, msg := ReasonTriggeredScaleUp, corev1.EventTypeNormal, "gang triggered scale-up: "+g.Planned
+		if g.Planned == "" {
+			reason, msg = ReasonNotTriggerScaleUp, "gang didn't trigger scale-up: "+g.Message
+		}
+		if g.UID != "" { // a PodGroup that does not exist hears nothing
+			r.eventOn(ref, g.UID, typ, reason, msg, now)
+		}
+		for _, p := range g.Pods {
+			r.event(p, typ, reason, msg, now)
 		}
 	}
 }

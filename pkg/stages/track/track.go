@@ -59,14 +59,28 @@ func New(maxProvision time.Duration, b *backoff.Backoff) *Tracker {
 	return &Tracker{maxProvision: maxProvision, backoff: b, requests: map[string][]*Request{}}
 }
 
-// Requested records that group was asked for delta more nodes at now.
+// Requested records that group was asked for delta more nodes at now; a
+// negative delta withdraws nodes of the newest requests (an undone part of
+// a gang scale-up).
 func (t *Tracker) Requested(group string, delta int, now time.Time) {
-	if delta <= 0 {
-		return
-	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.requests[group] = append(t.requests[group], &Request{Group: group, Delta: delta, Time: now, ExpectedBy: now.Add(t.maxProvision)})
+	if delta > 0 {
+		t.requests[group] = append(t.requests[group], &Request{Group: group, Delta: delta, Time: now, ExpectedBy: now.Add(t.maxProvision)})
+		return
+	}
+	reqs := t.requests[group]
+	for drop := -delta; drop > 0 && len(reqs) > 0; {
+		last := reqs[len(reqs)-1]
+		if last.Delta <= drop {
+			drop -= last.Delta
+			reqs = reqs[:len(reqs)-1]
+			continue
+		}
+		last.Delta -= drop
+		drop = 0
+	}
+	t.requests[group] = reqs
 }
 
 // InFlight returns the requests of every group, oldest first.

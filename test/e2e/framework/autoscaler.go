@@ -126,7 +126,12 @@ func (a *Autoscaler) Log() string { return a.log.String() }
 
 // Metrics fetches /metrics.
 func (a *Autoscaler) Metrics(ctx context.Context) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+a.Address+"/metrics", nil)
+	return HTTPGet(ctx, "http://"+a.Address+"/metrics")
+}
+
+// HTTPGet returns the body of a GET.
+func HTTPGet(ctx context.Context, url string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return "", err
 	}

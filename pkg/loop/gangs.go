@@ -1,0 +1,46 @@
+package loop
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// gangReports turns the planner's gang outcomes and the waiting gangs into
+// what the reporter tells PodGroups and their pods. Gangs that fit what
+// exists need no word from the autoscaler.
+func gangReports(outcomes []plan.GangOutcome, waiting []gang.Waiting, state *observe.ClusterState) []report.GangReport {
+	uids := map[string]types.UID{}
+	for _, g := range state.PodGroups {
+		uids[g.Namespace+"/"+g.Name] = g.UID
+	}
+	var out []report.GangReport
+	for _, o := range outcomes {
+		if o.FitsExisting {
+			continue
+		}
+		r := report.GangReport{Namespace: o.Gang.Namespace, Name: o.Gang.Name, UID: uids[o.Gang.Key()], Pods: o.Gang.Pending}
+		var parts []string
+		for _, up := range o.ScaleUps {
+			parts = append(parts, fmt.Sprintf("%s +%d", up.Group.Id, up.Delta))
+		}
+		r.Planned = strings.Join(parts, ", ")
+		if o.Domain != "" && r.Planned != "" {
+			r.Planned += fmt.Sprintf(" (%s=%s)", o.Gang.TopologyKey, o.Domain)
+		}
+		r.Message = o.Message
+		for _, gr := range o.Reasons {
+			r.Message += "; " + gr.String()
+		}
+		out = append(out, r)
+	}
+	for _, w := range waiting {
+		out = append(out, report.GangReport{Namespace: w.Namespace, Name: w.Name, UID: uids[w.Namespace+"/"+w.Name], Pods: w.Pods, Message: w.Reason})
+	}
+	return out
+}

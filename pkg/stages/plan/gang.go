@@ -1,0 +1,267 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+)
+
+// ReasonGangDoesNotFit is why a gang gets no capacity at all.
+const ReasonGangDoesNotFit = "gang-does-not-fit"
+
+// GangOutcome is what the planner decided for one gang.
+type GangOutcome struct {
+	Gang *gang.Gang
+	// FitsExisting: enough members fit capacity that exists or is coming.
+	FitsExisting bool
+	// ScaleUps are the parts of the gang's scale-up (one per node group,
+	// each atomic); all of them or none must succeed.
+	ScaleUps []act.ScaleUp
+	// Domain is the topology value the gang was planned into, if any.
+	Domain string
+	// Message says why nothing was planned, when ScaleUps is empty and the
+	// gang does not fit existing capacity.
+	Message string
+	// Reasons are, per node group, why it could not host the gang.
+	Reasons []report.GroupReason
+}
+
+// PlanGangs plans each gang as one unit, highest priority first: capacity
+// for at least minCount members (counting those already bound) in existing
+// or coming nodes plus new nodes of one or more groups — or nothing at all.
+// A gang with a topology key is planned inside one domain, as the
+// scheduler's group cycle places it: one candidate placement per value of
+// the key, the one needing fewest new nodes wins. What a gang gets is kept
+// in the runner's snapshot, so later gangs and pods see it as taken.
+func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs []*gang.Gang, candidates []string,
+	groups []*nodegroups.Info, usage *limits.Usage, now time.Time) ([]GangOutcome, error) {
+	var out []GangOutcome
+	snap := runner.Snapshot()
+	for _, g := range gangs {
+		domains := []string{""}
+		if g.TopologyKey != "" {
+			domains = topologyDomains(runner, g.TopologyKey, candidates, groups)
+		}
+		// Try every domain without keeping anything, then plan the one
+		// needing fewest new nodes again and keep it.
+		var best, first *GangOutcome
+		for _, d := range domains {
+			snap.Fork()
+			o, err := p.planGangIn(ctx, runner, g, d, candidates, groups, *usage, now)
+			if rerr := snap.Revert(); err == nil {
+				err = rerr
+			}
+			if err != nil {
+				return nil, fmt.Errorf("gang %s: %w", g.Key(), err)
+			}
+			switch {
+			case o.feasible() && (best == nil || o.newNodes() < best.newNodes()):
+				best = &o
+			case !o.feasible() && first == nil:
+				first = &o
+			}
+		}
+		switch {
+		case best != nil:
+			o, err := p.planGangIn(ctx, runner, g, best.Domain, candidates, groups, *usage, now)
+			if err != nil {
+				return nil, fmt.Errorf("gang %s: %w", g.Key(), err)
+			}
+			best = &o
+			for _, up := range o.ScaleUps {
+				usage.Add(up.Group.Template.Node, up.Delta)
+			}
+		case first != nil:
+			best = first
+			if g.TopologyKey != "" {
+				best.Message = fmt.Sprintf("no %s domain can host the gang (%d tried); first: %s", g.TopologyKey, len(domains), first.Message)
+			}
+		default:
+			best = &GangOutcome{Gang: g, Message: fmt.Sprintf("no node or node group has the topology label %s", g.TopologyKey)}
+		}
+		klog.FromContext(ctx).V(2).Info("Gang planned", "gang", g.Key(), "minCount", g.MinCount, "bound", g.Bound,
+			"pending", len(g.Pending), "fitsExisting", best.FitsExisting, "scaleUps", len(best.ScaleUps), "domain", best.Domain, "why", best.Message)
+		out = append(out, *best)
+	}
+	return out, nil
+}
+
+func (o *GangOutcome) feasible() bool { return o.FitsExisting || len(o.ScaleUps) > 0 }
+
+func (o *GangOutcome) newNodes() int {
+	n := 0
+	for _, up := range o.ScaleUps {
+		n += up.Delta
+	}
+	return n
+}
+
+// planGangIn plans the gang in one domain ("" for no topology) and leaves
+// its placements in the snapshot; the caller forks around it.
+func (p *Planner) planGangIn(ctx context.Context, runner *framework.Runner, g *gang.Gang, domain string, candidates []string,
+	groups []*nodegroups.Info, usage limits.Usage, now time.Time) (GangOutcome, error) {
+	o := GangOutcome{Gang: g, Domain: domain}
+	if domain != "" {
+		candidates = nodesIn(runner, g.TopologyKey, domain, candidates)
+		groups = groupsIn(g.TopologyKey, domain, groups)
+	}
+	var rest []*corev1.Pod
+	fit := 0
+	for _, pod := range g.Pending {
+		pl, err := runner.SchedulePod(ctx, pod, candidates)
+		if err != nil {
+			return o, err
+		}
+		if pl.Node != "" {
+			fit++
+		} else {
+			rest = append(rest, pod)
+		}
+	}
+	need := g.Need() - fit
+	if need <= 0 {
+		o.FitsExisting = true
+		return o, nil
+	}
+	reasons := map[types.UID][]report.GroupReason{}
+	options, err := p.options(ctx, groups, nil, rest, usage, now, reasons)
+	if err != nil {
+		return o, err
+	}
+	var whole []expander.Option
+	for _, opt := range options {
+		if len(opt.Pods) >= need {
+			whole = append(whole, opt)
+		}
+	}
+	if best := p.chain.Choose(whole); best != nil {
+		up, _, err := p.keep(ctx, best.Pods, groupByID(groups, best.NodeGroup), best.NodeCount, g)
+		if err != nil {
+			return o, err
+		}
+		o.ScaleUps = []act.ScaleUp{up}
+		return o, nil
+	}
+	// No single group takes the gang: fill several, biggest first, and
+	// keep the lot only if together they reach minCount.
+	sort.SliceStable(options, func(i, j int) bool { return len(options[i].Pods) > len(options[j].Pods) })
+	placed := 0
+	for _, opt := range options {
+		if placed >= need || len(rest) == 0 {
+			break
+		}
+		up, n, err := p.keep(ctx, rest, groupByID(groups, opt.NodeGroup), opt.NodeCount, g)
+		if err != nil {
+			return o, err
+		}
+		if n == 0 {
+			continue
+		}
+		placed += n
+		rest = without(rest, up.Pods)
+		usage.Add(up.Group.Template.Node, up.Delta)
+		o.ScaleUps = append(o.ScaleUps, up)
+	}
+	if placed >= need {
+		return o, nil
+	}
+	o.ScaleUps = nil
+	o.Message = fmt.Sprintf("gang %s needs %d more member(s) placed to reach minCount %d; existing capacity takes %d and new nodes at most %d",
+		g.Key(), g.Need(), g.MinCount, fit, placed)
+	if domain != "" {
+		o.Message += fmt.Sprintf(" in %s=%s", g.TopologyKey, domain)
+	}
+	for _, pod := range g.Pending {
+		o.Reasons = append(o.Reasons, reasons[pod.UID]...)
+	}
+	o.Reasons = dedupe(o.Reasons)
+	return o, nil
+}
+
+// keep estimates pods on group g with room for at most maxNodes new nodes
+// and keeps the result in the snapshot; it returns the atomic scale-up
+// and how many pods it placed.
+func (p *Planner) keep(ctx context.Context, pods []*corev1.Pod, g *nodegroups.Info, maxNodes int, gg *gang.Gang) (act.ScaleUp, int, error) {
+	est := p.estimate.WithLimits(estimator.Options{MaxNodes: maxNodes, MaxDuration: p.opts.MaxBinpacking})
+	res, err := est.EstimateAndKeep(ctx, pods, g.Template, g.Id)
+	if err != nil {
+		return act.ScaleUp{}, 0, err
+	}
+	up := act.ScaleUp{Group: g, Delta: res.NodeCount, Atomic: true, Gang: gg.Key()}
+	for _, pl := range res.Placements {
+		up.Pods = append(up.Pods, pl.Pod)
+	}
+	return up, len(res.Placements), nil
+}
+
+// topologyDomains are the values of key on candidate nodes and group
+// templates, sorted.
+func topologyDomains(runner *framework.Runner, key string, candidates []string, groups []*nodegroups.Info) []string {
+	seen := map[string]bool{}
+	for _, name := range candidates {
+		if ni, err := runner.Snapshot().NodeInfos().Get(name); err == nil {
+			if v, ok := ni.Node().Labels[key]; ok {
+				seen[v] = true
+			}
+		}
+	}
+	for _, g := range groups {
+		if g.Template != nil {
+			if v, ok := g.Template.Node.Labels[key]; ok {
+				seen[v] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for v := range seen {
+		out = append(out, v)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func nodesIn(runner *framework.Runner, key, value string, candidates []string) []string {
+	var out []string
+	for _, name := range candidates {
+		if ni, err := runner.Snapshot().NodeInfos().Get(name); err == nil && ni.Node().Labels[key] == value {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func groupsIn(key, value string, groups []*nodegroups.Info) []*nodegroups.Info {
+	var out []*nodegroups.Info
+	for _, g := range groups {
+		if g.Template != nil && g.Template.Node.Labels[key] == value {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+func dedupe(rs []report.GroupReason) []report.GroupReason {
+	seen := map[report.GroupReason]bool{}
+	var out []report.GroupReason
+	for _, r := range rs {
+		if !seen[r] {
+			seen[r] = true
+			out = append(out, r)
+		}
+	}
+	return out
+}

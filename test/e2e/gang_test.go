@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+	"github.com/dra-autoscaler/dra-autoscaler/test/e2e/framework"
+)
+
+const rackLabel = "example.com/rack"
+
+// gang creates a PodGroup (gang, minCount = size) and size pods each
+// claiming one GPU.
+func (s *scenario) gang(t *testing.T, name string, size int, topologyKey string) {
+	pg := builder.PodGroup(s.ns, name).MinCount(int32(size))
+	if topologyKey != "" {
+		pg = pg.TopologyKey(topologyKey)
+	}
+	s.c.Create(s.ctx, t, pg.Obj(), builder.ClaimTemplate(s.ns, name+"-gpu").Request(builder.Request("gpu", s.ns+"-gpu")).Obj())
+	for i := range size {
+		s.c.Create(s.ctx, t, s.pod(fmt.Sprintf("%s-%d", name, i)).CPU("1").PodGroup(name).ClaimFromTemplate("gpu", name+"-gpu").Obj())
+	}
+}
+
+func (s *scenario) nodeCounts(ctx context.Context, groups ...kwok.NodeGroupConfig) ([]int, string, error) {
+	var counts []int
+	var seen []string
+	for _, g := range groups {
+		nodes, err := s.groupNodes(ctx, g.Name)
+		if err != nil {
+			return nil, "", err
+		}
+		counts = append(counts, len(nodes))
+		seen = append(seen, fmt.Sprintf("%s=%d", g.Name, len(nodes)))
+	}
+	return counts, strings.Join(seen, " "), nil
+}
+
+// A gang of 8 one-GPU pods on 2-GPU nodes: exactly 4 nodes, asked for in
+// one atomic request, and the real scheduler binds all 8.
+func TestGangScaleUpAllAtOnce(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	g := s.gpuGroup("gpu2", 8, 2)
+	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}})
+	s.gang(t, "train", 8, "")
+	framework.Eventually(s.ctx, t, 2*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
+		n, seen, err := s.podsSeen(ctx)
+		return n == 8, seen, err
+	})
+	counts, seen, err := s.nodeCounts(s.ctx, g)
+	if err != nil || counts[0] != 4 {
+		t.Fatalf("nodes: %s (%v), want 4", seen, err)
+	}
+	msgs, _ := s.events(s.ctx, "train", "TriggeredScaleUp")
+	if len(msgs) == 0 || !strings.Contains(msgs[0], g.Name+" +4") {
+		t.Errorf("PodGroup events %q, want one scale-up of +4", msgs)
+	}
+	m, _ := a.Metrics(s.ctx)
+	if !strings.Contains(m, fmt.Sprintf(`cluster_autoscaler_scaled_up_nodes_total{node_group=%q} 4`, g.Name)) {
+		t.Error("scaled_up_nodes_total is not 4")
+	}
+}
+
+// Never part of a gang: two groups could take 7 of the 8 members between
+// them, which a pod-by-pod planner would provision; we add nothing, and the
+// PodGroup and its pods hear why.
+func TestGangNeverPartial(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	a, b := s.gpuGroup("two", 2, 2), s.gpuGroup("three", 1, 3) // at most 4 + 3 GPUs
+	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}})
+	s.gang(t, "train", 8, "")
+	framework.Eventually(s.ctx, t, time.Minute, "the gang told why it gets nothing", func(ctx context.Context) (bool, string, error) {
+		msgs, err := s.events(ctx, "train", "NotTriggerScaleUp")
+		return len(msgs) > 0 && strings.Contains(msgs[0], "minCount 8"), fmt.Sprintf("%q", msgs), err
+	})
+	framework.Consistently(s.ctx, t, 5*time.Second, "no node added for part of the gang", func(ctx context.Context) (bool, string, error) {
+		counts, seen, err := s.nodeCounts(ctx, a, b)
+		return err == nil && counts[0]+counts[1] == 0, seen, err
+	})
+}
+
+// A gang too big for any one group is spread over two groups, all or
+// nothing: 2 + 2 nodes of 2 GPUs for 8 members.
+func TestGangAcrossGroups(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	a, b := s.gpuGroup("a", 2, 2), s.gpuGroup("b", 2, 2)
+	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}})
+	s.gang(t, "train", 8, "")
+	framework.Eventually(s.ctx, t, 2*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
+		n, seen, err := s.podsSeen(ctx)
+		return n == 8, seen, err
+	})
+	if counts, seen, _ := s.nodeCounts(s.ctx, a, b); counts[0] != 2 || counts[1] != 2 {
+		t.Fatalf("nodes %s, want 2 and 2", seen)
+	}
+}
+
+// A gang with a topology constraint lands in one rack: rack-a can hold 3
+// nodes (6 GPUs), rack-b 4 (8 GPUs): all 4 nodes go to rack-b, and the
+// scheduler, placing the gang in one rack too, binds every member there.
+func TestGangInOneRack(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	ra, rb := s.gpuGroup("rack-a", 3, 2), s.gpuGroup("rack-b", 4, 2)
+	ra.Topology = map[string]string{rackLabel: "rack-a"}
+	rb.Topology = map[string]string{rackLabel: "rack-b"}
+	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{ra, rb}})
+	s.gang(t, "train", 8, rackLabel)
+	framework.Eventually(s.ctx, t, 2*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
+		n, seen, err := s.podsSeen(ctx)
+		return n == 8, seen, err
+	})
+	if counts, seen, _ := s.nodeCounts(s.ctx, ra, rb); counts[0] != 0 || counts[1] != 4 {
+		t.Fatalf("nodes %s, want none in rack-a and 4 in rack-b", seen)
+	}
+	pods, err := s.c.Client.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if !strings.HasPrefix(p.Spec.NodeName, rb.Name+"-") {
+			t.Errorf("%s on %s, not in rack-b", p.Name, p.Spec.NodeName)
+		}
+	}
+}
