@@ -95,6 +95,7 @@ func run(ctx context.Context, opts *config.Options) error {
 		Runner:    runner,
 		Templates: nodegroups.Templates{Runner: runner},
 		Tracker:   tracker,
+		Backoff:   b,
 		Planner: plan.New(plan.Options{MaxNodesPerScaleUp: opts.MaxNodesPerScaleUp, ScaleUpFromZero: opts.ScaleUpFromZero,
 			MaxBinpacking: opts.MaxNodeGroupBinpackingDuration}, est, chain, limits.New(opts, providerLimits), b, pricing),
 		Actuator: act.New(tracker, b),

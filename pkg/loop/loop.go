@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
@@ -45,6 +46,7 @@ type Loop struct {
 	Runner    *framework.Runner
 	Templates nodegroups.TemplateBuilder
 	Tracker   *track.Tracker
+	Backoff   *backoff.Backoff
 	Planner   *plan.Planner
 	Actuator  *act.Actuator
 	Reporter  *report.Reporter
@@ -152,6 +154,12 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 	}
 	l.Reporter.Gangs(gangReports(gangOutcomes, waiting, state), now)
 	l.Reporter.Groups(groups, state.Nodes)
+	l.Metrics.NodeGroupBackedOff.Reset()
+	for _, g := range groups {
+		if st, off := l.Backoff.Get(g.Id, now); off {
+			l.Metrics.NodeGroupBackedOff.WithLabelValues(g.Id, st.Reason).Set(1)
+		}
+	}
 	l.Reporter.Forget(alive(state))
 	l.Metrics.ClusterSafeToAutoscale.Set(1)
 	l.Metrics.Activity("autoscaling", now)

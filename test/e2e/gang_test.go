@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
@@ -132,4 +133,47 @@ func TestGangInOneRack(t *testing.T) {
 			t.Errorf("%s on %s, not in rack-b", p.Name, p.Spec.NodeName)
 		}
 	}
+}
+
+// Injected partial failure: the 4th node of a gang's scale-up never
+// registers. After --max-node-provision-time every node added for the gang
+// is removed, registered ones too, the group is backed off, and no member
+// ever runs.
+func TestGangPartialFailureRollsBack(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	g := s.gpuGroup("gpu2", 8, 2)
+	g.Faults.NeverRegisterAfter = ptr.To(3)
+	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, "--max-node-provision-time=6s")
+	s.gang(t, "train", 8, "")
+	framework.Eventually(s.ctx, t, time.Minute, "3 of the 4 nodes registered", func(ctx context.Context) (bool, string, error) {
+		counts, seen, err := s.nodeCounts(ctx, g)
+		return err == nil && counts[0] == 3, seen, err
+	})
+	framework.Eventually(s.ctx, t, time.Minute, "every node of the gang removed", func(ctx context.Context) (bool, string, error) {
+		counts, seen, err := s.nodeCounts(ctx, g)
+		return err == nil && counts[0] == 0, seen, err
+	})
+	framework.Eventually(s.ctx, t, 30*time.Second, "the gang timeout counted and the group backed off", func(ctx context.Context) (bool, string, error) {
+		m, err := a.Metrics(ctx)
+		want := []string{
+			`cluster_autoscaler_failed_scale_ups_total{reason="gangTimeout"} 1`,
+			fmt.Sprintf(`cluster_autoscaler_node_group_backed_off{node_group=%q,reason="gangTimeout"} 1`, g.Name),
+		}
+		for _, w := range want {
+			if !strings.Contains(m, w) {
+				return false, "missing " + w, err
+			}
+		}
+		return true, "", err
+	})
+	// Backed off: no new attempt for a while, and nobody ran meanwhile.
+	framework.Consistently(s.ctx, t, 4*time.Second, "no node and no member bound", func(ctx context.Context) (bool, string, error) {
+		counts, seen, err := s.nodeCounts(ctx, g)
+		n, pods, perr := s.podsSeen(ctx)
+		if perr != nil {
+			err = perr
+		}
+		return err == nil && counts[0] == 0 && n == 0, seen + "; " + pods, err
+	})
 }

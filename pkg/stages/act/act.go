@@ -83,6 +83,7 @@ func (a *Actuator) unit(ctx context.Context, parts []ScaleUp, now time.Time) []R
 		return results
 	}
 	logger := klog.FromContext(ctx).WithValues("gang", parts[0].Gang)
+	a.tracker.ForgetGang(parts[0].Gang)
 	for i := range results {
 		r := &results[i]
 		if len(r.instances) == 0 {
@@ -139,6 +140,7 @@ func (a *Actuator) one(ctx context.Context, up ScaleUp, now time.Time) Result {
 				created = append(created, id)
 			}
 		}
+		a.tracker.RequestedGang(up.Gang, up.Group.Id, created, now)
 	}
 	if err != nil {
 		a.backoff.Fail(up.Group.Id, track.ReasonCloudProvider, now)

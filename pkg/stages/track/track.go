@@ -52,11 +52,12 @@ type Tracker struct {
 	backoff      *backoff.Backoff
 	mu           sync.Mutex
 	requests     map[string][]*Request
+	gangs        map[string]*gangRequest
 }
 
 // New returns a tracker that gives requests maxProvision to register.
 func New(maxProvision time.Duration, b *backoff.Backoff) *Tracker {
-	return &Tracker{maxProvision: maxProvision, backoff: b, requests: map[string][]*Request{}}
+	return &Tracker{maxProvision: maxProvision, backoff: b, requests: map[string][]*Request{}, gangs: map[string]*gangRequest{}}
 }
 
 // Requested records that group was asked for delta more nodes at now; a
@@ -102,7 +103,9 @@ func (t *Tracker) InFlight() []Request {
 // Update matches requests with what registered, and gives up on requests
 // past their deadline or with failed instances.
 func (t *Tracker) Update(ctx context.Context, groups []*nodegroups.Info, now time.Time) []Failure {
-	var failures []Failure
+	// Gangs first: their instances go as a whole, before the per-group
+	// bookkeeping below sees them.
+	failures := t.updateGangs(ctx, groups, now)
 	for _, g := range groups {
 		if f := t.updateGroup(ctx, g, now); f != nil {
 			failures = append(failures, *f)
