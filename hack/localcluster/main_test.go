@@ -18,7 +18,7 @@ import (
 // `up` twice works (the second finds the first), and `down` leaves no
 // process and no listening port behind.
 func TestUpTwiceThenDown(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	root, err := controlplane.ModuleRoot(ctx)
 	if err != nil {
