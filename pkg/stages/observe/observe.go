@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -57,9 +58,12 @@ func Discover(client kubernetes.Interface) (Served, error) {
 	var s Served
 	has := func(gv, resource string) (bool, error) {
 		list, err := client.Discovery().ServerResourcesForGroupVersion(gv)
-		if err != nil {
+		if apierrors.IsNotFound(err) {
 			// A group version that is not served is not an error here.
 			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("discover %s: %w", gv, err)
 		}
 		for _, r := range list.APIResources {
 			if r.Name == resource {

@@ -73,16 +73,27 @@ func (p *Planner) Plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegr
 	plan := &Plan{Reasons: map[types.UID][]report.GroupReason{}}
 	remaining := pods
 	used := map[string]bool{}
+	// Reasons are kept across rounds: a group chosen in an earlier round is
+	// not estimated again, yet why it left pods out (its room ran out)
+	// still holds. A later round's reason for a group replaces an earlier one.
+	reasons := map[types.UID][]report.GroupReason{}
 	for len(remaining) > 0 {
-		reasons := map[types.UID][]report.GroupReason{}
-		options, err := p.options(ctx, groups, used, remaining, usage, now, reasons)
+		round := map[types.UID][]report.GroupReason{}
+		options, err := p.options(ctx, groups, used, remaining, usage, now, round)
 		if err != nil {
 			return nil, err
+		}
+		for uid, rs := range round {
+			reasons[uid] = mergeReasons(reasons[uid], rs)
 		}
 		best := p.chain.Choose(options)
 		if best == nil {
 			plan.NotHelped = remaining
-			plan.Reasons = reasons
+			for _, pod := range remaining {
+				if rs := reasons[pod.UID]; len(rs) > 0 {
+					plan.Reasons[pod.UID] = rs
+				}
+			}
 			break
 		}
 		g := groupByID(groups, best.NodeGroup)
@@ -188,6 +199,22 @@ func (p *Planner) gate(g *nodegroups.Info, usage limits.Usage, now time.Time) (*
 		return nil, reason, fmt.Sprintf("node group at %d of max %d", g.Size(), g.Max)
 	}
 	return &candidate{info: g, room: room, reason: reason}, "", ""
+}
+
+// mergeReasons returns latest plus the reasons of old for groups latest
+// does not mention.
+func mergeReasons(old, latest []report.GroupReason) []report.GroupReason {
+	fresh := make(map[string]bool, len(latest))
+	for _, r := range latest {
+		fresh[r.Group] = true
+	}
+	out := append([]report.GroupReason(nil), latest...)
+	for _, r := range old {
+		if !fresh[r.Group] {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func groupByID(groups []*nodegroups.Info, id string) *nodegroups.Info {

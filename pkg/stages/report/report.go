@@ -94,9 +94,13 @@ func (r *Reporter) NotHelped(pods []*corev1.Pod, reasons map[types.UID][]GroupRe
 		rs := reasons[p.UID]
 		sort.Slice(rs, func(i, j int) bool { return rs[i].Group < rs[j].Group })
 		parts := make([]string, len(rs))
+		counted := map[string]bool{} // a pod counts once per reason
 		for i, g := range rs {
 			parts[i] = g.String()
-			counts[g.Reason]++
+			if !counted[g.Reason] {
+				counted[g.Reason] = true
+				counts[g.Reason]++
+			}
 		}
 		msg := "pod didn't trigger scale-up: no node group can help"
 		if len(parts) > 0 {

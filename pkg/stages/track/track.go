@@ -190,15 +190,14 @@ func (t *Tracker) failedInstances(ctx context.Context, g *nodegroups.Info, now t
 	if err := g.Group.ForceDeleteNodes(failed); err != nil {
 		f.Message += fmt.Sprintf("; removing them failed: %v", err)
 	}
+	// The requests stay: their healthy instances may still register, and
+	// the provision timeout still guards them. Only the failed ones go.
 	if _, off := t.backoff.Get(g.Id, now); off {
 		// The actuator already backed the group off and counted the
 		// failure when the request itself failed: only clean up.
-		t.mu.Lock()
-		delete(t.requests, g.Id)
-		t.mu.Unlock()
 		return nil
 	}
-	t.fail(g.Id, f, now)
+	t.backoff.Fail(g.Id, f.Reason, now)
 	klog.FromContext(ctx).Info("Instances failed to start; removed and group backed off", "nodeGroup", g.Id, "failed", len(failed), "reason", reason, "message", msg)
 	return f
 }

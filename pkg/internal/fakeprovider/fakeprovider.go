@@ -1,0 +1,314 @@
+// Package fakeprovider is an in-memory cloudprovider.CloudProvider for unit
+// tests: groups with a settable target size and instances (with states and
+// creation errors), every mutating call recorded, and any method made to
+// fail on demand.
+package fakeprovider
+
+import (
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+)
+
+// GroupLabel on a Node names its group, for nodes whose providerID is not
+// one of a group's instances.
+const GroupLabel = "fakeprovider.dra-autoscaler.io/node-group"
+
+// Call is one recorded mutating call on a group.
+type Call struct {
+	Method string // "IncreaseSize", "AtomicIncreaseSize", "DeleteNodes", "ForceDeleteNodes", "DecreaseTargetSize"
+	Delta  int
+	// Nodes are the providerIDs given to DeleteNodes / ForceDeleteNodes.
+	Nodes []string
+}
+
+// Group is a fake node group. IncreaseSize adds instances in state
+// InstanceCreating with providerIDs "fake://<id>/<n>"; deleting instances
+// lowers the target by the number deleted.
+type Group struct {
+	mu          sync.Mutex
+	id          string
+	min, max    int
+	target      int
+	next        int
+	instances   []cloudprovider.Instance
+	template    *cloudprovider.NodeTemplate
+	templateErr error
+	errs        map[string]error
+	partial     int
+	calls       []Call
+}
+
+var _ cloudprovider.NodeGroup = &Group{}
+
+// NewGroup returns an empty group (target 0, no instances, no template).
+func NewGroup(id string, min, max int) *Group {
+	return &Group{id: id, min: min, max: max, errs: map[string]error{}}
+}
+
+// WithTemplate sets what TemplateNodeInfo returns (a copy of tmpl, or err).
+func (g *Group) WithTemplate(tmpl *cloudprovider.NodeTemplate, err error) *Group {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.template, g.templateErr = tmpl, err
+	return g
+}
+
+// SetTarget sets the target size without touching the instances.
+func (g *Group) SetTarget(n int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.target = n
+}
+
+// AddInstance adds an instance with the given state and creation error
+// (nil for none) and returns its providerID. The target is not changed.
+func (g *Group) AddInstance(state cloudprovider.InstanceState, errInfo *cloudprovider.InstanceErrorInfo) string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.addInstance(state, errInfo)
+}
+
+func (g *Group) addInstance(state cloudprovider.InstanceState, errInfo *cloudprovider.InstanceErrorInfo) string {
+	id := fmt.Sprintf("fake://%s/%d", g.id, g.next)
+	g.next++
+	g.instances = append(g.instances, cloudprovider.Instance{Id: id, Status: &cloudprovider.InstanceStatus{State: state, ErrorInfo: errInfo}})
+	return id
+}
+
+// Fail makes method (e.g. "IncreaseSize", "TargetSize", "Nodes") return
+// err from now on; a nil err clears it.
+func (g *Group) Fail(method string, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err == nil {
+		delete(g.errs, method)
+		return
+	}
+	g.errs[method] = err
+}
+
+// FailIncrease makes IncreaseSize and AtomicIncreaseSize fail with err
+// after adding added nodes (a partial success; AtomicIncreaseSize ignores
+// added, as its contract demands).
+func (g *Group) FailIncrease(err error, added int) {
+	g.Fail("IncreaseSize", err)
+	g.Fail("AtomicIncreaseSize", err)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.partial = added
+}
+
+// Calls returns the mutating calls so far, in order.
+func (g *Group) Calls() []Call {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]Call(nil), g.calls...)
+}
+
+// Target returns the target size without recording anything.
+func (g *Group) Target() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.target
+}
+
+func (g *Group) Id() string         { return g.id }
+func (g *Group) MinSize() int       { return g.min }
+func (g *Group) MaxSize() int       { return g.max }
+func (g *Group) Debug() string      { return fmt.Sprintf("fake group %s (%d..%d)", g.id, g.min, g.max) }
+func (g *Group) String() string     { return g.Debug() }
+func (g *Group) err(m string) error { return g.errs[m] }
+
+func (g *Group) TargetSize() (int, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.err("TargetSize"); err != nil {
+		return 0, err
+	}
+	return g.target, nil
+}
+
+func (g *Group) IncreaseSize(delta int) error { return g.increase("IncreaseSize", delta, false) }
+
+func (g *Group) AtomicIncreaseSize(delta int) error {
+	return g.increase("AtomicIncreaseSize", delta, true)
+}
+
+func (g *Group) increase(method string, delta int, atomic bool) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.calls = append(g.calls, Call{Method: method, Delta: delta})
+	if delta <= 0 {
+		return fmt.Errorf("%s: delta %d must be positive", method, delta)
+	}
+	if g.target+delta > g.max {
+		return fmt.Errorf("%s: %d+%d exceeds max %d", method, g.target, delta, g.max)
+	}
+	add := delta
+	err := g.err(method)
+	if err != nil {
+		add = 0
+		if !atomic {
+			add = min(g.partial, delta)
+		}
+	}
+	for range add {
+		g.addInstance(cloudprovider.InstanceCreating, nil)
+	}
+	g.target += add
+	return err
+}
+
+func (g *Group) DeleteNodes(nodes []*corev1.Node) error { return g.delete("DeleteNodes", nodes, false) }
+
+func (g *Group) ForceDeleteNodes(nodes []*corev1.Node) error {
+	return g.delete("ForceDeleteNodes", nodes, true)
+}
+
+func (g *Group) delete(method string, nodes []*corev1.Node, force bool) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	call := Call{Method: method}
+	gone := map[string]bool{}
+	for _, n := range nodes {
+		call.Nodes = append(call.Nodes, n.Spec.ProviderID)
+		gone[n.Spec.ProviderID] = true
+	}
+	g.calls = append(g.calls, call)
+	if err := g.err(method); err != nil {
+		return err
+	}
+	var keep []cloudprovider.Instance
+	for _, in := range g.instances {
+		if !gone[in.Id] {
+			keep = append(keep, in)
+		}
+	}
+	removed := len(g.instances) - len(keep)
+	if !force && g.target-removed < g.min {
+		return fmt.Errorf("%s: would go below min size %d", method, g.min)
+	}
+	g.instances = keep
+	g.target = max(g.target-removed, 0)
+	return nil
+}
+
+func (g *Group) DecreaseTargetSize(delta int) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.calls = append(g.calls, Call{Method: "DecreaseTargetSize", Delta: delta})
+	if err := g.err("DecreaseTargetSize"); err != nil {
+		return err
+	}
+	if delta >= 0 {
+		return fmt.Errorf("DecreaseTargetSize: delta %d must be negative", delta)
+	}
+	g.target = max(g.target+delta, 0)
+	return nil
+}
+
+func (g *Group) Nodes() ([]cloudprovider.Instance, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if err := g.err("Nodes"); err != nil {
+		return nil, err
+	}
+	out := make([]cloudprovider.Instance, len(g.instances))
+	for i, in := range g.instances {
+		out[i] = in
+		if in.Status != nil {
+			st := *in.Status
+			out[i].Status = &st
+		}
+	}
+	return out, nil
+}
+
+func (g *Group) TemplateNodeInfo() (*cloudprovider.NodeTemplate, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.templateErr != nil {
+		return nil, g.templateErr
+	}
+	if g.template == nil {
+		return nil, cloudprovider.ErrNotImplemented
+	}
+	return g.template.DeepCopy(), nil
+}
+
+func (g *Group) GetOptions(cloudprovider.NodeGroupAutoscalingOptions) (*cloudprovider.NodeGroupAutoscalingOptions, error) {
+	return nil, cloudprovider.ErrNotImplemented
+}
+
+// Provider is a fake cloud provider over a fixed list of groups. A node
+// belongs to the group that has an instance with its providerID or, failing
+// that, the group its GroupLabel names.
+type Provider struct {
+	Groups []*Group
+	// Errors injected into NodeGroupForNode (by node name) and Refresh.
+	NodeGroupForNodeErr map[string]error
+	RefreshErr          error
+	Limiter             *cloudprovider.ResourceLimiter
+}
+
+var _ cloudprovider.CloudProvider = &Provider{}
+
+// New returns a provider over groups.
+func New(groups ...*Group) *Provider { return &Provider{Groups: groups} }
+
+func (p *Provider) Name() string { return "fake" }
+
+func (p *Provider) NodeGroups() []cloudprovider.NodeGroup {
+	out := make([]cloudprovider.NodeGroup, len(p.Groups))
+	for i, g := range p.Groups {
+		out[i] = g
+	}
+	return out
+}
+
+func (p *Provider) NodeGroupForNode(node *corev1.Node) (cloudprovider.NodeGroup, error) {
+	if err := p.NodeGroupForNodeErr[node.Name]; err != nil {
+		return nil, err
+	}
+	if id := node.Spec.ProviderID; id != "" {
+		for _, g := range p.Groups {
+			instances, _ := g.Nodes()
+			for _, in := range instances {
+				if in.Id == id {
+					return g, nil
+				}
+			}
+		}
+	}
+	for _, g := range p.Groups {
+		if node.Labels[GroupLabel] == g.id {
+			return g, nil
+		}
+	}
+	return nil, nil
+}
+
+func (p *Provider) HasInstance(node *corev1.Node) (bool, error) {
+	g, err := p.NodeGroupForNode(node)
+	return g != nil && node.Spec.ProviderID != "", err
+}
+
+func (p *Provider) Pricing() (cloudprovider.PricingModel, error) {
+	return nil, cloudprovider.ErrNotImplemented
+}
+
+func (p *Provider) GetResourceLimiter() (*cloudprovider.ResourceLimiter, error) {
+	return p.Limiter, nil
+}
+
+func (p *Provider) Reservations() ([]cloudprovider.Reservation, error) {
+	return nil, cloudprovider.ErrNotImplemented
+}
+
+func (p *Provider) Refresh() error { return p.RefreshErr }
+
+func (p *Provider) Cleanup() error { return nil }

@@ -1,0 +1,154 @@
+package loop_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/leastwaste"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/fakeprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+)
+
+var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func cpuGroup(id, cpu string) *fakeprovider.Group {
+	return fakeprovider.NewGroup(id, 0, 5).WithTemplate(&cloudprovider.NodeTemplate{
+		Node: builder.Node(template.PlaceholderNodeName).CPU(cpu).Memory("32Gi").Label("group", id).Obj(),
+	}, nil)
+}
+
+// newLoop wires the real stages over a fake clientset holding objs, the
+// fake provider and a fake clock, as cmd/dra-autoscaler does.
+func newLoop(t *testing.T, ctx context.Context, clock *testclock.FakeClock, recorder record.EventRecorder, provider *fakeprovider.Provider, objs ...*corev1.Pod) *loop.Loop {
+	t.Helper()
+	opts := config.Default()
+	runner, err := framework.New(ctx, framework.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset()
+	for _, o := range objs {
+		if _, err := client.CoreV1().Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	observer := observe.New(client, observe.Served{})
+	t.Cleanup(observer.Shutdown) // after cancel: cleanups run last-in first-out
+	t.Cleanup(cancel)
+	if err := observer.Start(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	b := backoff.New(opts.InitialNodeGroupBackoffDuration, opts.MaxNodeGroupBackoffDuration, opts.NodeGroupBackoffResetTimeout)
+	tracker := track.New(opts.MaxNodeProvisionTime, b)
+	est := estimator.New(runner, estimator.Options{})
+	groups, sizes, err := nodegroups.Restrict(provider.NodeGroups(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New()
+	return &loop.Loop{
+		Options:   opts,
+		Clock:     clock,
+		Provider:  provider,
+		Groups:    groups,
+		Sizes:     sizes,
+		Observer:  observer,
+		Runner:    runner,
+		Templates: nodegroups.Templates{Runner: runner},
+		Tracker:   tracker,
+		Backoff:   b,
+		Planner: plan.New(plan.Options{MaxNodesPerScaleUp: opts.MaxNodesPerScaleUp, ScaleUpFromZero: true},
+			est, expander.Chain{leastwaste.New()}, limits.New(opts, nil), b, nil),
+		Actuator: act.New(tracker, b),
+		Reporter: report.New(recorder, m, 5*time.Minute),
+		Metrics:  m,
+		ClassOf:  est.ClassKey,
+	}
+}
+
+func drain(r *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-r.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
+	}
+}
+
+func TestRunOnceScalesUpOnce(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	small, big := cpuGroup("small", "4"), cpuGroup("big", "16")
+	provider := fakeprovider.New(small, big)
+	pod := builder.Pod("ns", "trainer").CPU("8").Obj()
+	pod.CreationTimestamp = metav1.NewTime(t0.Add(-time.Minute))
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+	clock := testclock.NewFakeClock(t0)
+	recorder := record.NewFakeRecorder(10)
+	l := newLoop(t, ctx, clock, recorder, provider, pod)
+
+	// First pass: only the big group's nodes can take the pod.
+	pass, err := l.RunOnce(ctx)
+	if err != nil {
+		t.Fatalf("RunOnce: %v", err)
+	}
+	if len(pass.Results) != 1 || pass.Results[0].Group.Id != "big" || pass.Results[0].Added != 1 || pass.Results[0].Err != nil {
+		t.Fatalf("results = %+v, want big grown by 1", pass.Results)
+	}
+	if diff := cmp.Diff([]fakeprovider.Call{{Method: "IncreaseSize", Delta: 1}}, big.Calls()); diff != "" {
+		t.Errorf("big group calls (-want +got):\n%s", diff)
+	}
+	if calls := small.Calls(); len(calls) != 0 {
+		t.Errorf("small group calls: %+v", calls)
+	}
+	if diff := cmp.Diff([]string{"Normal TriggeredScaleUp pod triggered scale-up: [{big 0->1 (max: 5)}]"}, drain(recorder)); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+
+	// Next pass, the node still booting: the pod waits for it.
+	clock.Step(10 * time.Second)
+	pass, err = l.RunOnce(ctx)
+	if err != nil {
+		t.Fatalf("second RunOnce: %v", err)
+	}
+	if pass.FitsNow != 1 || len(pass.Pending) != 0 || len(pass.Results) != 0 {
+		t.Errorf("second pass: fits now %d, pending %d, results %+v; want the pod on the upcoming node", pass.FitsNow, len(pass.Pending), pass.Results)
+	}
+	if got := len(big.Calls()) + len(small.Calls()); got != 1 {
+		t.Errorf("%d provider calls in all, want only the first IncreaseSize: big %+v small %+v", got, big.Calls(), small.Calls())
+	}
+	if r := l.Tracker.InFlight(); len(r) != 1 || r[0].Group != "big" || r[0].Delta != 1 || !r[0].Time.Equal(t0) {
+		t.Errorf("in flight = %+v, want the first request", r)
+	}
+	if ev := drain(recorder); len(ev) != 0 {
+		t.Errorf("events in the second pass: %v", ev)
+	}
+}

@@ -1,0 +1,154 @@
+package fitexisting_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/fitexisting"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+)
+
+var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+// unschedulable is a pod the scheduler tried and could not place, created
+// age before now.
+func unschedulable(b *builder.PodBuilder, age time.Duration) *corev1.Pod {
+	p := b.Obj()
+	p.CreationTimestamp = metav1.NewTime(now.Add(-age))
+	p.Status.Conditions = []corev1.PodCondition{{
+		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
+	}}
+	return p
+}
+
+func names(pods []*corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Namespace+"/"+p.Name)
+	}
+	return out
+}
+
+func TestSelect(t *testing.T) {
+	notTried := builder.Pod("ns", "not-tried").Obj()
+	notTried.CreationTimestamp = metav1.NewTime(now.Add(-time.Hour))
+	schedulerError := unschedulable(builder.Pod("ns", "scheduler-error"), time.Hour)
+	schedulerError.Status.Conditions[0].Reason = corev1.PodReasonSchedulerError
+	deleted := unschedulable(builder.Pod("ns", "deleted"), time.Hour)
+	deleted.DeletionTimestamp = &metav1.Time{Time: now}
+	otherScheduler := unschedulable(builder.Pod("ns", "other-scheduler"), time.Hour)
+	otherScheduler.Spec.SchedulerName = "volcano"
+	ours := unschedulable(builder.Pod("ns", "named-default"), time.Hour)
+	ours.Spec.SchedulerName = corev1.DefaultSchedulerName
+	pods := []*corev1.Pod{
+		notTried, schedulerError, deleted, otherScheduler, ours,
+		unschedulable(builder.Pod("ns", "bound").Node("n1"), time.Hour),
+		unschedulable(builder.Pod("ns", "expendable").Priority(-11), time.Hour),
+		unschedulable(builder.Pod("ns", "at-cutoff").Priority(-10), time.Hour),
+		unschedulable(builder.Pod("ns", "too-young"), 9*time.Second),
+		unschedulable(builder.Pod("ns", "just-old-enough"), 10*time.Second),
+		unschedulable(builder.Pod("ns", "b-old"), time.Hour),
+		unschedulable(builder.Pod("ns", "a-old"), time.Hour),
+		unschedulable(builder.Pod("ns", "oldest"), 2*time.Hour),
+		unschedulable(builder.Pod("ns", "urgent").Priority(1000), time.Minute),
+		unschedulable(builder.Pod("other", "a-old"), time.Hour),
+	}
+	sel := fitexisting.Selection{NewPodScaleUpDelay: 10 * time.Second, PriorityCutoff: -10, SchedulerName: corev1.DefaultSchedulerName}
+	tests := []struct {
+		name string
+		sel  fitexisting.Selection
+		want []string
+	}{
+		{"filtered and ordered: priority, then age, then name", sel, []string{
+			"ns/urgent", "ns/oldest", "ns/a-old", "ns/b-old", "ns/named-default", "other/a-old", "ns/just-old-enough", "ns/at-cutoff",
+		}},
+		{"any scheduler when none is set", fitexisting.Selection{NewPodScaleUpDelay: 10 * time.Second, PriorityCutoff: -10}, []string{
+			"ns/urgent", "ns/oldest", "ns/a-old", "ns/b-old", "ns/named-default", "ns/other-scheduler", "other/a-old", "ns/just-old-enough", "ns/at-cutoff",
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, names(fitexisting.Select(pods, tc.sel, now))); diff != "" {
+				t.Errorf("Select (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestFit(t *testing.T) {
+	cpuPod := func(name, cpu string) *corev1.Pod { return builder.Pod("ns", name).CPU(cpu).Obj() }
+	byName := func(classes map[string]string) func(*corev1.Pod) string {
+		return func(p *corev1.Pod) string { return classes[p.Name] }
+	}
+	tests := []struct {
+		name       string
+		pods       []*corev1.Pod
+		candidates []string
+		classOf    func(*corev1.Pod) string
+		wantRest   []string
+		wantPlaced map[string]string
+	}{{
+		name:       "fitting pods placed until the node is full, the rest returned in order",
+		pods:       []*corev1.Pod{cpuPod("a", "1500m"), cpuPod("huge", "8"), cpuPod("b", "1500m"), cpuPod("c", "1500m"), cpuPod("d", "1")},
+		candidates: []string{"n1"},
+		classOf:    byName(nil),
+		wantRest:   []string{"ns/huge", "ns/c"},
+		wantPlaced: map[string]string{"a": "n1", "b": "n1", "d": "n1"},
+	}, {
+		name:       "only candidates are used",
+		pods:       []*corev1.Pod{cpuPod("a", "1")},
+		candidates: []string{"elsewhere"},
+		classOf:    byName(nil),
+		wantRest:   []string{"ns/a"},
+		wantPlaced: map[string]string{},
+	}, {
+		name:       "once a class fits nowhere its later pods are not tried",
+		pods:       []*corev1.Pod{cpuPod("huge", "8"), cpuPod("small", "1"), cpuPod("free", "1")},
+		candidates: []string{"n1"},
+		// The caller vouches that huge and small are equivalent; the
+		// pod with no class is always tried.
+		classOf:    byName(map[string]string{"huge": "web", "small": "web"}),
+		wantRest:   []string{"ns/huge", "ns/small"},
+		wantPlaced: map[string]string{"free": "n1"},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			runner, err := framework.New(ctx, framework.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := runner.Snapshot().AddNode(builder.Node("n1").CPU("4").Obj()); err != nil {
+				t.Fatal(err)
+			}
+			rest, placed, err := fitexisting.Fit(ctx, runner, tc.pods, tc.candidates, tc.classOf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantRest, names(rest)); diff != "" {
+				t.Errorf("rest (-want +got):\n%s", diff)
+			}
+			gotPlaced := map[string]string{}
+			for p, n := range placed {
+				gotPlaced[p.Name] = n
+			}
+			if diff := cmp.Diff(tc.wantPlaced, gotPlaced); diff != "" {
+				t.Errorf("placed (-want +got):\n%s", diff)
+			}
+			// The placements stay in the snapshot for the stages after.
+			n1, err := runner.Snapshot().NodeInfos().Get("n1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(n1.GetPods()); got != len(tc.wantPlaced) {
+				t.Errorf("n1 holds %d pods, want %d", got, len(tc.wantPlaced))
+			}
+		})
+	}
+}

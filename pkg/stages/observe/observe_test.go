@@ -1,0 +1,151 @@
+package observe_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+)
+
+func withCondition(p *corev1.Pod, status corev1.ConditionStatus, reason string) *corev1.Pod {
+	p.Status.Conditions = append(p.Status.Conditions, corev1.PodCondition{Type: corev1.PodScheduled, Status: status, Reason: reason})
+	return p
+}
+
+func TestIsUnschedulable(t *testing.T) {
+	deleted := withCondition(builder.Pod("ns", "p").Obj(), corev1.ConditionFalse, corev1.PodReasonUnschedulable)
+	deleted.DeletionTimestamp = &metav1.Time{Time: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	readyFirst := builder.Pod("ns", "p").Obj()
+	readyFirst.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+	withCondition(readyFirst, corev1.ConditionFalse, corev1.PodReasonUnschedulable)
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		want bool
+	}{
+		{"tried and unschedulable", withCondition(builder.Pod("ns", "p").Obj(), corev1.ConditionFalse, corev1.PodReasonUnschedulable), true},
+		{"PodScheduled after other conditions", readyFirst, true},
+		{"not tried yet", builder.Pod("ns", "p").Obj(), false},
+		{"scheduler error", withCondition(builder.Pod("ns", "p").Obj(), corev1.ConditionFalse, corev1.PodReasonSchedulerError), false},
+		{"scheduling gated", withCondition(builder.Pod("ns", "p").Obj(), corev1.ConditionFalse, corev1.PodReasonSchedulingGated), false},
+		{"scheduled", withCondition(builder.Pod("ns", "p").Obj(), corev1.ConditionTrue, ""), false},
+		{"bound, stale condition", withCondition(builder.Pod("ns", "p").Node("n1").Obj(), corev1.ConditionFalse, corev1.PodReasonUnschedulable), false},
+		{"being deleted", deleted, false},
+	}
+	for _, tc := range tests {
+		if got := observe.IsUnschedulable(tc.pod); got != tc.want {
+			t.Errorf("%s: IsUnschedulable = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestDiscover(t *testing.T) {
+	resourceV1 := func(names ...string) *metav1.APIResourceList {
+		l := &metav1.APIResourceList{GroupVersion: "resource.k8s.io/v1"}
+		for _, n := range names {
+			l.APIResources = append(l.APIResources, metav1.APIResource{Name: n})
+		}
+		return l
+	}
+	schedulingV1beta1 := &metav1.APIResourceList{GroupVersion: "scheduling.k8s.io/v1beta1",
+		APIResources: []metav1.APIResource{{Name: "workloads"}, {Name: "podgroups"}}}
+	tests := []struct {
+		name      string
+		resources []*metav1.APIResourceList
+		fail      error
+		want      observe.Served
+		wantErr   bool
+	}{
+		{"nothing optional", []*metav1.APIResourceList{resourceV1("resourceslices", "resourceclaims")}, nil, observe.Served{}, false},
+		{"device taint rules", []*metav1.APIResourceList{resourceV1("resourceslices", "devicetaintrules")}, nil, observe.Served{DeviceTaintRules: true}, false},
+		{"workloads", []*metav1.APIResourceList{resourceV1("resourceslices"), schedulingV1beta1}, nil, observe.Served{Workloads: true}, false},
+		{"both", []*metav1.APIResourceList{resourceV1("devicetaintrules"), schedulingV1beta1}, nil, observe.Served{DeviceTaintRules: true, Workloads: true}, false},
+		{"discovery failing is an error, not 'not served'", nil, errors.New("connection refused"), observe.Served{}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			client.Discovery().(*fakediscovery.FakeDiscovery).Resources = tc.resources
+			if tc.fail != nil {
+				client.PrependReactor("get", "resource", func(clienttesting.Action) (bool, runtime.Object, error) {
+					return true, nil, tc.fail
+				})
+			}
+			got, err := observe.Discover(client)
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Discover error = %v, want error: %v", err, tc.wantErr)
+			}
+			if got != tc.want {
+				t.Errorf("Discover = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestObserve(t *testing.T) {
+	unschedulable := withCondition(builder.Pod("ns", "pending").Obj(), corev1.ConditionFalse, corev1.PodReasonUnschedulable)
+	objects := []runtime.Object{
+		builder.Node("n1").Obj(), builder.Node("n2").Obj(),
+		builder.Pod("ns", "running").Node("n1").Obj(), unschedulable,
+		builder.ResourceSlice("n1-gpus", "n1", "gpu.example.com", "n1").Devices(builder.Device("gpu-0")).Obj(),
+		builder.DeviceClass("gpu").Driver("gpu.example.com").Obj(),
+		builder.Claim("ns", "c").Request(builder.Request("gpu", "gpu")).Obj(),
+		builder.ClaimTemplate("ns", "t").Request(builder.Request("gpu", "gpu")).Obj(),
+		builder.DeviceTaintRule("broken", "broken", "true", resourceapi.DeviceTaintEffectNoSchedule).Obj(),
+		builder.PodGroup("ns", "pg").MinCount(2).Obj(),
+		builder.Workload("ns", "w").GangTemplate("workers", 2).Obj(),
+		builder.DaemonSet("kube-system", "dcgm").Obj(),
+	}
+	type counts struct {
+		Nodes, Pods, Slices, Claims, Templates, Classes, TaintRules, PodGroups, Workloads, DaemonSets int
+	}
+	tests := []struct {
+		name   string
+		served observe.Served
+		want   counts
+	}{
+		{"required APIs only", observe.Served{}, counts{2, 2, 1, 1, 1, 1, 0, 0, 0, 1}},
+		{"optional APIs served", observe.Served{DeviceTaintRules: true, Workloads: true}, counts{2, 2, 1, 1, 1, 1, 1, 1, 1, 1}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			ctx, cancel := context.WithCancel(ctx)
+			o := observe.New(fake.NewClientset(objects...), tc.served)
+			// Shutdown waits for the informers, which stop with ctx.
+			defer o.Shutdown()
+			defer cancel()
+			if err := o.Start(ctx, time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			s, err := o.Observe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := counts{len(s.Nodes), len(s.Pods), len(s.ResourceSlices), len(s.ResourceClaims), len(s.ResourceClaimTemplates),
+				len(s.DeviceClasses), len(s.DeviceTaintRules), len(s.PodGroups), len(s.Workloads), len(s.DaemonSets)}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("observed (-want +got):\n%s", diff)
+			}
+			// The unschedulable pod signals the loop to run early.
+			select {
+			case <-o.Triggered():
+			case <-time.After(time.Minute):
+				t.Error("no trigger for an unschedulable pod")
+			}
+		})
+	}
+}

@@ -1,0 +1,276 @@
+package plan_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/leastnodes"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/leastwaste"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/fakeprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+)
+
+var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+const gpuDriver = "gpu.example.com"
+
+// env is a planner over a real scheduler framework and estimator.
+type env struct {
+	ctx     context.Context
+	runner  *framework.Runner
+	backoff *backoff.Backoff
+	opts    plan.Options
+	chain   expander.Chain
+	conf    *config.Options
+}
+
+func newEnv(t *testing.T) *env {
+	_, ctx := ktesting.NewTestContext(t)
+	runner, err := framework.New(ctx, framework.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{
+		ctx: ctx, runner: runner,
+		backoff: backoff.New(5*time.Minute, 30*time.Minute, 3*time.Hour),
+		opts:    plan.Options{MaxNodesPerScaleUp: 1000, ScaleUpFromZero: true},
+		chain:   expander.Chain{leastwaste.New()},
+		conf:    config.Default(),
+	}
+}
+
+func (e *env) plan(t *testing.T, pods []*corev1.Pod, groups []*nodegroups.Info, usage limits.Usage) *plan.Plan {
+	t.Helper()
+	p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{}), e.chain, limits.New(e.conf, nil), e.backoff, nil)
+	out, err := p.Plan(e.ctx, pods, groups, usage, now)
+	if err != nil {
+		t.Fatalf("Plan: %v", err)
+	}
+	return out
+}
+
+// group is a node group of cpu-CPU nodes, with target nodes requested.
+func group(id, cpu string, max, target int) *nodegroups.Info {
+	g := fakeprovider.NewGroup(id, 0, max)
+	g.SetTarget(target)
+	return &nodegroups.Info{Group: g, Id: id, Max: max, Target: target, TemplateSource: "provider",
+		Template: &cloudprovider.NodeTemplate{Node: builder.Node(template.PlaceholderNodeName).CPU(cpu).Memory("64Gi").Label("group", id).Obj()}}
+}
+
+func cpuPods(prefix, cpu string, n int) []*corev1.Pod {
+	out := make([]*corev1.Pod, n)
+	for i := range out {
+		out[i] = builder.Pod("ns", fmt.Sprintf("%s-%d", prefix, i)).CPU(cpu).Memory("1Gi").OwnedBy("apps/v1", "ReplicaSet", prefix).Obj()
+	}
+	return out
+}
+
+// scaleUps renders the plan's scale-ups as "group+delta: pods".
+func scaleUps(p *plan.Plan) []string {
+	var out []string
+	for _, up := range p.ScaleUps {
+		s := fmt.Sprintf("%s+%d:", up.Group.Id, up.Delta)
+		for _, pod := range up.Pods {
+			s += " " + pod.Name
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestPlanPicksTheExpandersChoice(t *testing.T) {
+	tests := []struct {
+		name  string
+		chain expander.Chain
+		want  []string
+	}{
+		// 4 pods of 2 CPUs: 2 small nodes, full, or 1 big node, 3/4 idle.
+		{"least-waste", expander.Chain{leastwaste.New()}, []string{"small+2: web-0 web-1 web-2 web-3"}},
+		{"least-nodes", expander.Chain{leastnodes.New()}, []string{"big+1: web-0 web-1 web-2 web-3"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.chain = tc.chain
+			p := e.plan(t, cpuPods("web", "2", 4), []*nodegroups.Info{group("big", "32", 10, 0), group("small", "4", 10, 0)}, limits.Usage{})
+			if diff := cmp.Diff(tc.want, scaleUps(p)); diff != "" {
+				t.Errorf("scale-ups (-want +got):\n%s", diff)
+			}
+			if len(p.NotHelped) != 0 {
+				t.Errorf("not helped: %v", p.NotHelped)
+			}
+		})
+	}
+}
+
+func TestPlanReasons(t *testing.T) {
+	tests := []struct {
+		name      string
+		group     *nodegroups.Info
+		pods      []*corev1.Pod
+		setup     func(*env)
+		usage     limits.Usage
+		wantUps   []string
+		wantLeft  []string
+		wantGroup string // the reason of the group for every pod left
+	}{{
+		name:      "group at its max size",
+		group:     group("g", "4", 2, 2),
+		pods:      cpuPods("web", "1", 2),
+		wantLeft:  []string{"web-0", "web-1"},
+		wantGroup: limits.ReasonGroupMax,
+	}, {
+		name:      "max-nodes-total reached",
+		group:     group("g", "4", 10, 0),
+		pods:      cpuPods("web", "1", 1),
+		setup:     func(e *env) { e.conf.MaxNodesTotal = 5 },
+		usage:     limits.Usage{Nodes: 5},
+		wantLeft:  []string{"web-0"},
+		wantGroup: limits.ReasonMaxNodesTotal,
+	}, {
+		name:      "backed off",
+		group:     group("g", "4", 10, 0),
+		pods:      cpuPods("web", "1", 1),
+		setup:     func(e *env) { e.backoff.Fail("g", "timeout", now.Add(-time.Minute)) },
+		wantLeft:  []string{"web-0"},
+		wantGroup: plan.ReasonBackoff,
+	}, {
+		name: "no template",
+		group: func() *nodegroups.Info {
+			g := group("g", "4", 10, 0)
+			g.Template, g.TemplateErr = nil, errors.New("no healthy node")
+			return g
+		}(),
+		pods:      cpuPods("web", "1", 1),
+		wantLeft:  []string{"web-0"},
+		wantGroup: plan.ReasonNoTemplate,
+	}, {
+		name:      "scale-up from zero disabled",
+		group:     group("g", "4", 10, 0),
+		pods:      cpuPods("web", "1", 1),
+		setup:     func(e *env) { e.opts.ScaleUpFromZero = false },
+		wantLeft:  []string{"web-0"},
+		wantGroup: plan.ReasonFromZero,
+	}, {
+		name:      "fits no template: the rejecting scheduler plugin",
+		group:     group("g", "4", 10, 0),
+		pods:      cpuPods("huge", "64", 2),
+		wantLeft:  []string{"huge-0", "huge-1"},
+		wantGroup: names.NodeResourcesFit,
+	}, {
+		name:      "max-nodes-total caps the scale-up",
+		group:     group("g", "4", 10, 0),
+		pods:      cpuPods("web", "3", 3),
+		setup:     func(e *env) { e.conf.MaxNodesTotal = 7 },
+		usage:     limits.Usage{Nodes: 5},
+		wantUps:   []string{"g+2: web-0 web-1"},
+		wantLeft:  []string{"web-2"},
+		wantGroup: limits.ReasonMaxNodesTotal,
+	}, {
+		name:      "max-nodes-per-scaleup caps the scale-up",
+		group:     group("g", "4", 10, 0),
+		pods:      cpuPods("web", "3", 2),
+		setup:     func(e *env) { e.opts.MaxNodesPerScaleUp = 1 },
+		wantUps:   []string{"g+1: web-0"},
+		wantLeft:  []string{"web-1"},
+		wantGroup: "max-nodes-per-scaleup",
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			if tc.setup != nil {
+				tc.setup(e)
+			}
+			p := e.plan(t, tc.pods, []*nodegroups.Info{tc.group}, tc.usage)
+			if diff := cmp.Diff(tc.wantUps, scaleUps(p)); diff != "" {
+				t.Errorf("scale-ups (-want +got):\n%s", diff)
+			}
+			var left []string
+			for _, pod := range p.NotHelped {
+				left = append(left, pod.Name)
+				rs := p.Reasons[pod.UID]
+				if len(rs) != 1 || rs[0].Group != "g" || rs[0].Reason != tc.wantGroup {
+					t.Errorf("pod %s: reasons %v, want g: %s", pod.Name, rs, tc.wantGroup)
+				}
+			}
+			if diff := cmp.Diff(tc.wantLeft, left); diff != "" {
+				t.Errorf("not helped (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestPlanDifferentHardwareTwoScaleUps(t *testing.T) {
+	e := newEnv(t)
+	snap := e.runner.Snapshot()
+	if err := snap.SetDeviceClass(builder.DeviceClass("gpu").Driver(gpuDriver).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if err := snap.SetResourceClaimTemplate(builder.ClaimTemplate("ns", "one-gpu").Request(builder.Request("gpu", "gpu")).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	cpu := group("cpu", "8", 10, 0)
+	gpu := group("gpu", "8", 10, 0)
+	gpu.Template.Node.Spec.Taints = []corev1.Taint{{Key: "nvidia.com/gpu", Effect: corev1.TaintEffectNoSchedule}}
+	gpu.Template.ResourceSlices = []*resourceapi.ResourceSlice{
+		builder.ResourceSlice("gpus", template.PlaceholderNodeName, gpuDriver, template.PlaceholderNodeName).
+			Devices(builder.Device("gpu-0"), builder.Device("gpu-1")).Obj(),
+	}
+	var pods []*corev1.Pod
+	for i := range 2 {
+		pods = append(pods,
+			builder.Pod("ns", fmt.Sprintf("train-%d", i)).CPU("1").ClaimFromTemplate("gpu", "one-gpu").
+				Toleration("nvidia.com/gpu", "", corev1.TaintEffectNoSchedule).Obj(),
+			builder.Pod("ns", fmt.Sprintf("web-%d", i)).CPU("1").Obj())
+	}
+
+	p := e.plan(t, pods, []*nodegroups.Info{cpu, gpu}, limits.Usage{})
+	// least-waste: the gpu node is fully used (devices count), so it goes first.
+	want := []string{"gpu+1: train-0 train-1", "cpu+1: web-0 web-1"}
+	if diff := cmp.Diff(want, scaleUps(p)); diff != "" {
+		t.Errorf("scale-ups (-want +got):\n%s", diff)
+	}
+	if len(p.NotHelped) != 0 {
+		t.Errorf("not helped: %v", p.NotHelped)
+	}
+}
+
+func TestPlanReasonsPerGroup(t *testing.T) {
+	e := newEnv(t)
+	e.backoff.Fail("cooling", "timeout", now)
+	full := group("full", "4", 1, 1)
+	cooling := group("cooling", "4", 10, 0)
+	tiny := group("tiny", "1", 10, 0)
+	pod := cpuPods("web", "2", 1)
+	p := e.plan(t, pod, []*nodegroups.Info{tiny, full, cooling}, limits.Usage{})
+	if len(p.ScaleUps) != 0 || len(p.NotHelped) != 1 {
+		t.Fatalf("scale-ups %v, not helped %d; want none and the pod", scaleUps(p), len(p.NotHelped))
+	}
+	got := map[string]string{}
+	for _, r := range p.Reasons[pod[0].UID] {
+		got[r.Group] = r.Reason
+	}
+	want := map[string]string{"full": limits.ReasonGroupMax, "cooling": plan.ReasonBackoff, "tiny": names.NodeResourcesFit}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("reasons (-want +got):\n%s", diff)
+	}
+}
