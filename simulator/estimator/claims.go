@@ -3,8 +3,10 @@ package estimator
 import (
 	"fmt"
 	"hash/fnv"
+	"io"
 	"maps"
 	"slices"
+	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -30,15 +32,19 @@ import (
 // needed. Memoizable pods own no claims yet (see resolve), so unlike the
 // framework there is no orphan to look for first.
 func (r *run) claimFor(pod *v1.Pod, podClaim *v1.PodResourceClaim) (claim *resourceapi.ResourceClaim, made bool, err error) {
-	name, _, err := resourceclaim.Name(pod, podClaim)
-	switch {
-	case err == nil && name == nil:
-		return nil, false, nil
-	case err == nil:
-		claim, err := r.snap.ResourceClaims().Get(pod.Namespace, *name)
-		return claim, false, err
-	case podClaim.ResourceClaimTemplateName == nil:
-		return nil, false, err
+	if !notMadeYet(pod, podClaim) {
+		// Checked first: resourceclaim.Name reports a claim not made yet
+		// with an error, which costs more to build than the check.
+		name, _, err := resourceclaim.Name(pod, podClaim)
+		switch {
+		case err == nil && name == nil:
+			return nil, false, nil
+		case err == nil:
+			claim, err := r.snap.ResourceClaims().Get(pod.Namespace, *name)
+			return claim, false, err
+		default:
+			return nil, false, err
+		}
 	}
 	tmpl, ok := r.snap.ResourceClaimTemplate(pod.Namespace, *podClaim.ResourceClaimTemplateName)
 	if !ok {
@@ -64,6 +70,13 @@ func (r *run) claimFor(pod *v1.Pod, podClaim *v1.PodResourceClaim) (claim *resou
 	claim.Name = r.freeName(pod.Namespace, claim.GenerateName, string(pod.UID)+"/"+podClaim.Name)
 	claim.UID = types.UID("simulated-" + pod.Namespace + "-" + claim.Name)
 	return claim, true, nil
+}
+
+// notMadeYet reports a template claim without a claim recorded in the
+// pod's status, which the controller still has to make.
+func notMadeYet(pod *v1.Pod, podClaim *v1.PodResourceClaim) bool {
+	return podClaim.ResourceClaimName == nil && podClaim.ResourceClaimTemplateName != nil &&
+		!slices.ContainsFunc(pod.Status.ResourceClaimStatuses, func(s v1.PodResourceClaimStatus) bool { return s.Name == podClaim.Name })
 }
 
 // templateSpec returns the defaulted spec of a template, computed once per
@@ -101,19 +114,27 @@ const suffixAlphabet = "bcdfghjklmnpqrstvwxz2456789"
 // unused in the namespace.
 func (r *run) freeName(namespace, base, seed string) string {
 	for attempt := 0; ; attempt++ {
-		h := fnv.New64a()
-		fmt.Fprintf(h, "%s#%d", seed, attempt)
-		sum := h.Sum64()
-		var suffix [5]byte
-		for i := range suffix {
-			suffix[i] = suffixAlphabet[sum%uint64(len(suffixAlphabet))]
-			sum /= uint64(len(suffixAlphabet))
-		}
-		name := base + string(suffix[:])
-		if _, err := r.snap.ResourceClaims().Get(namespace, name); err != nil {
+		name := base + nameSuffix(seed, attempt)
+		if _, taken := r.snap.ResourceClaim(namespace, name); !taken {
 			return name
 		}
 	}
+}
+
+// nameSuffix is 5 characters of the FNV-1a hash of "<seed>#<attempt>",
+// hashed without fmt: this runs for every claim a copied placement makes.
+func nameSuffix(seed string, attempt int) string {
+	h := fnv.New64a()
+	var buf [20]byte
+	_, _ = io.WriteString(h, seed)
+	_, _ = h.Write(strconv.AppendInt(append(buf[:0], '#'), int64(attempt), 10))
+	sum := h.Sum64()
+	var suffix [5]byte
+	for i := range suffix {
+		suffix[i] = suffixAlphabet[sum%uint64(len(suffixAlphabet))]
+		sum /= uint64(len(suffixAlphabet))
+	}
+	return string(suffix[:])
 }
 
 // defaultClaim applies API defaulting, as the framework does for claims

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	schedframework "k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
 )
@@ -117,14 +118,14 @@ func pinnedTo(sel *v1.NodeSelector, node string) bool {
 
 // pendingCopy is a copied placement not written yet.
 type pendingCopy struct {
-	pod  *v1.Pod
+	pi   *schedframework.PodInfo
 	slot *slot
 }
 
 // clone places pod on n by copying a memoized placement. On a virtual node
 // the copy waits until the node is materialised (lazy.go).
-func (r *run) clone(pod *v1.Pod, n *hnode, t *transition) error {
-	r.res.Placements = append(r.res.Placements, Placement{Pod: pod, Node: n.name})
+func (r *run) clone(pi *schedframework.PodInfo, n *hnode, t *transition) error {
+	r.res.Placements = append(r.res.Placements, Placement{Pod: pi.Pod, Node: n.name})
 	n.state = t.next
 	for _, sc := range t.slot.claims {
 		if sc == nil {
@@ -135,10 +136,10 @@ func (r *run) clone(pod *v1.Pod, n *hnode, t *transition) error {
 		}
 	}
 	if n.virtual {
-		n.pending = append(n.pending, pendingCopy{pod: pod, slot: t.slot})
+		n.pending = append(n.pending, pendingCopy{pi: pi, slot: t.slot})
 		return nil
 	}
-	return r.writeCopy(pod, t.slot, n)
+	return r.writeCopy(pi, t.slot, n)
 }
 
 // writeCopy writes a copied placement: the pod's claims (made from their
@@ -147,7 +148,8 @@ func (r *run) clone(pod *v1.Pod, n *hnode, t *transition) error {
 // all through the snapshot's normal API so the allocated-device state
 // follows. The result is what SchedulePod would have produced
 // (TestMemoIsExact).
-func (r *run) writeCopy(pod *v1.Pod, s *slot, n *hnode) error {
+func (r *run) writeCopy(pi *schedframework.PodInfo, s *slot, n *hnode) error {
+	pod := pi.Pod
 	placed := pod
 	for i := range pod.Spec.ResourceClaims {
 		podClaim := &pod.Spec.ResourceClaims[i]
@@ -176,7 +178,7 @@ func (r *run) writeCopy(pod *v1.Pod, s *slot, n *hnode) error {
 				v1.PodResourceClaimStatus{Name: podClaim.Name, ResourceClaimName: &name})
 		}
 	}
-	if err := r.snap.AddPod(placed, n.name); err != nil {
+	if err := r.snap.AddPodCopy(placed, n.name, pi); err != nil {
 		return fmt.Errorf("copy placement of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	return nil

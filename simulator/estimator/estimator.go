@@ -117,8 +117,8 @@ func (e *Estimator) Estimate(ctx context.Context, pods []*v1.Pod, tmpl *cloudpro
 }
 
 // EstimateGroups runs Estimate for each group in turn, sharing the work
-// that does not depend on the group (classifying the pods, scoping the
-// snapshot, see scope.go), and returns the results in the groups' order.
+// that does not depend on the group (classifying the pods), and returns
+// the results in the groups' order.
 // The snapshot is left exactly as it was.
 func (e *Estimator) EstimateGroups(ctx context.Context, pods []*v1.Pod, groups []Group) (_ []*Result, err error) {
 	if err := e.check(groups); err != nil {
@@ -141,9 +141,6 @@ func (e *Estimator) EstimateGroups(ctx context.Context, pods []*v1.Pod, groups [
 	}()
 	order, err := e.cache.classify(snap, pods)
 	if err != nil {
-		return nil, fmt.Errorf("estimate: %w", err)
-	}
-	if err := hideOtherNodesSlices(snap); err != nil {
 		return nil, fmt.Errorf("estimate: %w", err)
 	}
 	calls := 0
@@ -260,7 +257,7 @@ func (r *run) binpack(ctx context.Context, order *ordering) error {
 				return err
 			}
 		}
-		if err := r.place(ctx, pod, cls); err != nil {
+		if err := r.place(ctx, order.infos[i], cls); err != nil {
 			return err
 		}
 	}

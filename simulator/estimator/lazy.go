@@ -34,7 +34,7 @@ func (r *run) materialize(n *hnode) error {
 	}
 	n.virtual = false
 	for _, c := range n.pending {
-		if err := r.writeCopy(c.pod, c.slot, n); err != nil {
+		if err := r.writeCopy(c.pi, c.slot, n); err != nil {
 			return err
 		}
 	}

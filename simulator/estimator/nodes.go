@@ -72,9 +72,14 @@ type hnode struct {
 type usedDevice struct{ driver, pool, device string }
 
 // use records a device as taken; a node has a few dozen devices, so a
-// linear scan beats a map.
+// linear scan beats a map. The list starts with room for the 8
+// accelerators of a typical GPU node, rather than growing to it in four
+// allocations on each of thousands of nodes.
 func (n *hnode) use(d usedDevice) {
 	if !slices.Contains(n.used, d) {
+		if n.used == nil {
+			n.used = make([]usedDevice, 0, 8)
+		}
 		n.used = append(n.used, d)
 	}
 }
@@ -84,7 +89,7 @@ func (r *run) newNodeName() string {
 	for {
 		name := fmt.Sprintf("%s-template-%d", r.group, r.nextName)
 		r.nextName++
-		if _, err := r.snap.Get(name); err != nil {
+		if !r.snap.HasNode(name) {
 			return name
 		}
 	}

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	schedframework "k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
@@ -15,7 +16,9 @@ import (
 // ordering is the pods of one estimate in first-fit-decreasing order, each
 // with its class.
 type ordering struct {
-	pods    []*v1.Pod
+	pods []*v1.Pod
+	// infos are the pods' scheduler PodInfos, same index.
+	infos   []*schedframework.PodInfo
 	classOf []*class
 	classes []*class
 }
@@ -35,6 +38,10 @@ type cacheEntry struct {
 	key        string
 	memoizable bool
 	devices    int64
+	// info is the pod's PodInfo, made once and handed to every placement
+	// of the pod (framework SchedulePodInfo, snapshot AddPodCopy), so
+	// that its resources are not computed again for each node group.
+	info *schedframework.PodInfo
 }
 
 func newClassCache() *classCache {
@@ -76,7 +83,10 @@ func (cc *classCache) classify(snap *snapshot.Snapshot, pods []*v1.Pod) (*orderi
 			if err != nil {
 				return nil, err
 			}
-			entry = cacheEntry{refs: refs, key: key, memoizable: memoizable, devices: devices}
+			entry = cacheEntry{refs: refs, key: key, memoizable: memoizable, devices: devices, info: entry.info}
+		}
+		if entry.info == nil {
+			entry.info = newPodInfo(p)
 		}
 		next[p] = entry
 		c := byKey[entry.key]
@@ -100,11 +110,24 @@ func (cc *classCache) classify(snap *snapshot.Snapshot, pods []*v1.Pod) (*orderi
 		return cmp.Or(cmp.Compare(cb.accel, ca.accel), cmp.Compare(cb.cpu, ca.cpu),
 			cmp.Compare(cb.mem, ca.mem), cmp.Compare(ca.id, cb.id))
 	})
-	out := &ordering{pods: make([]*v1.Pod, len(idx)), classOf: make([]*class, len(idx)), classes: o.classes}
+	out := &ordering{pods: make([]*v1.Pod, len(idx)), infos: make([]*schedframework.PodInfo, len(idx)),
+		classOf: make([]*class, len(idx)), classes: o.classes}
 	for i, k := range idx {
-		out.pods[i], out.classOf[i] = sorted[k], o.classOf[k]
+		out.pods[i], out.infos[i], out.classOf[i] = sorted[k], next[sorted[k]].info, o.classOf[k]
 	}
 	return out, nil
+}
+
+// newPodInfo returns the scheduler's PodInfo of pod with its resources
+// computed now: the PodInfo caches them on first use, and computing them
+// here, once, keeps that write out of whatever later reads it.
+func newPodInfo(pod *v1.Pod) *schedframework.PodInfo {
+	// The error is about affinity terms the API server accepted but the
+	// scheduler cannot parse; the scheduler's own cache ignores it too
+	// (NodeInfo.AddPod), and the Filter plugins report such pods.
+	info, _ := schedframework.NewPodInfo(pod)
+	info.CalculateResource()
+	return info
 }
 
 // ClassKey returns the equivalence class of pod as the estimator sees it
@@ -129,7 +152,7 @@ func (e *Estimator) ClassKey(pod *v1.Pod) string {
 	if err != nil {
 		return ""
 	}
-	e.cache.entries[pod] = cacheEntry{refs: refs, key: key, memoizable: memoizable, devices: devices}
+	e.cache.entries[pod] = cacheEntry{refs: refs, key: key, memoizable: memoizable, devices: devices, info: e.cache.entries[pod].info}
 	return key
 }
 

@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+	schedframework "k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
@@ -20,16 +21,16 @@ import (
 // pod, that saves the separate call on a new node (the new node cannot
 // change the verdicts on the others, see memo.go, and is removed again
 // when unused).
-func (r *run) place(ctx context.Context, pod *v1.Pod, cls *class) error {
+func (r *run) place(ctx context.Context, pi *schedframework.PodInfo, cls *class) error {
 	cls.refresh(r.nodes)
 	defer cls.compact()
 	for {
 		window, fit, t, exhausted := r.nextWindow(cls)
 		if fit != nil {
-			return r.clone(pod, fit, t)
+			return r.clone(pi, fit, t)
 		}
 		if len(window) == 0 {
-			return r.openNode(ctx, pod, cls)
+			return r.openNode(ctx, pi, cls)
 		}
 		// When the memo knows the verdict for an empty node, openNode
 		// uses it without the framework: nothing rides along then.
@@ -42,7 +43,7 @@ func (r *run) place(ctx context.Context, pod *v1.Pod, cls *class) error {
 			}
 			extra = n
 		}
-		done, err := r.schedule(ctx, pod, cls, window, extra, firstFree)
+		done, err := r.schedule(ctx, pi, cls, window, extra, firstFree)
 		if err != nil || done {
 			return err
 		}
@@ -98,7 +99,8 @@ func (r *run) mayOpen() bool {
 // its new state memoized when the placement can be copied. done reports
 // that the pod was placed, or found unplaceable on extra. An unused extra
 // is removed and its name (firstFree on) given back.
-func (r *run) schedule(ctx context.Context, pod *v1.Pod, cls *class, window []*hnode, extra *hnode, firstFree int) (done bool, err error) {
+func (r *run) schedule(ctx context.Context, pi *schedframework.PodInfo, cls *class, window []*hnode, extra *hnode, firstFree int) (done bool, err error) {
+	pod := pi.Pod
 	names := make([]string, 0, len(window)+1)
 	for _, n := range window {
 		if err := r.materialize(n); err != nil {
@@ -109,8 +111,7 @@ func (r *run) schedule(ctx context.Context, pod *v1.Pod, cls *class, window []*h
 	if extra != nil {
 		names = append(names, extra.name)
 	}
-	r.calls++
-	p, err := r.e.runner.SchedulePod(ctx, pod, names)
+	p, err := r.scheduleScoped(ctx, pi, names)
 	if err != nil {
 		return false, err
 	}
@@ -153,7 +154,8 @@ func (r *run) schedule(ctx context.Context, pod *v1.Pod, cls *class, window []*h
 // openNode adds a new node for pod, if the limit allows. When the pod
 // does not fit on it, the node is dropped again and the pod's whole class
 // is unplaceable here.
-func (r *run) openNode(ctx context.Context, pod *v1.Pod, cls *class) error {
+func (r *run) openNode(ctx context.Context, pi *schedframework.PodInfo, cls *class) error {
+	pod := pi.Pod
 	if !r.mayOpen() {
 		r.res.Limited = LimitMaxNodes
 		r.res.Unplaced = append(r.res.Unplaced, Unplaced{Pod: pod, Limit: LimitMaxNodes})
@@ -170,7 +172,7 @@ func (r *run) openNode(ctx context.Context, pod *v1.Pod, cls *class) error {
 		}
 		r.keepNode(n)
 		cls.refresh(r.nodes)
-		return r.clone(pod, n, t)
+		return r.clone(pi, n, t)
 	}
 	firstFree := r.nextName
 	r.snap.Fork()
@@ -178,8 +180,7 @@ func (r *run) openNode(ctx context.Context, pod *v1.Pod, cls *class) error {
 	if err != nil {
 		return r.revertWith(err)
 	}
-	r.calls++
-	p, err := r.e.runner.SchedulePod(ctx, pod, []string{n.name})
+	p, err := r.scheduleScoped(ctx, pi, []string{n.name})
 	if err != nil {
 		return r.revertWith(err)
 	}

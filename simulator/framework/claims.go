@@ -3,8 +3,10 @@ package framework
 import (
 	"fmt"
 	"hash/fnv"
+	"io"
 	"maps"
 	"slices"
+	"strconv"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -34,15 +36,14 @@ func (r *Runner) preparePod(pod *v1.Pod) (*v1.Pod, error) {
 	out := pod
 	for i := range pod.Spec.ResourceClaims {
 		podClaim := &pod.Spec.ResourceClaims[i]
-		name, _, err := resourceclaim.Name(out, podClaim)
+		var name *string
+		var err error
+		notMade := notMadeYet(out, podClaim)
+		if !notMade {
+			name, _, err = resourceclaim.Name(out, podClaim)
+		}
 		switch {
-		case err == nil && name != nil:
-			if err := r.defaultClaim(pod.Namespace, *name); err != nil {
-				return nil, err
-			}
-		case err == nil:
-			// The controller decided no claim is needed.
-		case podClaim.ResourceClaimTemplateName != nil:
+		case notMade:
 			claimName, err := r.simulateTemplateClaim(pod, podClaim)
 			if err != nil {
 				return nil, err
@@ -51,15 +52,34 @@ func (r *Runner) preparePod(pod *v1.Pod) (*v1.Pod, error) {
 				continue
 			}
 			if out == pod {
-				out = pod.DeepCopy()
+				// A shallow copy with a status list of its own: the
+				// framework only reads pods, and so does the snapshot.
+				cp := *pod
+				cp.Status.ResourceClaimStatuses = slices.Clip(pod.Status.ResourceClaimStatuses)
+				out = &cp
 			}
 			out.Status.ResourceClaimStatuses = append(out.Status.ResourceClaimStatuses,
 				v1.PodResourceClaimStatus{Name: podClaim.Name, ResourceClaimName: ptr.To(claimName)})
+		case err == nil && name != nil:
+			if err := r.defaultClaim(pod.Namespace, *name); err != nil {
+				return nil, err
+			}
+		case err == nil:
+			// The controller decided no claim is needed.
 		default:
 			return nil, fmt.Errorf("pod %s/%s claim %s: %w", pod.Namespace, pod.Name, podClaim.Name, err)
 		}
 	}
 	return out, nil
+}
+
+// notMadeYet reports a template claim the resourceclaim controller has not
+// made yet, which resourceclaim.Name reports with an error (ErrClaimNotFound):
+// the simulation asks about such claims on every cycle, and building that
+// error costs more than this check.
+func notMadeYet(pod *v1.Pod, podClaim *v1.PodResourceClaim) bool {
+	return podClaim.ResourceClaimName == nil && podClaim.ResourceClaimTemplateName != nil &&
+		!slices.ContainsFunc(pod.Status.ResourceClaimStatuses, func(s v1.PodResourceClaimStatus) bool { return s.Name == podClaim.Name })
 }
 
 // simulateTemplateClaim finds or creates the claim the resourceclaim
@@ -97,16 +117,38 @@ func (r *Runner) simulateTemplateClaim(pod *v1.Pod, podClaim *v1.PodResourceClai
 			Annotations: annotations,
 			Labels:      maps.Clone(tmpl.Spec.ObjectMeta.Labels),
 		},
-		Spec: *tmpl.Spec.Spec.DeepCopy(),
+		Spec: r.templateSpec(tmpl),
 	}
 	claim.Name = r.freeName(pod.Namespace, claim.GenerateName, string(pod.UID)+"/"+podClaim.Name)
 	claim.UID = simulatedUID(pod.Namespace, claim.Name)
-	resourcedefaults.SetObjectDefaults_ResourceClaim(claim)
 	if err := r.snap.SetResourceClaim(claim); err != nil {
 		return "", fmt.Errorf("simulate claim %s for pod %s/%s: %w", podClaim.Name, pod.Namespace, pod.Name, err)
 	}
 	r.logger.V(5).Info("Simulated template claim", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
 	return claim.Name, nil
+}
+
+// maxTemplateSpecs bounds the defaulted template specs a runner keeps: a
+// planner's claim templates number in the dozens, and templates replaced in
+// the snapshot leave entries behind, so the cache is simply dropped when
+// it grows past this.
+const maxTemplateSpecs = 1024
+
+// templateSpec returns the spec of a template with API defaults applied,
+// computed once per template object (stored objects are never modified,
+// so the pointer identifies the content) and shared, read-only, by every
+// claim made from it.
+func (r *Runner) templateSpec(tmpl *resourceapi.ResourceClaimTemplate) resourceapi.ResourceClaimSpec {
+	if spec, ok := r.specs[tmpl]; ok {
+		return spec
+	}
+	c := &resourceapi.ResourceClaim{Spec: *tmpl.Spec.Spec.DeepCopy()}
+	resourcedefaults.SetObjectDefaults_ResourceClaim(c)
+	if r.specs == nil || len(r.specs) >= maxTemplateSpecs {
+		r.specs = map[*resourceapi.ResourceClaimTemplate]resourceapi.ResourceClaimSpec{}
+	}
+	r.specs[tmpl] = c.Spec
+	return c.Spec
 }
 
 // generateNameFor mirrors the controller: long names are truncated in
@@ -129,19 +171,28 @@ const suffixAlphabet = "bcdfghjklmnpqrstvwxz2456789"
 // in the namespace.
 func (r *Runner) freeName(namespace, base, seed string) string {
 	for attempt := 0; ; attempt++ {
-		h := fnv.New64a()
-		fmt.Fprintf(h, "%s#%d", seed, attempt)
-		sum := h.Sum64()
-		suffix := make([]byte, 5)
-		for i := range suffix {
-			suffix[i] = suffixAlphabet[sum%uint64(len(suffixAlphabet))]
-			sum /= uint64(len(suffixAlphabet))
-		}
-		name := base + string(suffix)
-		if _, err := r.snap.ResourceClaims().Get(namespace, name); err != nil {
+		name := base + nameSuffix(seed, attempt)
+		if _, taken := r.snap.ResourceClaim(namespace, name); !taken {
 			return name
 		}
 	}
+}
+
+// nameSuffix is the suffix freeName tries at attempt: 5 characters of the
+// FNV-1a hash of "<seed>#<attempt>", hashed without fmt: this runs for
+// every simulated claim.
+func nameSuffix(seed string, attempt int) string {
+	h := fnv.New64a()
+	var buf [20]byte
+	_, _ = io.WriteString(h, seed)
+	_, _ = h.Write(strconv.AppendInt(append(buf[:0], '#'), int64(attempt), 10))
+	sum := h.Sum64()
+	var suffix [5]byte
+	for i := range suffix {
+		suffix[i] = suffixAlphabet[sum%uint64(len(suffixAlphabet))]
+		sum /= uint64(len(suffixAlphabet))
+	}
+	return string(suffix[:])
 }
 
 // simulatedUID marks objects that exist only in the simulation.
@@ -153,8 +204,8 @@ func simulatedUID(namespace, name string) types.UID {
 // allocator refuses requests without allocationMode ("unsupported count
 // mode"). Claims read from an API server are already defaulted and untouched.
 func (r *Runner) defaultClaim(namespace, name string) error {
-	claim, err := r.snap.ResourceClaims().Get(namespace, name)
-	if err != nil || !needsDefaults(&claim.Spec) {
+	claim, ok := r.snap.ResourceClaim(namespace, name)
+	if !ok || !needsDefaults(&claim.Spec) {
 		// A missing claim is the DRA plugin's to report.
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedframework "k8s.io/kubernetes/pkg/scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
@@ -31,35 +32,50 @@ type scenario struct {
 	check func(t *testing.T, s snapshot.ClusterSnapshot)
 }
 
+// runScenarios runs each scenario through SchedulePod and again through
+// SchedulePodInfo, which must behave the same.
 func runScenarios(t *testing.T, scenarios []scenario) {
 	t.Helper()
 	for _, sc := range scenarios {
-		t.Run(sc.name, func(t *testing.T) {
-			r, ctx := newRunner(t, "")
-			load(t, r.Snapshot(), sc.objects...)
-			for i, st := range sc.steps {
-				if st.before != nil {
-					st.before(t, r.Snapshot())
-				}
-				p, err := r.SchedulePod(ctx, st.pod, sc.nodes)
-				if err != nil {
-					t.Fatalf("step %d (%s): %v", i, st.pod.Name, err)
-				}
-				if p.Node != st.wantNode {
-					t.Fatalf("step %d (%s): placed on %q, want %q; results %+v", i, st.pod.Name, p.Node, st.wantNode, p.Results)
-				}
-				if st.wantNode == "" {
-					for _, nr := range p.Results {
-						if nr.Plugin != st.wantPlugin {
-							t.Fatalf("step %d (%s): node %s rejected by %q (%s), want %q", i, st.pod.Name, nr.Node, nr.Plugin, nr.Message, st.wantPlugin)
-						}
-					}
+		for _, withInfo := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/podInfo=%v", sc.name, withInfo), func(t *testing.T) {
+				runScenario(t, sc, withInfo)
+			})
+		}
+	}
+}
+
+func runScenario(t *testing.T, sc scenario, withInfo bool) {
+	r, ctx := newRunner(t, "")
+	load(t, r.Snapshot(), sc.objects...)
+	for i, st := range sc.steps {
+		if st.before != nil {
+			st.before(t, r.Snapshot())
+		}
+		var p *Placement
+		var err error
+		if withInfo {
+			info, _ := schedframework.NewPodInfo(st.pod)
+			p, err = r.SchedulePodInfo(ctx, info, sc.nodes)
+		} else {
+			p, err = r.SchedulePod(ctx, st.pod, sc.nodes)
+		}
+		if err != nil {
+			t.Fatalf("step %d (%s): %v", i, st.pod.Name, err)
+		}
+		if p.Node != st.wantNode {
+			t.Fatalf("step %d (%s): placed on %q, want %q; results %+v", i, st.pod.Name, p.Node, st.wantNode, p.Results)
+		}
+		if st.wantNode == "" {
+			for _, nr := range p.Results {
+				if nr.Plugin != st.wantPlugin {
+					t.Fatalf("step %d (%s): node %s rejected by %q (%s), want %q", i, st.pod.Name, nr.Node, nr.Plugin, nr.Message, st.wantPlugin)
 				}
 			}
-			if sc.check != nil {
-				sc.check(t, r.Snapshot())
-			}
-		})
+		}
+	}
+	if sc.check != nil {
+		sc.check(t, r.Snapshot())
 	}
 }
 

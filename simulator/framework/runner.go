@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"sync"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
@@ -32,6 +33,10 @@ type Runner struct {
 	fw     schedframework.Framework
 	snap   *snapshot.Snapshot
 	logger klog.Logger
+	// parallelism caps the goroutines of one Filter pass (see forEach).
+	parallelism int
+	// specs caches defaulted claim template specs (see templateSpec).
+	specs map[*resourceapi.ResourceClaimTemplate]resourceapi.ResourceClaimSpec
 }
 
 // New applies the feature gates, then builds the snapshot and the framework
@@ -73,7 +78,7 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 		return nil, fmt.Errorf("build scheduler framework for profile %s: %w", profile.SchedulerName, err)
 	}
 	logger.V(2).Info("Scheduler framework ready", "profile", profile.SchedulerName, "featureGates", opts.FeatureGates, "parallelism", parallelism)
-	return &Runner{fw: fw, snap: snap, logger: logger}, nil
+	return &Runner{fw: fw, snap: snap, logger: logger, parallelism: parallelism}, nil
 }
 
 // Snapshot returns the snapshot the framework reads. Fill it, fork it and

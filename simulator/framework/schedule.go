@@ -9,6 +9,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 	schedframework "k8s.io/kubernetes/pkg/scheduler/framework"
 )
 
@@ -36,7 +37,24 @@ type Placement struct {
 // in-flight entries are cleared, and the pod is added to the node. When the
 // pod fits nowhere, the snapshot is left unchanged and Results says, per
 // node, which plugin rejected it and why.
-func (r *Runner) SchedulePod(ctx context.Context, pod *v1.Pod, candidates []string) (_ *Placement, err error) {
+func (r *Runner) SchedulePod(ctx context.Context, pod *v1.Pod, candidates []string) (*Placement, error) {
+	return r.schedulePod(ctx, pod, nil, candidates)
+}
+
+// SchedulePodInfo is SchedulePod for a pod the caller schedules again and
+// again (an estimator does, once per node group): info is the pod's
+// scheduler PodInfo (framework.NewPodInfo), which the caller keeps as long
+// as it keeps the pod unmodified. The placed pod shares its affinity terms
+// and resources (snapshot AddPodCopy) rather than have them computed anew
+// on every placement, which was most of the cost of binding.
+func (r *Runner) SchedulePodInfo(ctx context.Context, info fwk.PodInfo, candidates []string) (*Placement, error) {
+	if info == nil {
+		return nil, fmt.Errorf("schedule pod: nil pod info")
+	}
+	return r.schedulePod(ctx, info.GetPod(), info, candidates)
+}
+
+func (r *Runner) schedulePod(ctx context.Context, pod *v1.Pod, info fwk.PodInfo, candidates []string) (_ *Placement, err error) {
 	logger := klog.FromContext(ctx)
 	r.snap.Fork()
 	keep := false
@@ -70,7 +88,7 @@ func (r *Runner) SchedulePod(ctx context.Context, pod *v1.Pod, candidates []stri
 			logger.V(4).Info("Reserve failed, trying next node", "pod", klog.KObj(pod), "node", node, "plugin", st.Plugin(), "reason", st.Message())
 			continue
 		}
-		placed, err := r.bind(prepared, node)
+		placed, err := r.bind(prepared, info, node)
 		if err != nil {
 			return nil, fmt.Errorf("schedule pod %s/%s on %s: %w", pod.Namespace, pod.Name, node, err)
 		}
@@ -85,8 +103,11 @@ func (r *Runner) SchedulePod(ctx context.Context, pod *v1.Pod, candidates []stri
 
 // bind applies what PreBind and the binder would: allocations signalled
 // in Reserve become claim status, every claim of the pod gets the pod in
-// reservedFor, and the pod lands on the node.
-func (r *Runner) bind(pod *v1.Pod, node string) (*v1.Pod, error) {
+// reservedFor, and the pod lands on the node. info, when not nil, is the
+// PodInfo of the pod pod was prepared from. Claims are copied shallowly,
+// changed fields only: stored objects are never modified, so the copies
+// may share the rest.
+func (r *Runner) bind(pod *v1.Pod, info fwk.PodInfo, node string) (*v1.Pod, error) {
 	tracker := r.snap.ResourceClaims()
 	for _, inflight := range r.snap.InFlightClaims() {
 		if inflight.Namespace != pod.Namespace || !r.belongsToPod(pod, inflight) {
@@ -107,33 +128,52 @@ func (r *Runner) bind(pod *v1.Pod, node string) (*v1.Pod, error) {
 		if err != nil || name == nil {
 			continue
 		}
-		claim, err := tracker.Get(pod.Namespace, *name)
-		if err != nil {
-			return nil, fmt.Errorf("claim %s after reserve: %w", *name, err)
+		claim, ok := r.snap.ResourceClaim(pod.Namespace, *name)
+		if !ok {
+			return nil, fmt.Errorf("claim %s after reserve: not in the snapshot", *name)
 		}
-		// Workload-level claims (DRAWorkloadResourceClaims) are not
-		// simulated yet: claims are reserved for the pod itself.
-		binding, err := resourceclaim.BindTo(pod, nil, podClaim)
+		reserved, err := withReservation(pod, podClaim, claim)
 		if err != nil {
 			return nil, fmt.Errorf("claim %s: %w", *name, err)
 		}
-		if slices.ContainsFunc(claim.Status.ReservedFor, func(c resourceapi.ResourceClaimConsumerReference) bool { return c.UID == binding.UID }) {
+		if reserved == claim {
 			continue
 		}
-		claim = claim.DeepCopy()
-		claim.Status.ReservedFor = append(claim.Status.ReservedFor, binding)
-		if err := r.snap.SetResourceClaim(claim); err != nil {
+		if err := r.snap.SetResourceClaim(reserved); err != nil {
 			return nil, fmt.Errorf("reserve claim %s: %w", claim.Name, err)
 		}
 	}
-	if err := r.snap.AddPod(pod, node); err != nil {
+	var err error
+	if info != nil {
+		err = r.snap.AddPodCopy(pod, node, info)
+	} else {
+		err = r.snap.AddPod(pod, node)
+	}
+	if err != nil {
 		return nil, err
 	}
-	placed, ok := r.placedPod(pod, node)
-	if !ok {
+	placed, ok := r.snap.PlacedPod(pod.Namespace, pod.Name)
+	if !ok || placed.Spec.NodeName != node {
 		return nil, fmt.Errorf("pod %s/%s not found on %s after adding it", pod.Namespace, pod.Name, node)
 	}
 	return placed, nil
+}
+
+// withReservation returns claim with pod in reservedFor, claim itself when
+// the pod is there already. Workload-level claims
+// (DRAWorkloadResourceClaims) are not simulated yet: claims are reserved
+// for the pod itself.
+func withReservation(pod *v1.Pod, podClaim *v1.PodResourceClaim, claim *resourceapi.ResourceClaim) (*resourceapi.ResourceClaim, error) {
+	binding, err := resourceclaim.BindTo(pod, nil, podClaim)
+	if err != nil {
+		return nil, err
+	}
+	if slices.ContainsFunc(claim.Status.ReservedFor, func(c resourceapi.ResourceClaimConsumerReference) bool { return c.UID == binding.UID }) {
+		return claim, nil
+	}
+	c := *claim
+	c.Status.ReservedFor = append(slices.Clip(claim.Status.ReservedFor), binding)
+	return &c, nil
 }
 
 // belongsToPod tells whether an in-flight claim is one of the pod's: named
@@ -154,40 +194,37 @@ func (r *Runner) belongsToPod(pod *v1.Pod, claim *resourceapi.ResourceClaim) boo
 
 // allocatedClaim turns an in-flight claim into the stored claim PreBind
 // would write. The extended-resource claim exists only in memory until
-// then: it gets a name the way the API server would generate it.
+// then: it gets a name the way the API server would generate it. The pod's
+// own claims get the pod in reservedFor right away, so that bind stores
+// each claim once.
 func (r *Runner) allocatedClaim(pod *v1.Pod, inflight *resourceapi.ResourceClaim) (*resourceapi.ResourceClaim, error) {
-	var claim *resourceapi.ResourceClaim
+	var c resourceapi.ResourceClaim
 	if inflight.Name == specialClaimName {
-		claim = inflight.DeepCopy()
-		claim.Name = r.freeName(pod.Namespace, claim.GenerateName, string(pod.UID)+"/extended-resources")
-		claim.UID = simulatedUID(pod.Namespace, claim.Name)
+		c = *inflight
+		c.Name = r.freeName(pod.Namespace, c.GenerateName, string(pod.UID)+"/extended-resources")
+		c.UID = simulatedUID(pod.Namespace, c.Name)
+		c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: pod.Name, UID: pod.UID}}
 	} else {
-		stored, err := r.snap.ResourceClaims().Get(inflight.Namespace, inflight.Name)
-		if err != nil {
-			return nil, fmt.Errorf("in-flight claim %s: %w", inflight.Name, err)
+		stored, ok := r.snap.ResourceClaim(inflight.Namespace, inflight.Name)
+		if !ok {
+			return nil, fmt.Errorf("in-flight claim %s: not in the snapshot", inflight.Name)
 		}
-		claim = stored.DeepCopy()
-		claim.Status.Allocation = inflight.Status.Allocation.DeepCopy()
+		// The in-flight claim is held by the snapshot, read-only like
+		// every stored object: its allocation can be shared.
+		c = *stored
+		c.Status.Allocation = inflight.Status.Allocation
 	}
-	if !slices.Contains(claim.Finalizers, resourceapi.Finalizer) {
-		claim.Finalizers = append(claim.Finalizers, resourceapi.Finalizer)
+	if !slices.Contains(c.Finalizers, resourceapi.Finalizer) {
+		c.Finalizers = append(slices.Clip(c.Finalizers), resourceapi.Finalizer)
 	}
 	if inflight.Name == specialClaimName {
-		claim.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: pod.Name, UID: pod.UID}}
+		return &c, nil
 	}
-	return claim, nil
-}
-
-// placedPod returns the stored copy of a placed pod.
-func (r *Runner) placedPod(pod *v1.Pod, node string) (*v1.Pod, bool) {
-	ni, err := r.snap.Get(node)
-	if err != nil {
-		return nil, false
-	}
-	for _, pi := range ni.GetPods() {
-		if pi.GetPod().UID == pod.UID {
-			return pi.GetPod(), true
+	for i := range pod.Spec.ResourceClaims {
+		podClaim := &pod.Spec.ResourceClaims[i]
+		if name, _, err := resourceclaim.Name(pod, podClaim); err == nil && name != nil && *name == c.Name {
+			return withReservation(pod, podClaim, &c)
 		}
 	}
-	return nil, false
+	return &c, nil
 }

@@ -83,6 +83,12 @@ func (s *Snapshot) ClaimsOwnedBy(uid types.UID) []*resourceapi.ResourceClaim {
 	return out
 }
 
+// ResourceClaim returns a claim, if stored.
+func (s *Snapshot) ResourceClaim(namespace, name string) (*resourceapi.ResourceClaim, bool) {
+	c, ok := s.claims[nsKey(namespace, name)]
+	return c, ok
+}
+
 // InFlightClaims returns the claims with a pending allocation, sorted by
 // namespace/name.
 func (s *Snapshot) InFlightClaims() []*resourceapi.ResourceClaim {
@@ -97,20 +103,23 @@ func (s *Snapshot) InFlightClaims() []*resourceapi.ResourceClaim {
 }
 
 // ResourceClaims returns the claim tracker.
-func (s *Snapshot) ResourceClaims() fwk.ResourceClaimTracker { return &claimTracker{s} }
+func (s *Snapshot) ResourceClaims() fwk.ResourceClaimTracker { return claimTracker{s} }
 
 // claimTracker implements fwk.ResourceClaimTracker over the snapshot. Its
 // behaviour follows the scheduler's default tracker (dynamicresources
 // dra_manager.go), with the snapshot in place of the informer cache.
+// It, and the other lister views of the snapshot, are a bare pointer with
+// value methods, so that handing one out as an interface allocates
+// nothing: plugins ask for them on every call.
 type claimTracker struct{ s *Snapshot }
 
 // List returns all claims in insertion order; the slice is shared.
-func (t *claimTracker) List() ([]*resourceapi.ResourceClaim, error) {
+func (t claimTracker) List() ([]*resourceapi.ResourceClaim, error) {
 	return t.s.claimList.items, nil
 }
 
 // Get returns one claim.
-func (t *claimTracker) Get(namespace, name string) (*resourceapi.ResourceClaim, error) {
+func (t claimTracker) Get(namespace, name string) (*resourceapi.ResourceClaim, error) {
 	if c, ok := t.s.claims[nsKey(namespace, name)]; ok {
 		return c, nil
 	}
@@ -119,21 +128,21 @@ func (t *claimTracker) Get(namespace, name string) (*resourceapi.ResourceClaim, 
 
 // ListAllAllocatedDevices returns the devices held exclusively, including
 // in-flight allocations. The set is live: valid until the next mutation.
-func (t *claimTracker) ListAllAllocatedDevices() (sets.Set[structured.DeviceID], error) {
+func (t claimTracker) ListAllAllocatedDevices() (sets.Set[structured.DeviceID], error) {
 	return t.s.alloc.dedicated, nil
 }
 
 // GatherAllocatedState returns the allocated-device state, including
 // in-flight allocations, in O(1). The sets are live: valid until the next
 // mutation, and must not be modified (the allocator only reads them).
-func (t *claimTracker) GatherAllocatedState() (*structured.AllocatedState, error) {
+func (t claimTracker) GatherAllocatedState() (*structured.AllocatedState, error) {
 	return t.s.alloc.state(), nil
 }
 
 // SignalClaimPendingAllocation records an allocation made in Reserve. As in
 // the scheduler, a second signal for the same claim only adds a sharer, and
 // a claim already allocated in the snapshot gets no in-flight entry.
-func (t *claimTracker) SignalClaimPendingAllocation(uid types.UID, allocated *resourceapi.ResourceClaim) error {
+func (t claimTracker) SignalClaimPendingAllocation(uid types.UID, allocated *resourceapi.ResourceClaim) error {
 	s := t.s
 	if allocated == nil || allocated.Status.Allocation == nil {
 		return fmt.Errorf("signal pending allocation of claim %s: no allocation given", uid)
@@ -152,7 +161,7 @@ func (t *claimTracker) SignalClaimPendingAllocation(uid types.UID, allocated *re
 }
 
 // GetPendingAllocation returns the in-flight allocation of a claim.
-func (t *claimTracker) GetPendingAllocation(uid types.UID) *resourceapi.AllocationResult {
+func (t claimTracker) GetPendingAllocation(uid types.UID) *resourceapi.AllocationResult {
 	if f, ok := t.s.inFlight[uid]; ok && f.claim != nil {
 		return f.claim.Status.Allocation
 	}
@@ -161,7 +170,7 @@ func (t *claimTracker) GetPendingAllocation(uid types.UID) *resourceapi.Allocati
 
 // MaybeRemoveClaimPendingAllocation drops one sharer of an in-flight
 // allocation, or the whole entry when forced or when it was the last one.
-func (t *claimTracker) MaybeRemoveClaimPendingAllocation(uid types.UID, force bool) bool {
+func (t claimTracker) MaybeRemoveClaimPendingAllocation(uid types.UID, force bool) bool {
 	s := t.s
 	cur, ok := s.inFlight[uid]
 	if !ok {
@@ -178,7 +187,7 @@ func (t *claimTracker) MaybeRemoveClaimPendingAllocation(uid types.UID, force bo
 
 // AssumeClaimAfterAPICall stores the claim as if the API had accepted the
 // change; AssumedClaimRestore brings back the version it replaced.
-func (t *claimTracker) AssumeClaimAfterAPICall(claim *resourceapi.ResourceClaim) error {
+func (t claimTracker) AssumeClaimAfterAPICall(claim *resourceapi.ResourceClaim) error {
 	s := t.s
 	if claim == nil {
 		return fmt.Errorf("assume claim: nil claim")
@@ -196,7 +205,7 @@ func (t *claimTracker) AssumeClaimAfterAPICall(claim *resourceapi.ResourceClaim)
 }
 
 // AssumedClaimRestore undoes AssumeClaimAfterAPICall.
-func (t *claimTracker) AssumedClaimRestore(namespace, name string) {
+func (t claimTracker) AssumedClaimRestore(namespace, name string) {
 	s := t.s
 	key := nsKey(namespace, name)
 	orig, ok := s.assumedClaims[key]

@@ -22,13 +22,11 @@ func (s *Snapshot) SetResourceSlice(slice *resourceapi.ResourceSlice) error {
 	if err := validName("resource slice", slice.Name); err != nil {
 		return fmt.Errorf("set resource slice: %w", err)
 	}
-	if old, ok := s.slices[slice.Name]; ok && old.Spec.NodeName != nil {
-		del(&s.j, s.slicesOfNode[*old.Spec.NodeName], slice.Name)
+	if old, ok := s.slices[slice.Name]; ok {
+		del(&s.j, s.slicesOfNode[sliceNode(old)], slice.Name)
 	}
 	put(&s.j, s.slices, slice.Name, slice)
-	if slice.Spec.NodeName != nil {
-		put(&s.j, innerSet(&s.j, s.slicesOfNode, *slice.Spec.NodeName), slice.Name, sets.Empty{})
-	}
+	put(&s.j, innerSet(&s.j, s.slicesOfNode, sliceNode(slice)), slice.Name, sets.Empty{})
 	s.patchedSlices.set(&s.j, slice.Name, applyTaintRules(slice, s.activeTaintRules()))
 	return nil
 }
@@ -39,9 +37,7 @@ func (s *Snapshot) RemoveResourceSlice(name string) error {
 	if !ok {
 		return fmt.Errorf("remove resource slice %s: not in the snapshot", name)
 	}
-	if old.Spec.NodeName != nil {
-		del(&s.j, s.slicesOfNode[*old.Spec.NodeName], name)
-	}
+	del(&s.j, s.slicesOfNode[sliceNode(old)], name)
 	del(&s.j, s.slices, name)
 	s.patchedSlices.remove(&s.j, name)
 	return nil
@@ -133,21 +129,25 @@ func (s *Snapshot) ResourceClaimTemplate(namespace, name string) (*resourceapi.R
 
 // ResourceSlices returns the slice lister; DeviceTaintRules are applied
 // when the DRADeviceTaintRules gate is on.
-func (s *Snapshot) ResourceSlices() fwk.ResourceSliceLister { return &sliceLister{s} }
+func (s *Snapshot) ResourceSlices() fwk.ResourceSliceLister { return sliceLister{s} }
 
 // DeviceClasses returns the device class lister.
-func (s *Snapshot) DeviceClasses() fwk.DeviceClassLister { return &classLister{s} }
+func (s *Snapshot) DeviceClasses() fwk.DeviceClassLister { return classLister{s} }
 
 // DeviceClassResolver maps extended resource names to device classes.
-func (s *Snapshot) DeviceClassResolver() fwk.DeviceClassResolver { return &classLister{s} }
+func (s *Snapshot) DeviceClassResolver() fwk.DeviceClassResolver { return classLister{s} }
 
 type sliceLister struct{ s *Snapshot }
 
 // ListWithDeviceTaintRules returns all slices, with the taints of matching
 // DeviceTaintRules appended to their devices. The list is maintained as
 // slices and rules change, in insertion order, and is shared: callers must
-// not modify it.
-func (l *sliceLister) ListWithDeviceTaintRules() ([]*resourceapi.ResourceSlice, error) {
+// not modify it. While a slice scope is set (ScopeSlices), only the slices
+// in scope are listed, in the same order.
+func (l sliceLister) ListWithDeviceTaintRules() ([]*resourceapi.ResourceSlice, error) {
+	if l.s.sliceScope != nil {
+		return l.s.scopedSlices(), nil
+	}
 	return l.s.patchedSlices.items, nil
 }
 
@@ -204,7 +204,7 @@ func applyTaintRules(slice *resourceapi.ResourceSlice, rules []*resourceapi.Devi
 type classLister struct{ s *Snapshot }
 
 // List returns all device classes sorted by name.
-func (l *classLister) List() ([]*resourceapi.DeviceClass, error) {
+func (l classLister) List() ([]*resourceapi.DeviceClass, error) {
 	list := make([]*resourceapi.DeviceClass, 0, len(l.s.classes))
 	for _, c := range l.s.classes {
 		list = append(list, c)
@@ -215,7 +215,7 @@ func (l *classLister) List() ([]*resourceapi.DeviceClass, error) {
 
 // Get returns a device class, or a NotFound error the DRA plugin turns into
 // "device class does not exist".
-func (l *classLister) Get(name string) (*resourceapi.DeviceClass, error) {
+func (l classLister) Get(name string) (*resourceapi.DeviceClass, error) {
 	if c, ok := l.s.classes[name]; ok {
 		return c, nil
 	}
@@ -228,7 +228,7 @@ func (l *classLister) Get(name string) (*resourceapi.DeviceClass, error) {
 // extendedResourceName shared by several classes resolves to the newest
 // class, ties broken by the lowest name. Unlike that cache, the answer does
 // not depend on the order in which classes were added.
-func (l *classLister) GetDeviceClass(name v1.ResourceName) *resourceapi.DeviceClass {
+func (l classLister) GetDeviceClass(name v1.ResourceName) *resourceapi.DeviceClass {
 	s := l.s
 	if !s.gates.extendedResource {
 		return nil

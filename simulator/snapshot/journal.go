@@ -16,14 +16,25 @@ var errNoFork = errors.New("snapshot: no fork to revert or commit")
 // undoes them. Both therefore cost O(changes made in the level), never
 // O(cluster). With no fork open nothing is recorded: changes are final.
 //
+// The levels share one stack of undo steps, each level owning the steps
+// from its start on: Commit then only forgets the top level's start, with
+// no step copied, and the levels' bookkeeping is reused from fork to fork.
+// A simulation forks and commits once per placed pod, inside a fork of its
+// own that collects thousands of steps, so copying them on each Commit, and
+// allocating a level on each Fork, was a noticeable part of its cost.
+//
 // Undo closures must restore raw state only and never record into the
 // journal themselves: when they run, their level is already popped.
 type journal struct {
-	levels []*level
+	undo []func()
+	// levels[:open] are the open levels; the rest are kept for reuse.
+	levels []level
+	open   int
 }
 
 type level struct {
-	undo []func()
+	// start is the index in undo of the level's first step.
+	start int
 	// owned names the NodeInfos created (cloned) in this level. A NodeInfo
 	// may be mutated in place only by the level that created it; any other
 	// level must clone it first, so that reverting restores the old pointer
@@ -32,70 +43,95 @@ type level struct {
 	owned map[string]struct{}
 }
 
-func (j *journal) depth() int { return len(j.levels) }
+func (j *journal) depth() int { return j.open }
 
 func (j *journal) fork() {
-	j.levels = append(j.levels, &level{owned: map[string]struct{}{}})
+	if j.open == len(j.levels) {
+		j.levels = append(j.levels, level{owned: map[string]struct{}{}})
+	}
+	j.levels[j.open].start = len(j.undo)
+	j.open++
 }
+
+// top returns the innermost open level; there must be one.
+func (j *journal) top() *level { return &j.levels[j.open-1] }
 
 // record adds an undo step to the top level, if any.
 func (j *journal) record(undo func()) {
-	if n := len(j.levels); n > 0 {
-		j.levels[n-1].undo = append(j.levels[n-1].undo, undo)
+	if j.open > 0 {
+		j.undo = append(j.undo, undo)
 	}
 }
 
 // revert pops the top level and runs its undo steps newest first. It
 // returns how many steps it ran.
 func (j *journal) revert() (int, error) {
-	n := len(j.levels)
-	if n == 0 {
+	if j.open == 0 {
 		return 0, errNoFork
 	}
-	top := j.levels[n-1]
-	j.levels = j.levels[:n-1]
-	for i := len(top.undo) - 1; i >= 0; i-- {
-		top.undo[i]()
+	top := j.top()
+	j.open--
+	steps := j.undo[top.start:]
+	for i := len(steps) - 1; i >= 0; i-- {
+		steps[i]()
 	}
-	return len(top.undo), nil
+	n := len(steps)
+	clear(steps) // let the closures and what they hold be collected
+	j.undo = j.undo[:top.start]
+	top.forget()
+	return n, nil
 }
 
 // commit pops the top level and keeps its changes: its undo steps and owned
-// NodeInfos move to the level below (if there is one), so that level can
-// still undo them.
+// NodeInfos become the level below's (if there is one), so that level can
+// still undo them. With no level left the steps are dropped: the changes
+// are final.
 func (j *journal) commit() (int, error) {
-	n := len(j.levels)
-	if n == 0 {
+	if j.open == 0 {
 		return 0, errNoFork
 	}
-	top := j.levels[n-1]
-	j.levels = j.levels[:n-1]
-	if n > 1 {
-		parent := j.levels[n-2]
-		parent.undo = append(parent.undo, top.undo...)
+	top := j.top()
+	j.open--
+	n := len(j.undo) - top.start
+	if j.open > 0 {
+		parent := j.top()
 		for name := range top.owned {
 			parent.owned[name] = struct{}{}
 		}
+	} else {
+		clear(j.undo)
+		j.undo = j.undo[:0]
 	}
-	return len(top.undo), nil
+	top.forget()
+	return n, nil
+}
+
+// forget empties a popped level for reuse. Clearing a map costs its
+// capacity, not its length, so a map grown by a large level is dropped
+// rather than kept for the many small levels that tend to follow.
+func (l *level) forget() {
+	if len(l.owned) > 64 {
+		l.owned = map[string]struct{}{}
+		return
+	}
+	clear(l.owned)
 }
 
 // mayMutateInPlace reports whether the NodeInfo named name can be changed
 // without cloning: always outside forks, and inside a fork only when the
 // top level created that NodeInfo.
 func (j *journal) mayMutateInPlace(name string) bool {
-	n := len(j.levels)
-	if n == 0 {
+	if j.open == 0 {
 		return true
 	}
-	_, ok := j.levels[n-1].owned[name]
+	_, ok := j.top().owned[name]
 	return ok
 }
 
 // own records that the top level created the NodeInfo named name.
 func (j *journal) own(name string) {
-	if n := len(j.levels); n > 0 {
-		j.levels[n-1].owned[name] = struct{}{}
+	if j.open > 0 {
+		j.top().owned[name] = struct{}{}
 	}
 }
 

@@ -27,6 +27,12 @@ func (s *Snapshot) AddNode(node *v1.Node) error {
 	return nil
 }
 
+// HasNode reports whether a node is in the snapshot.
+func (s *Snapshot) HasNode(name string) bool {
+	_, ok := s.nodes[name]
+	return ok
+}
+
 // RemoveNode removes a node, its pods and its node-local ResourceSlices.
 func (s *Snapshot) RemoveNode(name string) error {
 	ni, ok := s.nodes[name]
@@ -51,6 +57,30 @@ func (s *Snapshot) RemoveNode(name string) error {
 
 // AddPod places pod on the node named nodeName.
 func (s *Snapshot) AddPod(pod *v1.Pod, nodeName string) error {
+	return s.addPod(pod, nodeName, nil)
+}
+
+// AddPodCopy places pod, a copy of src's pod, on the node named nodeName.
+func (s *Snapshot) AddPodCopy(pod *v1.Pod, nodeName string, src fwk.PodInfo) error {
+	if src == nil || pod == nil || src.GetPod() == nil || src.GetPod().UID != pod.UID {
+		return fmt.Errorf("add pod copy: not a copy of the pod info's pod")
+	}
+	return s.addPod(pod, nodeName, src)
+}
+
+// podCopyInfo is the PodInfo of a stored pod that AddPodCopy made from
+// src's pod. What NodeInfo and the plugins read from a PodInfo besides the
+// pod (affinity terms, resources) depends only on fields the two pods
+// share, so src answers for it: computing the resources costs about 10 KB
+// of allocations per pod, and an estimate places thousands.
+type podCopyInfo struct {
+	fwk.PodInfo
+	pod *v1.Pod
+}
+
+func (p *podCopyInfo) GetPod() *v1.Pod { return p.pod }
+
+func (s *Snapshot) addPod(pod *v1.Pod, nodeName string, src fwk.PodInfo) error {
 	if err := checkPod(pod); err != nil {
 		return fmt.Errorf("add pod: %w", err)
 	}
@@ -70,7 +100,14 @@ func (s *Snapshot) AddPod(pod *v1.Pod, nodeName string) error {
 		cp.Spec.NodeName = nodeName
 		stored = &cp
 	}
-	ni.AddPod(stored)
+	switch {
+	case src == nil:
+		ni.AddPod(stored)
+	case src.GetPod() == stored:
+		ni.AddPodInfo(src)
+	default:
+		ni.AddPodInfo(&podCopyInfo{PodInfo: src, pod: stored})
+	}
 	s.syncAffinityLists(nodeName, ni)
 	put(&s.j, s.placed, key, placedPod{node: nodeName, pod: stored})
 	for pvc := range framework.PodPVCKeys(stored) {
@@ -102,6 +139,12 @@ func (s *Snapshot) RemovePod(namespace, name string) error {
 	s.syncAffinityLists(p.node, ni)
 	s.unindexPlacedPod(p.pod)
 	return nil
+}
+
+// PlacedPod returns a placed pod as stored.
+func (s *Snapshot) PlacedPod(namespace, name string) (*v1.Pod, bool) {
+	p, ok := s.placed[nsKey(namespace, name)]
+	return p.pod, ok
 }
 
 // unindexPlacedPod drops the snapshot-wide indexes of a placed pod; the

@@ -50,6 +50,10 @@ type ClusterSnapshot interface {
 
 	// AddNode adds a node without pods.
 	AddNode(node *v1.Node) error
+	// HasNode reports whether a node is in the snapshot; unlike
+	// NodeInfos().Get it makes no error for a missing one, which picking
+	// fresh node names asks about often.
+	HasNode(name string) bool
 	// RemoveNode removes a node, its pods and the ResourceSlices published
 	// for it (spec.nodeName): node-local devices vanish with their node.
 	RemoveNode(name string) error
@@ -58,8 +62,16 @@ type ClusterSnapshot interface {
 	// own spec.nodeName was empty counts as assumed (placed by simulation)
 	// in its pod group, otherwise as assigned.
 	AddPod(pod *v1.Pod, nodeName string) error
+	// AddPodCopy is AddPod for a copy of the pod src describes (same UID),
+	// differing from it at most in spec.nodeName and
+	// status.resourceClaimStatuses, which is what binding and the
+	// resourceclaim controller change: the stored pod shares src's
+	// affinity terms and resources instead of having them computed again.
+	AddPodCopy(pod *v1.Pod, nodeName string, src fwk.PodInfo) error
 	// RemovePod removes a placed pod.
 	RemovePod(namespace, name string) error
+	// PlacedPod returns a placed pod as stored (spec.nodeName set).
+	PlacedPod(namespace, name string) (*v1.Pod, bool)
 	// AddPendingPod registers a pod that is not placed, so that its pod
 	// group knows it (unscheduled pods count toward a gang's size).
 	AddPendingPod(pod *v1.Pod) error
@@ -70,6 +82,15 @@ type ClusterSnapshot interface {
 
 	SetResourceSlice(slice *resourceapi.ResourceSlice) error
 	RemoveResourceSlice(name string) error
+	// ScopeSlices limits, until called again, the slices that
+	// ResourceSlices().ListWithDeviceTaintRules lists to those published
+	// for the named nodes and those not bound to a node; nil lifts the
+	// limit. It is a view, not a change: forks neither record nor revert
+	// it. It is for callers that know the answer for the nodes they ask
+	// about cannot depend on other nodes' slices (see the estimator), and
+	// costs O(slices in scope) per listing instead of the allocator's
+	// O(all slices) per scheduling cycle.
+	ScopeSlices(nodes []string)
 	SetDeviceClass(class *resourceapi.DeviceClass) error
 	RemoveDeviceClass(name string) error
 	SetDeviceTaintRule(rule *resourceapi.DeviceTaintRule) error
@@ -78,6 +99,9 @@ type ClusterSnapshot interface {
 	// the difference between the old and the new allocation.
 	SetResourceClaim(claim *resourceapi.ResourceClaim) error
 	RemoveResourceClaim(namespace, name string) error
+	// ResourceClaim returns a claim; unlike ResourceClaims().Get it makes
+	// no error for a missing one, which name generation asks about often.
+	ResourceClaim(namespace, name string) (*resourceapi.ResourceClaim, bool)
 	// ClaimsOwnedBy returns the claims whose controller is the object with
 	// this UID (a pod, for claims made from its templates), sorted by name.
 	ClaimsOwnedBy(uid types.UID) []*resourceapi.ResourceClaim

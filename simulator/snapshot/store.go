@@ -27,10 +27,10 @@ var (
 	_ fwk.MutableSnapshotSharedLister  = &mutableLister{}
 	_ fwk.NodeInfoLister               = &Snapshot{}
 	_ fwk.StorageInfoLister            = &Snapshot{}
-	_ fwk.ResourceClaimTracker         = &claimTracker{}
-	_ fwk.ResourceSliceLister          = &sliceLister{}
-	_ fwk.DeviceClassLister            = &classLister{}
-	_ fwk.DeviceClassResolver          = &classLister{}
+	_ fwk.ResourceClaimTracker         = claimTracker{}
+	_ fwk.ResourceSliceLister          = sliceLister{}
+	_ fwk.DeviceClassLister            = classLister{}
+	_ fwk.DeviceClassResolver          = classLister{}
 	_ fwk.PodGroupStateLister          = &podGroupStateLister{}
 	_ fwk.PodGroupLister               = &podGroupLister{}
 	_ fwk.CompositePodGroupStateLister = &compositeStateLister{}
@@ -84,6 +84,11 @@ type Snapshot struct {
 	workloads     map[string]*schedulingapi.Workload
 	groupMembers  map[fwk.EntityKey]map[types.UID]member
 	groupChildren map[fwk.EntityKey]sets.Set[fwk.EntityKey] // composite -> children
+
+	// slicesOfNode (above) keys the slices not bound to a node by "".
+	// sliceScope is not content but a view (ScopeSlices): nil, or the
+	// nodes whose slices are listed.
+	sliceScope []string
 }
 
 type placedPod struct {
