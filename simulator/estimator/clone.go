@@ -12,6 +12,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	schedframework "k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
 )
 
@@ -189,11 +190,7 @@ func (r *run) writeCopy(pi *schedframework.PodInfo, s *slot, n *hnode) error {
 // n's pools and node, and pod in reservedFor. Only what changes is copied.
 func (r *run) allocatedCopy(claim *resourceapi.ResourceClaim, sc *slotClaim, n *hnode, pod *v1.Pod) *resourceapi.ResourceClaim {
 	c := *claim
-	if needsDefaults(&claim.Spec) {
-		d := claim.DeepCopy()
-		defaultClaim(d)
-		c.Spec = d.Spec
-	}
+	c.Spec = framework.DefaultedSpec(claim)
 	if !slices.Contains(c.Finalizers, resourceapi.Finalizer) {
 		c.Finalizers = append(slices.Clip(c.Finalizers), resourceapi.Finalizer)
 	}

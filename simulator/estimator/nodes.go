@@ -43,8 +43,6 @@ type run struct {
 	// sharedDrivers are the drivers with slices not bound to a node
 	// (built on first use, see captureSlot).
 	sharedDrivers map[string]bool
-	// specs caches the defaulted spec of each claim template.
-	specs map[*resourceapi.ResourceClaimTemplate]resourceapi.ResourceClaimSpec
 }
 
 // hnode is one hypothetical node of the estimate.

@@ -38,7 +38,7 @@ func (r *Runner) preparePod(pod *v1.Pod) (*v1.Pod, error) {
 		podClaim := &pod.Spec.ResourceClaims[i]
 		var name *string
 		var err error
-		notMade := notMadeYet(out, podClaim)
+		notMade := ClaimNotMadeYet(out, podClaim)
 		if !notMade {
 			name, _, err = resourceclaim.Name(out, podClaim)
 		}
@@ -73,11 +73,11 @@ func (r *Runner) preparePod(pod *v1.Pod) (*v1.Pod, error) {
 	return out, nil
 }
 
-// notMadeYet reports a template claim the resourceclaim controller has not
+// ClaimNotMadeYet reports a template claim the resourceclaim controller has not
 // made yet, which resourceclaim.Name reports with an error (ErrClaimNotFound):
 // the simulation asks about such claims on every cycle, and building that
 // error costs more than this check.
-func notMadeYet(pod *v1.Pod, podClaim *v1.PodResourceClaim) bool {
+func ClaimNotMadeYet(pod *v1.Pod, podClaim *v1.PodResourceClaim) bool {
 	return podClaim.ResourceClaimName == nil && podClaim.ResourceClaimTemplateName != nil &&
 		!slices.ContainsFunc(pod.Status.ResourceClaimStatuses, func(s v1.PodResourceClaimStatus) bool { return s.Name == podClaim.Name })
 }
@@ -102,6 +102,22 @@ func (r *Runner) simulateTemplateClaim(pod *v1.Pod, podClaim *v1.PodResourceClai
 		r.logger.V(4).Info("Claim template not in snapshot", "pod", klog.KObj(pod), "template", *podClaim.ResourceClaimTemplateName)
 		return "", nil
 	}
+	claim := r.TemplateClaim(pod, podClaim, tmpl)
+	if err := r.snap.SetResourceClaim(claim); err != nil {
+		return "", fmt.Errorf("simulate claim %s for pod %s/%s: %w", podClaim.Name, pod.Namespace, pod.Name, err)
+	}
+	r.logger.V(5).Info("Simulated template claim", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
+	return claim.Name, nil
+}
+
+// TemplateClaim returns, without storing it, the claim the resourceclaim
+// controller would make from tmpl for the pod's template claim: named
+// "<pod>-<podClaim>-" plus a suffix hashed from pod UID and claim name (free
+// in the snapshot), owned by the pod, with the pod-claim-name annotation,
+// the template's labels and annotations and its defaulted spec (shared,
+// read-only). The estimator makes the same claims when it copies
+// placements, so both paths name and shape them alike.
+func (r *Runner) TemplateClaim(pod *v1.Pod, podClaim *v1.PodResourceClaim, tmpl *resourceapi.ResourceClaimTemplate) *resourceapi.ResourceClaim {
 	annotations := maps.Clone(tmpl.Spec.ObjectMeta.Annotations)
 	if annotations == nil {
 		annotations = map[string]string{}
@@ -121,11 +137,19 @@ func (r *Runner) simulateTemplateClaim(pod *v1.Pod, podClaim *v1.PodResourceClai
 	}
 	claim.Name = r.freeName(pod.Namespace, claim.GenerateName, string(pod.UID)+"/"+podClaim.Name)
 	claim.UID = simulatedUID(pod.Namespace, claim.Name)
-	if err := r.snap.SetResourceClaim(claim); err != nil {
-		return "", fmt.Errorf("simulate claim %s for pod %s/%s: %w", podClaim.Name, pod.Namespace, pod.Name, err)
+	return claim
+}
+
+// DefaultedSpec returns the claim's spec with API defaulting applied, or
+// the spec itself when defaulting would change nothing (claims read from an
+// API server): the allocator refuses requests without allocationMode.
+func DefaultedSpec(claim *resourceapi.ResourceClaim) resourceapi.ResourceClaimSpec {
+	if !needsDefaults(&claim.Spec) {
+		return claim.Spec
 	}
-	r.logger.V(5).Info("Simulated template claim", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
-	return claim.Name, nil
+	d := claim.DeepCopy()
+	resourcedefaults.SetObjectDefaults_ResourceClaim(d)
+	return d.Spec
 }
 
 // maxTemplateSpecs bounds the defaulted template specs a runner keeps: a
@@ -209,8 +233,9 @@ func (r *Runner) defaultClaim(namespace, name string) error {
 		// A missing claim is the DRA plugin's to report.
 		return nil
 	}
-	claim = claim.DeepCopy()
-	resourcedefaults.SetObjectDefaults_ResourceClaim(claim)
+	c := *claim
+	c.Spec = DefaultedSpec(claim)
+	claim = &c
 	if err := r.snap.SetResourceClaim(claim); err != nil {
 		return fmt.Errorf("default claim %s/%s: %w", namespace, name, err)
 	}
