@@ -52,7 +52,7 @@ func TestGangScaleUpAllAtOnce(t *testing.T) {
 	g := s.gpuGroup("gpu2", 8, 2)
 	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}})
 	s.gang(t, "train", 8, "")
-	framework.Eventually(s.ctx, t, 2*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
+	framework.Eventually(s.ctx, t, 4*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
 		n, seen, err := s.podsSeen(ctx)
 		return n == 8, seen, err
 	})
@@ -60,10 +60,10 @@ func TestGangScaleUpAllAtOnce(t *testing.T) {
 	if err != nil || counts[0] != 4 {
 		t.Fatalf("nodes: %s (%v), want 4", seen, err)
 	}
-	msgs, _ := s.events(s.ctx, "train", "TriggeredScaleUp")
-	if len(msgs) == 0 || !strings.Contains(msgs[0], g.Name+" +4") {
-		t.Errorf("PodGroup events %q, want one scale-up of +4", msgs)
-	}
+	framework.Eventually(s.ctx, t, 30*time.Second, "a PodGroup event of one +4 scale-up", func(ctx context.Context) (bool, string, error) {
+		msgs, err := s.events(ctx, "train", "TriggeredScaleUp")
+		return len(msgs) > 0 && strings.Contains(msgs[0], g.Name+" +4"), fmt.Sprintf("%q", msgs), err
+	})
 	m, _ := a.Metrics(s.ctx)
 	if !strings.Contains(m, fmt.Sprintf(`cluster_autoscaler_scaled_up_nodes_total{node_group=%q} 4`, g.Name)) {
 		t.Error("scaled_up_nodes_total is not 4")
@@ -97,7 +97,7 @@ func TestGangAcrossGroups(t *testing.T) {
 	a, b := s.gpuGroup("a", 2, 2), s.gpuGroup("b", 2, 2)
 	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}})
 	s.gang(t, "train", 8, "")
-	framework.Eventually(s.ctx, t, 2*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
+	framework.Eventually(s.ctx, t, 4*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
 		n, seen, err := s.podsSeen(ctx)
 		return n == 8, seen, err
 	})
@@ -117,7 +117,7 @@ func TestGangInOneRack(t *testing.T) {
 	rb.Topology = map[string]string{rackLabel: "rack-b"}
 	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{ra, rb}})
 	s.gang(t, "train", 8, rackLabel)
-	framework.Eventually(s.ctx, t, 2*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
+	framework.Eventually(s.ctx, t, 4*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
 		n, seen, err := s.podsSeen(ctx)
 		return n == 8, seen, err
 	})

@@ -66,10 +66,10 @@ func TestSelect(t *testing.T) {
 		want []string
 	}{
 		{"filtered and ordered: priority, then age, then name", sel, []string{
-			"ns/urgent", "ns/oldest", "ns/a-old", "ns/b-old", "ns/named-default", "other/a-old", "ns/just-old-enough", "ns/at-cutoff",
+			"ns/urgent", "ns/oldest", "ns/a-old", "ns/b-old", "ns/named-default", "ns/scheduler-error", "other/a-old", "ns/just-old-enough", "ns/at-cutoff",
 		}},
 		{"any scheduler when none is set", fitexisting.Selection{NewPodScaleUpDelay: 10 * time.Second, PriorityCutoff: -10}, []string{
-			"ns/urgent", "ns/oldest", "ns/a-old", "ns/b-old", "ns/named-default", "ns/other-scheduler", "other/a-old", "ns/just-old-enough", "ns/at-cutoff",
+			"ns/urgent", "ns/oldest", "ns/a-old", "ns/b-old", "ns/named-default", "ns/other-scheduler", "ns/scheduler-error", "other/a-old", "ns/just-old-enough", "ns/at-cutoff",
 		}},
 	}
 	for _, tc := range tests {

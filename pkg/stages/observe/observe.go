@@ -134,14 +134,18 @@ func (o *Observer) Observe() (*ClusterState, error) {
 	return o.listers.list()
 }
 
-// IsUnschedulable reports a pod the scheduler tried and could not place.
+// IsUnschedulable reports a pod the scheduler tried and could not place:
+// found unschedulable, or failed with an error (the gang cycle reports
+// some rejections that way, and such a pod may still need capacity; if it
+// fits what exists, the fit-existing stage drops it).
 func IsUnschedulable(pod *corev1.Pod) bool {
 	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
 		return false
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled {
-			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+			return c.Status == corev1.ConditionFalse &&
+				(c.Reason == corev1.PodReasonUnschedulable || c.Reason == corev1.PodReasonSchedulerError)
 		}
 	}
 	return false

@@ -39,7 +39,7 @@ func TestIsUnschedulable(t *testing.T) {
 		{"tried and unschedulable", withCondition(builder.Pod("ns", "p").Obj(), corev1.ConditionFalse, corev1.PodReasonUnschedulable), true},
 		{"PodScheduled after other conditions", readyFirst, true},
 		{"not tried yet", builder.Pod("ns", "p").Obj(), false},
-		{"scheduler error", withCondition(builder.Pod("ns", "p").Obj(), corev1.ConditionFalse, corev1.PodReasonSchedulerError), false},
+		{"scheduler error (gang cycles report some rejections so)", withCondition(builder.Pod("ns", "p").Obj(), corev1.ConditionFalse, corev1.PodReasonSchedulerError), true},
 		{"scheduling gated", withCondition(builder.Pod("ns", "p").Obj(), corev1.ConditionFalse, corev1.PodReasonSchedulingGated), false},
 		{"scheduled", withCondition(builder.Pod("ns", "p").Obj(), corev1.ConditionTrue, ""), false},
 		{"bound, stale condition", withCondition(builder.Pod("ns", "p").Node("n1").Obj(), corev1.ConditionFalse, corev1.PodReasonUnschedulable), false},

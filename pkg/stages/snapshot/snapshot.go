@@ -45,7 +45,7 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 	}
 	skip := func(what string, err error) {
 		if err != nil {
-			logger.V(2).Info("Left out of the snapshot", "object", what, "err", err)
+			logger.V(4).Info("Left out of the snapshot", "object", what, "err", err)
 		}
 	}
 	for _, c := range state.DeviceClasses {
