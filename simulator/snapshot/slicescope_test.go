@@ -55,7 +55,9 @@ func TestScopeSlicesListsScopedNodesAndUnboundSlices(t *testing.T) {
 func TestScopedSlicesKeepTaintRules(t *testing.T) {
 	s := newTestSnapshot(t)
 	if !s.gates.deviceTaintRules {
-		t.Skip("DRADeviceTaintRules is off")
+		// GA and on by default in 1.37: off here means the gates were
+		// not read, which is a bug, not a reason to skip.
+		t.Fatal("DRADeviceTaintRules is off in the snapshot")
 	}
 	mustOK(t, s.SetResourceSlice(builder.ResourceSlice("a", "n1", "d", "p").Devices(builder.Device("gpu-0")).Obj()))
 	driver := "d"
