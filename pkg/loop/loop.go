@@ -109,15 +109,7 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 	l.Metrics.UnschedulablePodsCount.Set(float64(len(pending)))
 	gangs, loose, waiting := gang.Split(pending, state.Pods, state.PodGroups)
 
-	var usage limits.Usage
-	for _, n := range state.Nodes {
-		usage.Add(n, 1)
-	}
-	for _, g := range groups {
-		if g.Template != nil {
-			usage.Add(g.Template.Node, g.Upcoming())
-		}
-	}
+	usage := clusterUsage(state.Nodes, groups)
 	// Gangs first: each is planned whole or not at all, and what it gets
 	// is taken before single pods are fitted.
 	start = time.Now()
@@ -149,24 +141,44 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 		pass.Results = l.Actuator.Execute(ctx, ups, now)
 		l.Reporter.ScaleUps(pass.Results, now)
 	}
-	if pass.Plan != nil {
-		l.Reporter.NotHelped(pass.Plan.NotHelped, pass.Plan.Reasons, now)
-	}
-	l.Reporter.Gangs(gangReports(gangOutcomes, waiting, state), now)
-	l.Reporter.Groups(groups, state.Nodes)
-	l.Metrics.NodeGroupBackedOff.Reset()
-	for _, g := range groups {
-		if st, off := l.Backoff.Get(g.Id, now); off {
-			l.Metrics.NodeGroupBackedOff.WithLabelValues(g.Id, st.Reason).Set(1)
-		}
-	}
-	l.Reporter.Forget(alive(state))
+	l.report(pass, state, waiting, now)
 	l.Metrics.ClusterSafeToAutoscale.Set(1)
 	l.Metrics.Activity("autoscaling", now)
 	if l.OnPass != nil {
 		l.OnPass(l.Clock.Now())
 	}
 	return pass, nil
+}
+
+// report tells pods, PodGroups and the metrics what this pass decided.
+func (l *Loop) report(pass *Pass, state *observe.ClusterState, waiting []gang.Waiting, now time.Time) {
+	if pass.Plan != nil {
+		l.Reporter.NotHelped(pass.Plan.NotHelped, pass.Plan.Reasons, now)
+	}
+	l.Reporter.Gangs(gangReports(pass.Gangs, waiting, state), now)
+	l.Reporter.Groups(pass.Groups, state.Nodes)
+	l.Metrics.NodeGroupBackedOff.Reset()
+	for _, g := range pass.Groups {
+		if st, off := l.Backoff.Get(g.Id, now); off {
+			l.Metrics.NodeGroupBackedOff.WithLabelValues(g.Id, st.Reason).Set(1)
+		}
+	}
+	l.Reporter.Forget(alive(state))
+}
+
+// clusterUsage counts the registered nodes and the nodes still coming,
+// which limits must include so no scale-up overshoots while others boot.
+func clusterUsage(nodes []*corev1.Node, groups []*nodegroups.Info) limits.Usage {
+	var u limits.Usage
+	for _, n := range nodes {
+		u.Add(n, 1)
+	}
+	for _, g := range groups {
+		if g.Template != nil {
+			u.Add(g.Template.Node, g.Upcoming())
+		}
+	}
+	return u
 }
 
 func (l *Loop) fail(pass *Pass, kind string, err error) (*Pass, error) {
