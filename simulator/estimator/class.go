@@ -57,9 +57,7 @@ type class struct {
 
 // refresh appends the nodes opened since the last call.
 func (c *class) refresh(nodes []*hnode) {
-	for _, n := range nodes[c.seen:] {
-		c.open = append(c.open, n)
-	}
+	c.open = append(c.open, nodes[c.seen:]...)
 	c.seen = len(nodes)
 	for len(c.closed) < len(nodes) {
 		c.closed = append(c.closed, false)

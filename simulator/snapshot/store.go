@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
-	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/features"
@@ -188,9 +187,4 @@ func validName(kind, name string) error {
 		return fmt.Errorf("%s without a name", kind)
 	}
 	return nil
-}
-
-// deviceID is a shorthand for the allocator's device identity.
-func deviceID(driver, pool, device string) structured.DeviceID {
-	return structured.MakeDeviceID(driver, pool, device)
 }
