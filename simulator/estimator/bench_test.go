@@ -2,6 +2,7 @@ package estimator
 
 import (
 	"fmt"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
 	"runtime"
 	"syscall"
 	"testing"
@@ -43,7 +44,7 @@ func BenchmarkEstimateAllGroups(b *testing.B) {
 		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
 			r, ctx := bigCluster(b, 1000, 20)
 			pods, objs := shapedPods(n, 20)
-			load(b, r.Snapshot(), objs...)
+			snapshottest.Load(b, r.Snapshot(), objs...)
 			groups := groupTemplates(50)
 			e := New(r, Options{})
 			// Building the cluster left garbage behind; collect it now
@@ -125,16 +126,16 @@ func BenchmarkFilterTemplateNode(b *testing.B) {
 		b.Run(fmt.Sprintf("scoped=%v", scoped), func(b *testing.B) {
 			r, ctx := bigCluster(b, 1000, 20)
 			s := r.Snapshot()
-			load(b, s, builder.ClaimTemplate(ns, "one-gpu").Request(builder.Request("gpu", "gpu")).Obj())
+			snapshottest.Load(b, s, builder.ClaimTemplate(ns, "one-gpu").Request(builder.Request("gpu", "gpu")).Obj())
 			s.Fork()
 			if scoped {
 				s.ScopeSlices([]string{"probe-node"})
 				defer s.ScopeSlices(nil)
 			}
 			node, slices, _ := template.Instantiate(gpuTemplate(8, nil), "probe-node")
-			load(b, s, node)
+			snapshottest.Load(b, s, node)
 			for _, sl := range slices {
-				load(b, s, sl)
+				snapshottest.Load(b, s, sl)
 			}
 			pod := templatePods("probe", "one-gpu", "1", 1)[0]
 			b.ReportAllocs()

@@ -1,6 +1,7 @@
 package estimator
 
 import (
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
 	"slices"
 	"testing"
 
@@ -12,8 +13,8 @@ import (
 func TestClassify(t *testing.T) {
 	r, _ := newRunner(t)
 	s := r.Snapshot()
-	load(t, s, classes()...)
-	load(t, s,
+	snapshottest.Load(t, s, classes()...)
+	snapshottest.Load(t, s,
 		builder.ClaimTemplate(ns, "one-gpu").Request(builder.Request("gpu", "gpu")).Obj(),
 		builder.ClaimTemplate(ns, "also-one-gpu").Request(builder.Request("gpu", "gpu")).Obj(),
 		builder.ClaimTemplate(ns, "two-gpus").Request(builder.Request("gpu", "gpu").Count(2)).Obj(),
@@ -92,7 +93,7 @@ func TestClassify(t *testing.T) {
 	if _, err := cache.classify(s, pods); err != nil {
 		t.Fatal(err)
 	}
-	load(t, s, builder.Claim(ns, "own-b").Request(builder.Request("gpu", "gpu").Count(3)).Obj())
+	snapshottest.Load(t, s, builder.Claim(ns, "own-b").Request(builder.Request("gpu", "gpu").Count(3)).Obj())
 	changed, err := cache.classify(s, pods)
 	if err != nil {
 		t.Fatal(err)

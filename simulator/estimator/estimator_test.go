@@ -3,6 +3,7 @@ package estimator
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
 	"math/rand/v2"
 	"reflect"
 	"slices"
@@ -114,8 +115,8 @@ func TestEstimate(t *testing.T) {
 		for _, memo := range []bool{true, false} {
 			t.Run(fmt.Sprintf("%s/memo=%v", tc.name, memo), func(t *testing.T) {
 				r, ctx := newRunner(t)
-				load(t, r.Snapshot(), classes()...)
-				load(t, r.Snapshot(), tc.objects...)
+				snapshottest.Load(t, r.Snapshot(), classes()...)
+				snapshottest.Load(t, r.Snapshot(), tc.objects...)
 				opts := tc.opts
 				opts.DisableMemo = !memo
 				res, err := New(r, opts).Estimate(ctx, tc.pods, tc.tmpl, "g")
@@ -152,8 +153,8 @@ func TestEstimate(t *testing.T) {
 func TestMatchAttributePairs(t *testing.T) {
 	r, ctx := newRunner(t)
 	s := r.Snapshot()
-	load(t, s, classes()...)
-	load(t, s, builder.ClaimTemplate(ns, "gpu-nic").
+	snapshottest.Load(t, s, classes()...)
+	snapshottest.Load(t, s, builder.ClaimTemplate(ns, "gpu-nic").
 		Request(builder.Request("gpu", "gpu"), builder.Request("nic", "nic")).MatchAttribute(pcieRoot).Obj())
 	res, err := New(r, Options{}).EstimateAndKeep(ctx, templatePods("pair", "gpu-nic", "1", 17), gpuNICTemplate(), "g")
 	if err != nil || res.NodeCount != 3 {
@@ -184,7 +185,7 @@ func TestEstimateIsDeterministicAndLeavesSnapshot(t *testing.T) {
 	r, ctx := bigCluster(t, 20, 12)
 	s := r.Snapshot()
 	pods, objs := shapedPods(120, 6)
-	load(t, s, objs...)
+	snapshottest.Load(t, s, objs...)
 	before := dump(t, s)
 	e := New(r, Options{})
 	first, err := e.Estimate(ctx, pods, gpuTemplate(8, nil), "g")
@@ -224,7 +225,7 @@ func TestEstimateIsDeterministicAndLeavesSnapshot(t *testing.T) {
 func TestEstimateAndKeep(t *testing.T) {
 	r, ctx := bigCluster(t, 5, 8)
 	s := r.Snapshot()
-	load(t, s, builder.ClaimTemplate(ns, "one-gpu").Request(builder.Request("gpu", "gpu")).Obj())
+	snapshottest.Load(t, s, builder.ClaimTemplate(ns, "one-gpu").Request(builder.Request("gpu", "gpu")).Obj())
 	pods := templatePods("a", "one-gpu", "1", 10)
 	e := New(r, Options{})
 	est, err := e.Estimate(ctx, pods, gpuTemplate(8, nil), "g")

@@ -2,6 +2,7 @@ package estimator
 
 import (
 	"fmt"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
 	"reflect"
 	"testing"
 
@@ -39,7 +40,7 @@ func TestMemoIsExact(t *testing.T) {
 				for _, keep := range []bool{false, true} {
 					r, ctx := newRunner(t)
 					objs, pods, tmpl := sc.cluster(t)
-					load(t, r.Snapshot(), objs...)
+					snapshottest.Load(t, r.Snapshot(), objs...)
 					e := New(r, Options{DisableMemo: !memo})
 					run := e.Estimate
 					if keep {

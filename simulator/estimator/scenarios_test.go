@@ -3,6 +3,7 @@ package estimator
 import (
 	"context"
 	"fmt"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
@@ -38,33 +38,6 @@ func newRunner(tb testing.TB) (*framework.Runner, context.Context) {
 		tb.Fatalf("framework.New: %v", err)
 	}
 	return r, ctx
-}
-
-// load stores objects of the kinds the scenarios use.
-func load(tb testing.TB, s snapshot.ClusterSnapshot, objs ...any) {
-	tb.Helper()
-	for _, o := range objs {
-		var err error
-		switch o := o.(type) {
-		case *v1.Node:
-			err = s.AddNode(o)
-		case *v1.Pod:
-			err = s.AddPod(o, o.Spec.NodeName)
-		case *resourceapi.ResourceSlice:
-			err = s.SetResourceSlice(o)
-		case *resourceapi.DeviceClass:
-			err = s.SetDeviceClass(o)
-		case *resourceapi.ResourceClaim:
-			err = s.SetResourceClaim(o)
-		case *resourceapi.ResourceClaimTemplate:
-			err = s.SetResourceClaimTemplate(o)
-		default:
-			err = fmt.Errorf("unsupported object %T", o)
-		}
-		if err != nil {
-			tb.Fatalf("load %T: %v", o, err)
-		}
-	}
 }
 
 func classes() []any {
@@ -135,16 +108,16 @@ func ownClaimPods(prefix string, n int, gpusPerPod int64) ([]*v1.Pod, []any) {
 func scaleFromZero(tb testing.TB, pods int) (*framework.Runner, context.Context, []*v1.Pod, *cloudprovider.NodeTemplate) {
 	r, ctx := newRunner(tb)
 	p, objs := ownClaimPods("job", pods, 1)
-	load(tb, r.Snapshot(), classes()...)
-	load(tb, r.Snapshot(), objs...)
+	snapshottest.Load(tb, r.Snapshot(), classes()...)
+	snapshottest.Load(tb, r.Snapshot(), objs...)
 	return r, ctx, p, gpuTemplate(8, nil)
 }
 
 // bigCluster is a busy GPU cluster of busyNodes.
 func bigCluster(tb testing.TB, nodes, claimsPerNode int) (*framework.Runner, context.Context) {
 	r, ctx := newRunner(tb)
-	load(tb, r.Snapshot(), classes()...)
-	load(tb, r.Snapshot(), busyNodes(nodes, claimsPerNode)...)
+	snapshottest.Load(tb, r.Snapshot(), classes()...)
+	snapshottest.Load(tb, r.Snapshot(), busyNodes(nodes, claimsPerNode)...)
 	return r, ctx
 }
 

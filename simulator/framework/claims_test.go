@@ -1,6 +1,7 @@
 package framework
 
 import (
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
 	"strings"
 	"testing"
 
@@ -102,7 +103,7 @@ func TestClaimsSharedAndPreallocated(t *testing.T) {
 
 func TestPinnedClaimRejectsOtherNodes(t *testing.T) {
 	r, ctx := newRunner(t, "")
-	load(t, r.Snapshot(), builder.DeviceClass("gpu").Driver(gpuDriver).Obj(),
+	snapshottest.Load(t, r.Snapshot(), builder.DeviceClass("gpu").Driver(gpuDriver).Obj(),
 		builder.Node("n1").Obj(), gpuSlice("n1", 1), builder.Node("n2").Obj(), gpuSlice("n2", 1),
 		builder.Claim(ns, "pinned").Request(builder.Request("gpu", "gpu")).
 			Allocated("n1", builder.AllocatedDevice("gpu", gpuDriver, "n1", "gpu-0")).Obj())
@@ -118,7 +119,7 @@ func TestPinnedClaimRejectsOtherNodes(t *testing.T) {
 func TestSimulatedTemplateClaims(t *testing.T) {
 	r, ctx := newRunner(t, "")
 	s := r.Snapshot()
-	load(t, s, builder.DeviceClass("gpu").Driver(gpuDriver).Obj(), builder.Node("n1").Obj(), gpuSlice("n1", 2),
+	snapshottest.Load(t, s, builder.DeviceClass("gpu").Driver(gpuDriver).Obj(), builder.Node("n1").Obj(), gpuSlice("n1", 2),
 		builder.ClaimTemplate(ns, "one-gpu").Request(builder.Request("gpu", "gpu")).Obj())
 	pod := builder.Pod(ns, "trainer-0").ClaimFromTemplate("gpu", "one-gpu").Obj()
 	p, err := r.SchedulePod(ctx, pod, []string{"n1"})
@@ -140,7 +141,7 @@ func TestSimulatedTemplateClaims(t *testing.T) {
 
 	// The same pod in a fresh runner gets the same claim name.
 	r2, ctx2 := newRunner(t, "")
-	load(t, r2.Snapshot(), builder.DeviceClass("gpu").Driver(gpuDriver).Obj(), builder.Node("n1").Obj(), gpuSlice("n1", 2),
+	snapshottest.Load(t, r2.Snapshot(), builder.DeviceClass("gpu").Driver(gpuDriver).Obj(), builder.Node("n1").Obj(), gpuSlice("n1", 2),
 		builder.ClaimTemplate(ns, "one-gpu").Request(builder.Request("gpu", "gpu")).Obj())
 	p2, err := r2.SchedulePod(ctx2, pod, []string{"n1"})
 	if err != nil || *p2.Pod.Status.ResourceClaimStatuses[0].ResourceClaimName != *st[0].ResourceClaimName {
@@ -157,7 +158,7 @@ func TestSimulatedTemplateClaims(t *testing.T) {
 	// Undefaulted in-memory claims are defaulted before the allocator sees them.
 	raw := builder.Claim(ns, "raw").Request(builder.Request("gpu", "gpu")).Obj()
 	raw.Spec.Devices.Requests[0].Exactly.AllocationMode, raw.Spec.Devices.Requests[0].Exactly.Count = "", 0
-	load(t, s, raw)
+	snapshottest.Load(t, s, raw)
 	if p, err := r.SchedulePod(ctx, builder.Pod(ns, "raw-user").Claim("gpu", "raw").Obj(), []string{"n1"}); err != nil || p.Node != "n1" {
 		t.Fatalf("undefaulted claim: placement %+v, err %v", p, err)
 	}
@@ -171,13 +172,13 @@ func TestGenericWorkloadGangMember(t *testing.T) {
 		}
 	})
 	s := r.Snapshot()
-	load(t, s, builder.Node("n1").CPU("2").Obj(), builder.PodGroup(ns, "train").MinCount(2).Obj())
+	snapshottest.Load(t, s, builder.Node("n1").CPU("2").Obj(), builder.PodGroup(ns, "train").MinCount(2).Obj())
 	members := []*v1.Pod{
 		builder.Pod(ns, "w-0").CPU("1").PodGroup("train").Obj(),
 		builder.Pod(ns, "w-1").CPU("1").PodGroup("train").Obj(),
 		builder.Pod(ns, "w-2").CPU("1").PodGroup("train").Obj(),
 	}
-	load(t, s, members[0], members[1], members[2])
+	snapshottest.Load(t, s, members[0], members[1], members[2])
 	for i, want := range []string{"n1", "n1", ""} {
 		p, err := r.SchedulePod(ctx, members[i], []string{"n1"})
 		if err != nil || p.Node != want {

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"fmt"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -47,7 +48,7 @@ func runScenarios(t *testing.T, scenarios []scenario) {
 
 func runScenario(t *testing.T, sc scenario, withInfo bool) {
 	r, ctx := newRunner(t, "")
-	load(t, r.Snapshot(), sc.objects...)
+	snapshottest.Load(t, r.Snapshot(), sc.objects...)
 	for i, st := range sc.steps {
 		if st.before != nil {
 			st.before(t, r.Snapshot())

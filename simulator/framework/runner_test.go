@@ -2,19 +2,16 @@ package framework
 
 import (
 	"context"
-	"fmt"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
-	schedulingapi "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
@@ -35,41 +32,6 @@ func newRunner(t *testing.T, gates string) (*Runner, context.Context) {
 		t.Fatalf("New: %v", err)
 	}
 	return r, ctx
-}
-
-// load stores objects of any supported kind in the snapshot.
-func load(t *testing.T, s snapshot.ClusterSnapshot, objs ...any) {
-	t.Helper()
-	for _, o := range objs {
-		var err error
-		switch o := o.(type) {
-		case *v1.Node:
-			err = s.AddNode(o)
-		case *v1.Pod:
-			if o.Spec.NodeName != "" {
-				err = s.AddPod(o, o.Spec.NodeName)
-			} else {
-				err = s.AddPendingPod(o)
-			}
-		case *resourceapi.ResourceSlice:
-			err = s.SetResourceSlice(o)
-		case *resourceapi.DeviceClass:
-			err = s.SetDeviceClass(o)
-		case *resourceapi.DeviceTaintRule:
-			err = s.SetDeviceTaintRule(o)
-		case *resourceapi.ResourceClaim:
-			err = s.SetResourceClaim(o)
-		case *resourceapi.ResourceClaimTemplate:
-			err = s.SetResourceClaimTemplate(o)
-		case *schedulingapi.PodGroup:
-			err = s.SetPodGroup(o)
-		default:
-			err = fmt.Errorf("unsupported object %T", o)
-		}
-		if err != nil {
-			t.Fatalf("load %T: %v", o, err)
-		}
-	}
 }
 
 func TestNewRejectsBadInput(t *testing.T) {
@@ -125,14 +87,14 @@ profiles:
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	load(t, r.Snapshot(), builder.Node("n1").CPU("1").Obj())
+	snapshottest.Load(t, r.Snapshot(), builder.Node("n1").CPU("1").Obj())
 	res, err := r.RunFilters(ctx, builder.Pod(ns, "big").CPU("4").Obj(), []string{"n1"})
 	if err != nil || !res[0].Fits {
 		t.Fatalf("lenient profile: results %+v, err %v; want the pod to fit", res, err)
 	}
 
 	strict, ctx := newRunner(t, "")
-	load(t, strict.Snapshot(), builder.Node("n1").CPU("1").Obj())
+	snapshottest.Load(t, strict.Snapshot(), builder.Node("n1").CPU("1").Obj())
 	res, err = strict.RunFilters(ctx, builder.Pod(ns, "big").CPU("4").Obj(), []string{"n1"})
 	if err != nil || res[0].Fits || res[0].Plugin != names.NodeResourcesFit {
 		t.Fatalf("default profile: results %+v, err %v; want NodeResourcesFit to reject", res, err)
@@ -142,7 +104,7 @@ profiles:
 func TestRunFiltersPerNodeReasonsAndNoSideEffects(t *testing.T) {
 	r, ctx := newRunner(t, "")
 	s := r.Snapshot()
-	load(t, s,
+	snapshottest.Load(t, s,
 		builder.Node("small").CPU("1").Obj(),
 		builder.Node("tainted").Taint("dedicated", "infer", v1.TaintEffectNoSchedule).Obj(),
 		builder.Node("ok").Obj(),
