@@ -78,6 +78,15 @@ func priority(p *corev1.Pod) int32 {
 // classOf returns "" for pods that must always be tried (pod affinity can
 // make a placement enable the next).
 func Fit(ctx context.Context, runner *framework.Runner, pods []*corev1.Pod, candidates []string, classOf func(*corev1.Pod) string) ([]*corev1.Pod, map[*corev1.Pod]string, error) {
+	return FitRanked(ctx, runner, pods, candidates, classOf, nil)
+}
+
+// RankFunc orders the candidates for one pod, preferred first (see
+// pkg/placement); nil keeps the given order.
+type RankFunc func(ctx context.Context, pod *corev1.Pod, candidates []string) ([]string, error)
+
+// FitRanked is Fit with each pod's candidates ordered by rank.
+func FitRanked(ctx context.Context, runner *framework.Runner, pods []*corev1.Pod, candidates []string, classOf func(*corev1.Pod) string, rank RankFunc) ([]*corev1.Pod, map[*corev1.Pod]string, error) {
 	logger := klog.FromContext(ctx)
 	placed := map[*corev1.Pod]string{}
 	var rest []*corev1.Pod
@@ -88,7 +97,14 @@ func Fit(ctx context.Context, runner *framework.Runner, pods []*corev1.Pod, cand
 			rest = append(rest, pod)
 			continue
 		}
-		p, err := runner.SchedulePod(ctx, pod, candidates)
+		order := candidates
+		if rank != nil {
+			var err error
+			if order, err = rank(ctx, pod, candidates); err != nil {
+				return nil, nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+			}
+		}
+		p, err := runner.SchedulePod(ctx, pod, order)
 		if err != nil {
 			return nil, nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
