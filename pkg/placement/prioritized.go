@@ -129,7 +129,7 @@ func (p *Placer) fitsSomeTemplate(ctx context.Context, pod *corev1.Pod, claims [
 			return false, err
 		}
 		snap.ScopeSlices([]string{name})
-		res, err := p.Runner.RunFilters(ctx, pod, []string{name})
+		res, err := p.Runner.RunFilters(ctx, deviceProbe(pod), []string{name})
 		snap.ScopeSlices(nil)
 		if err != nil {
 			return false, err
@@ -139,6 +139,23 @@ func (p *Placer) fitsSomeTemplate(ctx context.Context, pod *corev1.Pod, claims [
 		}
 	}
 	return false, nil
+}
+
+// deviceProbe is pod reduced to its claims and node selection: whether
+// the first alternative can exist on a group's node is a question about
+// devices, not about the pods (inter-pod affinity) the node would hold.
+func deviceProbe(pod *corev1.Pod) *corev1.Pod {
+	probe := &corev1.Pod{ObjectMeta: *pod.ObjectMeta.DeepCopy(), Status: corev1.PodStatus{ResourceClaimStatuses: pod.Status.ResourceClaimStatuses}}
+	probe.Spec = corev1.PodSpec{
+		Containers:     []corev1.Container{{Name: "probe"}},
+		Tolerations:    []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
+		NodeSelector:   pod.Spec.NodeSelector,
+		ResourceClaims: pod.Spec.ResourceClaims,
+	}
+	if a := pod.Spec.Affinity; a != nil && a.NodeAffinity != nil {
+		probe.Spec.Affinity = &corev1.Affinity{NodeAffinity: a.NodeAffinity}
+	}
+	return probe
 }
 
 func (p *Placer) store(claims []*resourceapi.ResourceClaim) error {
