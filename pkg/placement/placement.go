@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
@@ -29,6 +30,8 @@ type Placer struct {
 	Policy string
 	// Now is time.Now but for tests.
 	Now func() time.Time
+
+	logged map[types.UID]bool // pods whose policy choice was logged
 }
 
 // New returns a placer over runner's snapshot.

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
@@ -29,10 +30,19 @@ import (
 // whose claim the controller has not made yet comes back as a copy that
 // names the simulated claim.
 func (p *Placer) PreferFirstAlternative(ctx context.Context, pods []*corev1.Pod, templates []*cloudprovider.NodeTemplate) []*corev1.Pod {
-	if p == nil || p.Policy != config.PrioritizedListPreferFirstAlternative {
+	if p == nil {
 		return pods
 	}
 	logger := klog.FromContext(ctx)
+	if p.Policy != config.PrioritizedListPreferFirstAlternative {
+		for _, pod := range pods {
+			if _, claims := p.firstAlternativeClaims(pod); len(claims) > 0 && p.firstSeen(pod) {
+				logger.V(2).Info("Prioritized list: all alternatives kept; existing capacity first, in the scheduler's order",
+					"pod", klog.KObj(pod), "policy", p.Policy)
+			}
+		}
+		return pods
+	}
 	out := make([]*corev1.Pod, 0, len(pods))
 	for _, pod := range pods {
 		restricted, claims := p.firstAlternativeClaims(pod)
@@ -57,11 +67,26 @@ func (p *Placer) PreferFirstAlternative(ctx context.Context, pods []*corev1.Pod,
 			out = append(out, pod)
 			continue
 		}
-		logger.V(2).Info("Prioritized list: planning for the first alternative, on existing capacity if it fits there, else on a new node",
-			"pod", klog.KObj(pod), "policy", p.Policy, "claims", len(claims))
+		if p.firstSeen(pod) {
+			logger.V(2).Info("Prioritized list: planning for the first alternative, on existing capacity if it fits there, else on a new node",
+				"pod", klog.KObj(pod), "policy", p.Policy, "claims", len(claims))
+		}
 		out = append(out, restricted)
 	}
 	return out
+}
+
+// firstSeen reports whether the policy's choice for pod is logged for
+// the first time: it is logged once per pod, not on every pass.
+func (p *Placer) firstSeen(pod *corev1.Pod) bool {
+	if p.logged == nil || len(p.logged) > 10000 {
+		p.logged = map[types.UID]bool{}
+	}
+	if p.logged[pod.UID] {
+		return false
+	}
+	p.logged[pod.UID] = true
+	return true
 }
 
 // firstAlternativeClaims returns the pod as the simulation should see it

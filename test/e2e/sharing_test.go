@@ -220,10 +220,11 @@ func TestSharingPrioritizedListPolicy(t *testing.T) {
 		nodes     int
 		request   string
 		sameNodes bool
+		logged    string
 	}{
-		{"scheduler", 1, "gpu/two", true},
-		{"prefer-existing", 1, "gpu/two", true},
-		{"prefer-first-alternative", 2, "gpu/whole", false},
+		{"scheduler", 1, "gpu/two", true, keptAll},
+		{"prefer-existing", 1, "gpu/two", true, keptAll},
+		{"prefer-first-alternative", 2, "gpu/whole", false, "planning for the first alternative, on existing capacity if it fits there, else on a new node"},
 	} {
 		t.Run(tc.policy, func(t *testing.T) {
 			t.Parallel()
@@ -231,7 +232,7 @@ func TestSharingPrioritizedListPolicy(t *testing.T) {
 			s.sliceTemplates(t)
 			g := s.sharingGroup(t, "gpu-mig-7")
 			g.Topology = map[string]string{zoneLabel: s.ns}
-			s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, "--dra-prioritized-list-policy="+tc.policy)
+			a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, "--dra-prioritized-list-policy="+tc.policy)
 			flexible := s.gpuPod("flexible", "whole-or-2").Obj()
 			flexible.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
 				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
@@ -265,9 +266,16 @@ func TestSharingPrioritizedListPolicy(t *testing.T) {
 				t.Errorf("group has %d nodes, want %d", n, tc.nodes)
 			}
 			s.stayAt(t, g.Name, tc.nodes)
+			// The choice is logged at --v=2.
+			logged := fmt.Sprintf(`"Prioritized list: %s" pod="%s/flexible" policy=%q`, tc.logged, s.ns, tc.policy)
+			if !strings.Contains(a.Log(), logged) {
+				t.Errorf("autoscaler log lacks %s", logged)
+			}
 		})
 	}
 }
+
+const keptAll = "all alternatives kept; existing capacity first, in the scheduler's order"
 
 func grepLines(s, substr string) string {
 	var out []string
