@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
@@ -89,6 +90,17 @@ type Shapes struct {
 	retention time.Duration
 	mu        sync.Mutex
 	seen      map[string]seenShape
+	// byPod caches each pod's shape with the claim objects it was made
+	// from: snapshot objects are replaced, never modified, so the same
+	// pointers mean the same shape, and hashing specs again for every
+	// running pod on every pass is the cost that would grow with the
+	// cluster.
+	byPod map[types.UID]podShape
+}
+
+type podShape struct {
+	from  []any
+	shape *Shape
 }
 
 type seenShape struct {
@@ -98,21 +110,49 @@ type seenShape struct {
 
 // NewShapes returns an empty registry keeping shapes for retention.
 func NewShapes(retention time.Duration) *Shapes {
-	return &Shapes{retention: retention, seen: map[string]seenShape{}}
+	return &Shapes{retention: retention, seen: map[string]seenShape{}, byPod: map[types.UID]podShape{}}
 }
 
 // Observe records the shapes of pods at now.
 func (s *Shapes) Observe(snap *snapshot.Snapshot, pods []*v1.Pod, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	byPod := make(map[types.UID]podShape, len(s.byPod))
 	for _, p := range pods {
 		if len(p.Spec.ResourceClaims) == 0 {
 			continue
 		}
-		if sh, ok := ShapeOf(snap, p, true); ok {
-			s.seen[sh.Key] = seenShape{shape: sh, last: now}
+		from := claimObjects(snap, p)
+		c, ok := s.byPod[p.UID]
+		if !ok || !slices.Equal(c.from, from) {
+			c = podShape{from: from}
+			c.shape, _ = ShapeOf(snap, p, true)
+		}
+		byPod[p.UID] = c
+		if c.shape != nil {
+			s.seen[c.shape.Key] = seenShape{shape: c.shape, last: now}
 		}
 	}
+	s.byPod = byPod
+}
+
+// claimObjects lists the snapshot objects a pod's shape is made from.
+func claimObjects(snap *snapshot.Snapshot, pod *v1.Pod) []any {
+	out := make([]any, 0, len(pod.Spec.ResourceClaims))
+	for i := range pod.Spec.ResourceClaims {
+		pc := &pod.Spec.ResourceClaims[i]
+		if framework.ClaimNotMadeYet(pod, pc) {
+			t, _ := snap.ResourceClaimTemplate(pod.Namespace, *pc.ResourceClaimTemplateName)
+			out = append(out, t)
+			continue
+		}
+		var c *resourceapi.ResourceClaim
+		if name, _, err := resourceclaim.Name(pod, pc); err == nil && name != nil {
+			c, _ = snap.ResourceClaim(pod.Namespace, *name)
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // Active returns the shapes seen within the retention before now, largest
