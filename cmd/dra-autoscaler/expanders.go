@@ -10,6 +10,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/fragmentation"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/leastnodes"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/leastwaste"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/mostpods"
@@ -18,7 +19,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/random"
 )
 
-func buildExpanders(opts *config.Options, client kubernetes.Interface) (expander.Chain, error) {
+func buildExpanders(opts *config.Options, client kubernetes.Interface, stranded fragmentation.Scorer) (expander.Chain, error) {
 	strategy := func(s expander.Strategy) expander.Factory {
 		return func() (expander.Strategy, error) { return s, nil }
 	}
@@ -34,12 +35,14 @@ func buildExpanders(opts *config.Options, client kubernetes.Interface) (expander
 		}
 		return cm.Data, true, nil
 	}
-	return expander.Build(opts.Expanders, map[string]expander.Factory{
+	factories := map[string]expander.Factory{
 		leastwaste.Name: strategy(leastwaste.New()),
 		mostpods.Name:   strategy(mostpods.New()),
 		leastnodes.Name: strategy(leastnodes.New()),
 		price.Name:      strategy(price.New()),
 		priority.Name:   strategy(priority.New(prioritySource)),
 		random.Name:     strategy(random.New(uint64(time.Now().UnixNano()))),
-	})
+	}
+	factories[fragmentation.Name] = strategy(fragmentation.New(stranded))
+	return expander.Build(opts.Expanders, factories)
 }

@@ -27,12 +27,15 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/placement"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/stranded"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/fragmentation"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
@@ -60,7 +63,11 @@ func run(ctx context.Context, opts *config.Options) error {
 	if err != nil {
 		return fmt.Errorf("simulated scheduler: %w", err)
 	}
-	chain, err := buildExpanders(opts, client)
+	est := estimator.New(runner, estimator.Options{})
+	analyzer := fragmentation.NewAnalyzer(runner)
+	shapes := fragmentation.NewShapes(opts.Sharing.RequestShapeRetention)
+	placer := placement.New(runner, analyzer, shapes, opts.Sharing)
+	chain, err := buildExpanders(opts, client, placer.StrandedFraction(ctx, est))
 	if err != nil {
 		return err
 	}
@@ -85,7 +92,6 @@ func run(ctx context.Context, opts *config.Options) error {
 
 	b := backoff.New(opts.InitialNodeGroupBackoffDuration, opts.MaxNodeGroupBackoffDuration, opts.NodeGroupBackoffResetTimeout)
 	tracker := track.New(opts.MaxNodeProvisionTime, b)
-	est := estimator.New(runner, estimator.Options{})
 	l := &loop.Loop{
 		Options:   opts,
 		Clock:     clock.RealClock{},
@@ -103,6 +109,9 @@ func run(ctx context.Context, opts *config.Options) error {
 		Metrics:  m,
 		ClassOf:  est.ClassKey,
 		OnPass:   h.passed,
+
+		Stranded:  stranded.New(analyzer, shapes, opts.Sharing.StrandedCapacityBudget, m.Sharing),
+		Placement: placer,
 	}
 	autoscale := func(ctx context.Context) error {
 		served, err := observe.Discover(client)

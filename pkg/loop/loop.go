@@ -25,12 +25,14 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/placement"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/snapshot"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/stranded"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
@@ -53,6 +55,10 @@ type Loop struct {
 	Metrics   *metrics.Metrics
 	// ClassOf groups equivalent pods for the fit-existing stage.
 	ClassOf func(*corev1.Pod) string
+	// Stranded measures stranded DRA capacity; Placement ranks the nodes
+	// pods fit and applies the prioritized-list policy. Both optional.
+	Stranded  *stranded.Stage
+	Placement *placement.Placer
 	// OnPass, if set, is told when a pass finished without error.
 	OnPass func(time.Time)
 }
@@ -108,6 +114,7 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 	}, now)
 	l.Metrics.UnschedulablePodsCount.Set(float64(len(pending)))
 	gangs, loose, waiting := gang.Split(pending, state.Pods, state.PodGroups)
+	loose = l.sharing(ctx, state, groups, built, loose, now)
 
 	usage := clusterUsage(state.Nodes, groups)
 	// Gangs first: each is planned whole or not at all, and what it gets
@@ -117,10 +124,11 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 	if err != nil {
 		return l.fail(pass, "simulationError", err)
 	}
-	rest, fits, err := fitexisting.Fit(ctx, l.Runner, loose, built.Candidates(), l.ClassOf)
+	rest, fits, err := fitexisting.FitRanked(ctx, l.Runner, loose, built.Candidates(), l.ClassOf, l.Placement.Rank)
 	if err != nil {
 		return l.fail(pass, "simulationError", err)
 	}
+	l.Placement.LogChoices(ctx, fits)
 	l.Metrics.Observe("filterOutSchedulable", start)
 	pass.Pending, pass.FitsNow, pass.Gangs = rest, len(fits), gangOutcomes
 

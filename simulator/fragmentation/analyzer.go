@@ -1,0 +1,237 @@
+package fragmentation
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
+)
+
+// ProbeNamespace holds the probe pods and claims; they live only in forks
+// of the snapshot and are always reverted.
+const ProbeNamespace = "dra-autoscaler-probe"
+
+// DefaultProbeBudget bounds the framework calls spent on branching while
+// packing one node state (see leftover); past it the packing goes greedy.
+const DefaultProbeBudget = 64
+
+// maxMemo bounds each memo; past it the memo starts over.
+const maxMemo = 1 << 16
+
+// Analyzer answers, with the framework runner's scheduler, what a node's
+// free device capacity can still serve. It memoises per node state (see
+// state.key): nodes of one layout, equally allocated, are analysed once.
+// Not safe for concurrent use (neither is the runner).
+type Analyzer struct {
+	runner *framework.Runner
+	// ProbeBudget: see DefaultProbeBudget.
+	ProbeBudget int
+
+	sliceKeys map[*resourceapi.ResourceSlice]string
+	trans     map[transKey]transition
+	left      map[leftKey]Amounts
+	seq       int
+	// Calls counts framework calls made for probes, for tests and logs.
+	Calls int
+}
+
+type transKey struct{ state, shape string }
+
+type transition struct {
+	fits bool
+	next string
+}
+
+type leftKey struct{ state, shapes string }
+
+// NewAnalyzer returns an analyzer over runner's snapshot.
+func NewAnalyzer(runner *framework.Runner) *Analyzer {
+	a := &Analyzer{runner: runner, ProbeBudget: DefaultProbeBudget}
+	a.Forget()
+	return a
+}
+
+// Forget drops every memoised answer. Call it when device classes change:
+// a class's selectors are part of every answer.
+func (a *Analyzer) Forget() {
+	a.sliceKeys = map[*resourceapi.ResourceSlice]string{}
+	a.trans = map[transKey]transition{}
+	a.left = map[leftKey]Amounts{}
+}
+
+func (a *Analyzer) snap() *snapshot.Snapshot { return a.runner.Snapshot() }
+
+// NodeReport is one node's device capacity.
+type NodeReport struct {
+	Node string
+	// Total is what the devices offer, Free what is not allocated,
+	// Stranded the part of Free that no shape can use: what is left when
+	// the node is packed with the shapes as well as the probes found.
+	Total, Free, Stranded Amounts
+}
+
+// Node analyses one node for shapes. With no shapes, nothing can use the
+// free capacity: all of it is stranded. The snapshot is left as it was.
+func (a *Analyzer) Node(ctx context.Context, node string, shapes []*Shape) (NodeReport, error) {
+	st, err := a.measure(node)
+	if err != nil {
+		return NodeReport{}, err
+	}
+	rep := NodeReport{Node: node, Total: st.total, Free: st.free}
+	if len(st.total) == 0 {
+		rep.Stranded = Amounts{}
+		return rep, nil
+	}
+	budget := a.ProbeBudget
+	rep.Stranded, err = a.leftover(ctx, node, st, shapes, shapesKey(shapes), &budget)
+	return rep, err
+}
+
+func (a *Analyzer) measure(node string) (state, error) {
+	return measure(a.snap(), node, a.sliceKey)
+}
+
+func (a *Analyzer) sliceKey(s *resourceapi.ResourceSlice) string {
+	if k, ok := a.sliceKeys[s]; ok {
+		return k
+	}
+	if len(a.sliceKeys) >= maxMemo {
+		a.sliceKeys = map[*resourceapi.ResourceSlice]string{}
+	}
+	k := sliceContentKey(s)
+	a.sliceKeys[s] = k
+	return k
+}
+
+// leftover is the free capacity left on node, now in state st, once it
+// is packed with shapes so as to leave the least (by Fraction): each
+// shape that fits is placed by the framework in a fork and the packing
+// goes on from there, depth first, memoised by state. Once budget
+// branching calls are spent, each state takes only the first shape that
+// fits (largest first), so the answer may then overstate what is stranded.
+func (a *Analyzer) leftover(ctx context.Context, node string, st state, shapes []*Shape, shapesID string, budget *int) (Amounts, error) {
+	lk := leftKey{st.key, shapesID}
+	if v, ok := a.left[lk]; ok {
+		return v, nil
+	}
+	best, bestScore, branched := st.free, Fraction(st.free, st.total), false
+	for _, sh := range shapes {
+		if branched && *budget <= 0 {
+			break
+		}
+		if t, ok := a.trans[transKey{st.key, sh.Key}]; ok {
+			if !t.fits {
+				continue
+			}
+			if v, ok := a.left[leftKey{t.next, shapesID}]; ok {
+				if s := Fraction(v, st.total); s < bestScore {
+					best, bestScore = v, s
+				}
+				branched = true
+				continue
+			}
+		}
+		v, fits, err := a.branch(ctx, node, st, sh, shapes, shapesID, budget)
+		if err != nil {
+			return nil, err
+		}
+		if !fits {
+			continue
+		}
+		branched = true
+		if s := Fraction(v, st.total); s < bestScore {
+			best, bestScore = v, s
+		}
+	}
+	a.remember(lk, best)
+	return best, nil
+}
+
+// branch places one probe of sh on node in a fork, packs on from the
+// state it leads to and reverts.
+func (a *Analyzer) branch(ctx context.Context, node string, st state, sh *Shape, shapes []*Shape, shapesID string, budget *int) (_ Amounts, fits bool, err error) {
+	snap := a.snap()
+	snap.Fork()
+	defer func() {
+		if rerr := snap.Revert(); rerr != nil && err == nil {
+			err = fmt.Errorf("node %s: revert probe: %w", node, rerr)
+		}
+	}()
+	*budget--
+	placed, err := a.probe(ctx, sh, node)
+	if err != nil {
+		return nil, false, err
+	}
+	if !placed {
+		a.trans[transKey{st.key, sh.Key}] = transition{}
+		return nil, false, nil
+	}
+	next, err := a.measure(node)
+	if err != nil {
+		return nil, false, err
+	}
+	a.trans[transKey{st.key, sh.Key}] = transition{fits: true, next: next.key}
+	v, err := a.leftover(ctx, node, next, shapes, shapesID, budget)
+	return v, true, err
+}
+
+func (a *Analyzer) remember(k leftKey, v Amounts) {
+	if len(a.left) >= maxMemo || len(a.trans) >= maxMemo {
+		a.left, a.trans = map[leftKey]Amounts{}, map[transKey]transition{}
+	}
+	a.left[k] = v
+}
+
+// probe schedules, in the current fork, a pod holding claims of shape sh
+// on node, through the framework with the slices scoped to the node. The
+// probe tolerates every taint and asks for nothing else: only devices
+// decide. It stays placed (the caller reverts).
+func (a *Analyzer) probe(ctx context.Context, sh *Shape, node string) (bool, error) {
+	pod, err := a.probePod(sh)
+	if err != nil {
+		return false, err
+	}
+	snap := a.snap()
+	a.Calls++
+	snap.ScopeSlices([]string{node})
+	defer snap.ScopeSlices(nil)
+	p, err := a.runner.SchedulePod(ctx, pod, []string{node})
+	if err != nil {
+		return false, fmt.Errorf("probe shape %s on node %s: %w", sh.Key, node, err)
+	}
+	return p.Node != "", nil
+}
+
+// probePod stores the claims of one probe and returns its pod.
+func (a *Analyzer) probePod(sh *Shape) (*v1.Pod, error) {
+	a.seq++
+	name := "probe-" + strconv.Itoa(a.seq)
+	pod := &v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ProbeNamespace, Name: name, UID: types.UID("probe-" + strconv.Itoa(a.seq))},
+		Spec: v1.PodSpec{
+			Containers:  []v1.Container{{Name: "probe"}},
+			Tolerations: []v1.Toleration{{Operator: v1.TolerationOpExists}},
+		},
+	}
+	for i := range sh.Claims {
+		claim := &resourceapi.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ProbeNamespace, Name: fmt.Sprintf("%s-%d", name, i),
+				UID: types.UID(fmt.Sprintf("probe-%d-%d", a.seq, i))},
+			Spec: sh.Claims[i],
+		}
+		if err := a.snap().SetResourceClaim(claim); err != nil {
+			return nil, fmt.Errorf("probe claim: %w", err)
+		}
+		pod.Spec.ResourceClaims = append(pod.Spec.ResourceClaims,
+			v1.PodResourceClaim{Name: fmt.Sprintf("c%d", i), ResourceClaimName: ptr.To(claim.Name)})
+	}
+	return pod, nil
+}

@@ -1,0 +1,146 @@
+package fragmentation
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestNodeStranded(t *testing.T) {
+	mem := CapacityResource(gpuDriver, "memory")
+	devs := DevicesResource(gpuDriver)
+	gi := float64(1 << 30)
+	tests := []struct {
+		name   string
+		node   []any
+		used   []string // templates placed on the node first
+		shapes []string
+		want   map[Resource][3]float64 // total, free, stranded
+	}{
+		{"5 of 7 slices used, 3-slice pods strand the 2 left", migNode("n1"), []string{"s5"}, []string{"s3"},
+			map[Resource][3]float64{slicesRes: {7, 2, 2}}},
+		{"5 of 7 slices used, 2-slice pods use them", migNode("n1"), []string{"s5"}, []string{"s2", "s3"},
+			map[Resource][3]float64{slicesRes: {7, 2, 0}}},
+		{"empty GPU packs 2+2+3 exactly", migNode("n1"), nil, []string{"s2", "s3"},
+			map[Resource][3]float64{slicesRes: {7, 7, 0}}},
+		{"empty GPU, 3-slice pods only: one slice stranded", migNode("n1"), nil, []string{"s3"},
+			map[Resource][3]float64{slicesRes: {7, 7, 1}}},
+		{"one slice used: the whole GPU is gone", migNode("n1"), []string{"s1"}, []string{"whole"},
+			map[Resource][3]float64{slicesRes: {7, 6, 6}}},
+		{"no shapes: all free capacity is stranded", migNode("n1"), []string{"s2"}, nil,
+			map[Resource][3]float64{slicesRes: {7, 5, 5}}},
+		{"consumable capacity: 10Gi of 80Gi is left after 20Gi shares", sharedNode("n1"), []string{"mem20", "mem20", "mem20"}, []string{"mem20"},
+			map[Resource][3]float64{mem: {80 * gi, 20 * gi, 0}}},
+		{"plain devices: a 3-GPU shape cannot use 2 free GPUs", plainNode("n1", 4), []string{"g2"}, []string{"g3"},
+			map[Resource][3]float64{devs: {4, 2, 2}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ctx := newRunner(t)
+			load(t, r, tc.node, plainTemplates())
+			for i, tmpl := range tc.used {
+				place(t, ctx, r, fmt.Sprintf("used-%d", i), tmpl, "n1")
+			}
+			a := NewAnalyzer(r)
+			depth := r.Snapshot().Depth()
+			rep, err := a.Node(ctx, "n1", shapes(t, r, tc.shapes...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Snapshot().Depth() != depth {
+				t.Fatalf("snapshot left at depth %d", r.Snapshot().Depth())
+			}
+			for res, w := range tc.want {
+				got := [3]float64{rep.Total[res], rep.Free[res], rep.Stranded[res]}
+				if got != w {
+					t.Errorf("%s: total, free, stranded = %v, want %v", res, got, w)
+				}
+			}
+			// Asking again is answered from the memo.
+			calls := a.Calls
+			if _, err := a.Node(ctx, "n1", shapes(t, r, tc.shapes...)); err != nil {
+				t.Fatal(err)
+			}
+			if a.Calls != calls {
+				t.Errorf("second analysis made %d framework calls, want 0", a.Calls-calls)
+			}
+		})
+	}
+}
+
+// Nodes of one layout in the same state share one analysis.
+func TestNodeMemoAcrossNodes(t *testing.T) {
+	r, ctx := newRunner(t)
+	load(t, r, migNode("n1"), migNode("n2"))
+	place(t, ctx, r, "a", "s4", "n1")
+	place(t, ctx, r, "b", "s4", "n2")
+	a := NewAnalyzer(r)
+	sh := shapes(t, r, "s2", "s3")
+	if _, err := a.Node(ctx, "n1", sh); err != nil {
+		t.Fatal(err)
+	}
+	calls := a.Calls
+	rep, err := a.Node(ctx, "n2", sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Calls != calls {
+		t.Errorf("twin node cost %d framework calls, want 0", a.Calls-calls)
+	}
+	if rep.Free[slicesRes] != 3 || rep.Stranded[slicesRes] != 0 {
+		t.Errorf("n2 free %v stranded %v, want 3 and 0", rep.Free, rep.Stranded)
+	}
+}
+
+func TestRank(t *testing.T) {
+	tests := []struct {
+		name     string
+		pod      string
+		shapes   []string
+		alt      bool
+		wantHead string
+	}{
+		// n1 has 3 free slices, n2 is untouched.
+		{"2 slices go where they strand nothing", "s2", []string{"s2", "s3"}, false, "n2"},
+		{"3 slices fill the partly used GPU", "s3", []string{"s2", "s3"}, false, "n1"},
+		{"whole GPU only fits the untouched one", "whole", []string{"s2"}, false, "n2"},
+		{"prioritized list, scheduler's preference: the first alternative", "whole-or-2", []string{"s2"}, true, "n2"},
+		{"prioritized list, fragmentation only: fill the partly used GPU", "whole-or-2", []string{"s2"}, false, "n1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ctx := newRunner(t)
+			load(t, r, migNode("n1"), migNode("n2"))
+			place(t, ctx, r, "used", "s4", "n1")
+			a := NewAnalyzer(r)
+			pod := podFor("p", tc.pod)
+			ranked, choices, err := a.Rank(ctx, pod, []string{"n1", "n2"}, RankOptions{Shapes: shapes(t, r, tc.shapes...), AlternativeFirst: tc.alt})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(ranked) != 2 || ranked[0] != tc.wantHead {
+				t.Fatalf("ranked %v (choices %+v), want %s first", ranked, choices, tc.wantHead)
+			}
+			if r.Snapshot().Depth() != 0 {
+				t.Fatalf("snapshot left at depth %d", r.Snapshot().Depth())
+			}
+		})
+	}
+}
+
+func TestFirstAlternativeOnly(t *testing.T) {
+	r, _ := newRunner(t)
+	load(t, r)
+	tmpl, _ := r.Snapshot().ResourceClaimTemplate(ns, "whole-or-2")
+	got, changed := FirstAlternativeOnly(tmpl.Spec.Spec)
+	if !changed || len(got.Devices.Requests) != 1 || got.Devices.Requests[0].Exactly == nil ||
+		got.Devices.Requests[0].Name != "gpu" || len(got.Devices.Requests[0].Exactly.Selectors) != 1 {
+		t.Fatalf("FirstAlternativeOnly = %+v, %v", got.Devices.Requests, changed)
+	}
+	if !HasPrioritizedList(&tmpl.Spec.Spec) || HasPrioritizedList(&got) {
+		t.Error("HasPrioritizedList wrong")
+	}
+	plain, _ := r.Snapshot().ResourceClaimTemplate(ns, "s2")
+	if _, changed := FirstAlternativeOnly(plain.Spec.Spec); changed {
+		t.Error("a spec without alternatives changed")
+	}
+}

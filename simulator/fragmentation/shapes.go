@@ -1,0 +1,189 @@
+package fragmentation
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
+)
+
+// Shape is a request shape: the device claims one pod asks for, by
+// content. Two pods with the same shape ask the allocator the same.
+type Shape struct {
+	Key    string
+	Claims []resourceapi.ResourceClaimSpec
+	// size orders shapes largest first where a greedy choice is made:
+	// the devices the claims' first choices ask for.
+	size int64
+}
+
+// NewShape makes a shape from claim specs, defaulted as the API would.
+func NewShape(specs ...resourceapi.ResourceClaimSpec) *Shape {
+	sh := &Shape{}
+	for i := range specs {
+		spec := framework.DefaultedSpec(&resourceapi.ResourceClaim{Spec: specs[i]})
+		sh.Claims = append(sh.Claims, spec)
+		for _, r := range spec.Devices.Requests {
+			switch {
+			case r.Exactly != nil && r.Exactly.AllocationMode == resourceapi.DeviceAllocationModeAll:
+				sh.size += 1 << 20
+			case r.Exactly != nil:
+				sh.size += r.Exactly.Count
+			case len(r.FirstAvailable) > 0:
+				sh.size += max(r.FirstAvailable[0].Count, 1)
+			}
+		}
+	}
+	h := fnv.New128a()
+	_ = json.NewEncoder(h).Encode(sh.Claims)
+	sh.Key = fmt.Sprintf("%x", h.Sum(nil))[:16]
+	return sh
+}
+
+// ShapeOf returns the shape of a pod's claims as the snapshot resolves
+// them: an existing claim by its spec, a claim the controller has not
+// made yet by its template's. Claims allocated already take nothing new
+// and are left out unless includeAllocated (a running pod's shape is
+// still a shape the cluster asks for). ok is false when nothing is left.
+func ShapeOf(snap *snapshot.Snapshot, pod *v1.Pod, includeAllocated bool) (*Shape, bool) {
+	var specs []resourceapi.ResourceClaimSpec
+	for i := range pod.Spec.ResourceClaims {
+		pc := &pod.Spec.ResourceClaims[i]
+		if framework.ClaimNotMadeYet(pod, pc) {
+			if t, ok := snap.ResourceClaimTemplate(pod.Namespace, *pc.ResourceClaimTemplateName); ok {
+				specs = append(specs, t.Spec.Spec)
+			}
+			continue
+		}
+		name, _, err := resourceclaim.Name(pod, pc)
+		if err != nil || name == nil {
+			continue
+		}
+		c, ok := snap.ResourceClaim(pod.Namespace, *name)
+		if !ok || (c.Status.Allocation != nil && !includeAllocated) {
+			continue
+		}
+		specs = append(specs, c.Spec)
+	}
+	if len(specs) == 0 {
+		return nil, false
+	}
+	return NewShape(specs...), true
+}
+
+// Shapes remembers the request shapes seen recently: those of pending pods
+// and of running ones, each until retention has passed since it was last
+// seen. It is safe for concurrent use (the loop writes it, an expander
+// reads it).
+type Shapes struct {
+	retention time.Duration
+	mu        sync.Mutex
+	seen      map[string]seenShape
+	// byPod caches each pod's shape with the claim objects it was made
+	// from: snapshot objects are replaced, never modified, so the same
+	// pointers mean the same shape, and hashing specs again for every
+	// running pod on every pass is the cost that would grow with the
+	// cluster.
+	byPod map[types.UID]podShape
+}
+
+type podShape struct {
+	from  []any
+	shape *Shape
+}
+
+type seenShape struct {
+	shape *Shape
+	last  time.Time
+}
+
+// NewShapes returns an empty registry keeping shapes for retention.
+func NewShapes(retention time.Duration) *Shapes {
+	return &Shapes{retention: retention, seen: map[string]seenShape{}, byPod: map[types.UID]podShape{}}
+}
+
+// Observe records the shapes of pods at now.
+func (s *Shapes) Observe(snap *snapshot.Snapshot, pods []*v1.Pod, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	byPod := make(map[types.UID]podShape, len(s.byPod))
+	for _, p := range pods {
+		if len(p.Spec.ResourceClaims) == 0 {
+			continue
+		}
+		from := claimObjects(snap, p)
+		c, ok := s.byPod[p.UID]
+		if !ok || !slices.Equal(c.from, from) {
+			c = podShape{from: from}
+			c.shape, _ = ShapeOf(snap, p, true)
+		}
+		byPod[p.UID] = c
+		if c.shape != nil {
+			s.seen[c.shape.Key] = seenShape{shape: c.shape, last: now}
+		}
+	}
+	s.byPod = byPod
+}
+
+// claimObjects lists the snapshot objects a pod's shape is made from.
+func claimObjects(snap *snapshot.Snapshot, pod *v1.Pod) []any {
+	out := make([]any, 0, len(pod.Spec.ResourceClaims))
+	for i := range pod.Spec.ResourceClaims {
+		pc := &pod.Spec.ResourceClaims[i]
+		if framework.ClaimNotMadeYet(pod, pc) {
+			t, _ := snap.ResourceClaimTemplate(pod.Namespace, *pc.ResourceClaimTemplateName)
+			out = append(out, t)
+			continue
+		}
+		var c *resourceapi.ResourceClaim
+		if name, _, err := resourceclaim.Name(pod, pc); err == nil && name != nil {
+			c, _ = snap.ResourceClaim(pod.Namespace, *name)
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// Active returns the shapes seen within the retention before now, largest
+// first, forgetting older ones.
+func (s *Shapes) Active(now time.Time) []*Shape {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*Shape
+	for k, e := range s.seen {
+		if now.Sub(e.last) > s.retention {
+			delete(s.seen, k)
+			continue
+		}
+		out = append(out, e.shape)
+	}
+	SortShapes(out)
+	return out
+}
+
+// SortShapes orders shapes largest first, then by key.
+func SortShapes(shapes []*Shape) {
+	slices.SortFunc(shapes, func(a, b *Shape) int {
+		return cmp.Or(cmp.Compare(b.size, a.size), cmp.Compare(a.Key, b.Key))
+	})
+}
+
+// shapesKey identifies a set of shapes.
+func shapesKey(shapes []*Shape) string {
+	h := fnv.New64a()
+	for _, s := range shapes {
+		_, _ = h.Write([]byte(s.Key))
+	}
+	return fmt.Sprintf("%x", h.Sum64())
+}
