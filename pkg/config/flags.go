@@ -17,6 +17,7 @@ type rawFlags struct {
 	nodes                []string
 	expander             string
 	coresTotal, memTotal string
+	scaleDown            *scaleDownFlags
 }
 
 // Parse parses the command line into options. An unknown flag or a
@@ -74,11 +75,13 @@ func (o *Options) addFlags(fs *pflag.FlagSet) *rawFlags {
 	fs.StringVar(&o.SchedulerConfigFile, "scheduler-config-file", o.SchedulerConfigFile, "KubeSchedulerConfiguration of the simulated scheduler; empty means the default profile.")
 	fs.StringVar(&o.FeatureGates, "feature-gates", o.FeatureGates, "Feature gates of the simulated scheduler, as the cluster's scheduler has them (Gate=true,...).")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
+	raw.scaleDown = o.ScaleDown.addFlags(fs)
 	return raw
 }
 
 func (o *Options) complete(raw *rawFlags) error {
 	var errs []error
+	o.ScaleDown.complete(raw.scaleDown)
 	for _, n := range raw.nodes {
 		spec, err := ParseNodeGroupSpec(n)
 		errs = append(errs, err)
@@ -154,6 +157,7 @@ func (o *Options) Validate() error {
 	if o.LeaderElection.LeaderElect && o.LeaderElection.RenewDeadline.Duration >= o.LeaderElection.LeaseDuration.Duration {
 		add("--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration")
 	}
+	errs = append(errs, o.ScaleDown.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -97,6 +97,8 @@ type Options struct {
 	// FeatureGates are the simulated scheduler's, which must match the
 	// cluster's scheduler.
 	FeatureGates string
+
+	ScaleDown ScaleDownOptions
 }
 
 // Default returns the options with upstream's defaults.
@@ -127,5 +129,6 @@ func Default() *Options {
 		},
 		Address:   ":8085",
 		Namespace: "kube-system",
+		ScaleDown: DefaultScaleDown(),
 	}
 }
