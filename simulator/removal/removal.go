@@ -119,15 +119,18 @@ func (p *Pass) Try(ctx context.Context, c Candidate) (res Result, err error) {
 	if err := snap.RemoveNode(c.Node); err != nil {
 		return res, err
 	}
-	targets := make([]string, 0, len(p.destinations))
-	for _, d := range p.destinations {
-		if d != c.Node && !p.removed[d] {
-			targets = append(targets, d)
+	res.Moves = map[string]string{}
+	var targets []string
+	if len(c.Pods) > 0 {
+		targets = make([]string, 0, len(p.destinations))
+		for _, d := range p.destinations {
+			if d != c.Node && !p.removed[d] {
+				targets = append(targets, d)
+			}
 		}
 	}
-	res.Moves = map[string]string{}
 	for _, pod := range c.Pods {
-		placement, err := p.runner.SchedulePod(ctx, unbound(pod), targets)
+		placement, err := p.place(ctx, unbound(pod), targets)
 		if err != nil {
 			return res, fmt.Errorf("node %s: re-place pod %s/%s: %w", c.Node, pod.Namespace, pod.Name, err)
 		}
@@ -146,6 +149,35 @@ func (p *Pass) Try(ctx context.Context, c Candidate) (res Result, err error) {
 		p.received[to] = true
 	}
 	return res, nil
+}
+
+// window is how many destinations one scheduling cycle filters.
+const window = 64
+
+// place puts the pod on the first destination, in order, that takes it.
+// Destinations are filtered a window at a time, with the snapshot's slices
+// scoped to the window: a pod that fits early costs one small cycle, not
+// a Filter and a DRA allocator over the whole cluster. The answer is the
+// one a single cycle over all destinations gives (the first that fits),
+// for the reason the estimator's scoped cycles give theirs: a node's
+// allocations read only its own slices and those bound to no node.
+func (p *Pass) place(ctx context.Context, pod *corev1.Pod, targets []string) (*framework.Placement, error) {
+	snap := p.runner.Snapshot()
+	defer snap.ScopeSlices(nil)
+	all := &framework.Placement{}
+	for start := 0; start < len(targets); start += window {
+		w := targets[start:min(start+window, len(targets))]
+		snap.ScopeSlices(w)
+		pl, err := p.runner.SchedulePod(ctx, pod, w)
+		if err != nil {
+			return nil, err
+		}
+		if pl.Node != "" {
+			return pl, nil
+		}
+		all.Results = append(all.Results, pl.Results...)
+	}
+	return all, nil
 }
 
 // release prepares a moving pod's claims for a new allocation: the pod

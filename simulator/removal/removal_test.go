@@ -177,3 +177,31 @@ func TestTryReallocatesClaims(t *testing.T) {
 		})
 	}
 }
+
+// Destinations are filtered a window at a time: a pod that fits only the
+// last of more destinations than one window holds still finds it, and
+// one that fits nowhere hears from every destination.
+func TestTryBeyondOneWindow(t *testing.T) {
+	objs := []any{builder.Node("from").CPU("4").Obj(), cpuPod("p", "from", "2")}
+	var dests []string
+	for i := range 2*window + 3 {
+		name := fmt.Sprintf("small-%03d", i)
+		objs = append(objs, builder.Node(name).CPU("1").Obj())
+		dests = append(dests, name)
+	}
+	r, ctx := newRunner(t, append(objs, builder.Node("big").CPU("4").Obj())...)
+	pass := Begin(r, append(dests, "big"))
+	res, err := pass.Try(ctx, Candidate{Node: "from", Pods: []*corev1.Pod{cpuPod("p", "from", "2")}})
+	if err != nil || !res.Removable || res.Moves[ns+"/p"] != "big" {
+		t.Fatalf("result %+v (%v), want p moved to big", res, err)
+	}
+	if err := pass.End(); err != nil {
+		t.Fatal(err)
+	}
+	pass = Begin(r, dests)
+	defer func() { _ = pass.End() }()
+	res, err = pass.Try(ctx, Candidate{Node: "from", Pods: []*corev1.Pod{cpuPod("p", "from", "2")}})
+	if err != nil || res.Removable || !strings.Contains(res.Reason, fmt.Sprintf("%d×", len(dests))) {
+		t.Fatalf("result %+v (%v), want unremovable with all %d destinations rejecting", res, err, len(dests))
+	}
+}

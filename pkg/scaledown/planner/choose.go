@@ -41,11 +41,9 @@ func (p *Planner) choose(plan *Plan, cands []*candidate, gangs *drainability.Gan
 		if !empty && drains <= 0 {
 			continue
 		}
-		removing := map[string]bool{name: true}
-		for n := range chosen {
-			removing[n] = true
-		}
-		if gangs.Check(c.evict, removing) != "" {
+		chosen[name] = true
+		if gangs.Check(c.evict, chosen) != "" {
+			delete(chosen, name)
 			continue
 		}
 		r := Removal{Node: c.node, Group: c.group.Id, Evict: c.evict, Moves: plan.movesOf[name], Utilization: c.util}
@@ -55,7 +53,6 @@ func (p *Planner) choose(plan *Plan, cands []*candidate, gangs *drainability.Gan
 			plan.Drain = append(plan.Drain, r)
 			drains--
 		}
-		chosen[name] = true
 		left[c.group.Id]--
 		budget--
 	}

@@ -310,12 +310,13 @@ func (p *Planner) simulate(ctx context.Context, plan *Plan, cands []*candidate, 
 	}()
 	var out []string
 	simulated := 0
+	// removing holds the nodes removed so far plus the one being tried.
+	removing := map[string]bool{}
 	for _, c := range cands {
-		removing := map[string]bool{c.node.Name: true}
-		for _, n := range pass.Removed() {
-			removing[n] = true
-		}
-		if reason := gangs.Check(c.evict, removing); reason != "" {
+		removing[c.node.Name] = true
+		reason := gangs.Check(c.evict, removing)
+		delete(removing, c.node.Name)
+		if reason != "" {
 			plan.Unremovable[c.node.Name] = Unremovable{Reason: drainability.RunningGangMember, Detail: reason}
 			continue
 		}
@@ -341,6 +342,7 @@ func (p *Planner) simulate(ctx context.Context, plan *Plan, cands []*candidate, 
 			continue
 		}
 		out = append(out, c.node.Name)
+		removing[c.node.Name] = true
 		if len(c.moving) > 0 {
 			plan.moves(c.node.Name, res.Moves)
 		}
