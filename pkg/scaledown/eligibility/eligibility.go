@@ -10,15 +10,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/drain"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/utilization"
 )
 
 // ScaleDownDisabledAnnotation "true" on a node keeps it (upstream's name).
 const ScaleDownDisabledAnnotation = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 
-// ToBeDeletedTaint marks a node the autoscaler is removing (upstream's
-// key, so tools that know it keep working).
-const ToBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
+// ToBeDeletedTaint marks a node the autoscaler is removing; the drain
+// owns it.
+const ToBeDeletedTaint = drain.ToBeDeletedTaint
 
 // Reasons a node is not eligible (upstream's names where they exist).
 const (
