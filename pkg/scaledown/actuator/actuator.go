@@ -180,6 +180,12 @@ func (a *Actuator) removeDrained(ctx context.Context, d Deletion) {
 		a.fail(ctx, d, false, "drain", err)
 		return
 	}
+	// A pod bound between the plan and the taint was not evicted; it
+	// must not die with the node.
+	if err := a.stillEmpty(ctx, d.Node.Name); err != nil {
+		a.fail(ctx, d, false, "drain", err)
+		return
+	}
 	if err := d.Group.DeleteNodes([]*corev1.Node{d.Node}); err != nil {
 		a.fail(ctx, d, false, "delete", fmt.Errorf("node group %s: %w", d.Group.Id(), err))
 		return
@@ -195,7 +201,7 @@ func (a *Actuator) stillEmpty(ctx context.Context, node string) error {
 		return fmt.Errorf("list pods of node %s: %w", node, err)
 	}
 	for i := range pods.Items {
-		if p := &pods.Items[i]; !drainability.GoesWithNode(p) {
+		if p := &pods.Items[i]; p.Spec.NodeName == node && !drainability.GoesWithNode(p) {
 			return fmt.Errorf("pod %s/%s was bound to node %s after the plan", p.Namespace, p.Name, node)
 		}
 	}

@@ -165,3 +165,20 @@ func TestDrainThenDelete(t *testing.T) {
 		t.Fatalf("calls %+v, want n1 deleted", calls)
 	}
 }
+
+// A pod bound to a drained node after the plan is not left to die with
+// the node: the removal fails and the node is untainted.
+func TestDrainFindsLatePod(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	planned := builder.Pod("app", "web").OwnedBy("apps/v1", "ReplicaSet", "rs").Node("n1").Obj()
+	late := builder.Pod("app", "late").OwnedBy("apps/v1", "ReplicaSet", "rs").Node("n1").Obj()
+	e := newEnv(t, []string{"n1"}, planned, late)
+	e.a.Start(ctx, nil, []Deletion{e.deletion("n1", planned)})
+	e.a.Wait()
+	if got := describe(e.a.Collect()); got != "n1:drain" {
+		t.Fatalf("outcomes %s, want a drain failure", got)
+	}
+	if len(e.group.Calls()) != 0 || e.tainted(t, "n1") {
+		t.Fatalf("calls %+v, tainted %v: want no deletion and the taint gone", e.group.Calls(), e.tainted(t, "n1"))
+	}
+}
