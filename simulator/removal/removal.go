@@ -80,21 +80,36 @@ func (p *Pass) Removed() []string {
 // removal then stays in effect for the rest of the pass. Otherwise the
 // snapshot is left as it was and the result says why. An error is a
 // broken snapshot, not a node that cannot go.
-func (p *Pass) Try(ctx context.Context, c Candidate) (res Result, err error) {
-	res = Result{Node: c.Node}
+func (p *Pass) Try(ctx context.Context, c Candidate) (Result, error) {
+	return p.TryAll(ctx, []Candidate{c})
+}
+
+// TryAll is Try for nodes that go together or not at all (the nodes of a
+// gang that moves whole): all are removed before any pod is placed, so no
+// pod moves to a node of the same unit. Result.Node is the first node.
+func (p *Pass) TryAll(ctx context.Context, cs []Candidate) (res Result, err error) {
+	if len(cs) == 0 {
+		return res, fmt.Errorf("no node to remove")
+	}
+	res = Result{Node: cs[0].Node}
 	if p.closed {
 		return res, fmt.Errorf("removal pass already ended")
 	}
-	switch {
-	case p.removed[c.Node]:
-		return res, fmt.Errorf("node %s already removed in this pass", c.Node)
-	case p.received[c.Node]:
-		res.Reason = "received pods of a node removed in this pass"
-		return res, nil
-	}
 	snap := p.runner.Snapshot()
-	if !snap.HasNode(c.Node) {
-		return res, fmt.Errorf("node %s not in the snapshot", c.Node)
+	unit := map[string]bool{}
+	var pods []*corev1.Pod
+	for _, c := range cs {
+		switch {
+		case p.removed[c.Node]:
+			return res, fmt.Errorf("node %s already removed in this pass", c.Node)
+		case !snap.HasNode(c.Node):
+			return res, fmt.Errorf("node %s not in the snapshot", c.Node)
+		case p.received[c.Node]:
+			res.Reason = fmt.Sprintf("node %s received pods of a node removed in this pass", c.Node)
+			return res, nil
+		}
+		unit[c.Node] = true
+		pods = append(pods, c.Pods...)
 	}
 	snap.Fork()
 	keep := false
@@ -104,47 +119,51 @@ func (p *Pass) Try(ctx context.Context, c Candidate) (res Result, err error) {
 			end = snap.Commit
 		}
 		if eerr := end(); eerr != nil && err == nil {
-			err = fmt.Errorf("close fork of node %s: %w", c.Node, eerr)
+			err = fmt.Errorf("close fork of node %s: %w", res.Node, eerr)
 		}
 	}()
 	moving := map[types.UID]bool{}
-	for _, pod := range c.Pods {
+	for _, pod := range pods {
 		moving[pod.UID] = true
 	}
-	for _, pod := range c.Pods {
+	for _, pod := range pods {
 		if err := p.release(pod, moving); err != nil {
-			return res, fmt.Errorf("node %s: %w", c.Node, err)
+			return res, fmt.Errorf("node %s: %w", pod.Spec.NodeName, err)
 		}
 	}
-	if err := snap.RemoveNode(c.Node); err != nil {
-		return res, err
+	for _, c := range cs {
+		if err := snap.RemoveNode(c.Node); err != nil {
+			return res, err
+		}
 	}
 	res.Moves = map[string]string{}
 	var targets []string
-	if len(c.Pods) > 0 {
+	if len(pods) > 0 {
 		targets = make([]string, 0, len(p.destinations))
 		for _, d := range p.destinations {
-			if d != c.Node && !p.removed[d] {
+			if !unit[d] && !p.removed[d] {
 				targets = append(targets, d)
 			}
 		}
 	}
-	for _, pod := range c.Pods {
+	for _, pod := range pods {
 		placement, err := p.place(ctx, unbound(pod), targets)
 		if err != nil {
-			return res, fmt.Errorf("node %s: re-place pod %s/%s: %w", c.Node, pod.Namespace, pod.Name, err)
+			return res, fmt.Errorf("node %s: re-place pod %s/%s: %w", pod.Spec.NodeName, pod.Namespace, pod.Name, err)
 		}
 		if placement.Node == "" {
 			res.Moves = nil
 			res.Reason = fmt.Sprintf("pod %s/%s fits no other node%s", pod.Namespace, pod.Name, summary(placement.Results))
-			klog.FromContext(ctx).V(4).Info("Node cannot be removed", "node", c.Node, "reason", res.Reason)
+			klog.FromContext(ctx).V(4).Info("Node cannot be removed", "node", pod.Spec.NodeName, "reason", res.Reason)
 			return res, nil
 		}
 		res.Moves[pod.Namespace+"/"+pod.Name] = placement.Node
 	}
 	keep = true
 	res.Removable = true
-	p.removed[c.Node] = true
+	for n := range unit {
+		p.removed[n] = true
+	}
 	for _, to := range res.Moves {
 		p.received[to] = true
 	}

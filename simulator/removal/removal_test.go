@@ -205,3 +205,31 @@ func TestTryBeyondOneWindow(t *testing.T) {
 		t.Fatalf("result %+v (%v), want unremovable with all %d destinations rejecting", res, err, len(dests))
 	}
 }
+
+// TryAll removes its nodes before placing any pod: no pod moves to a node
+// of the same unit, and the unit goes or stays as one.
+func TestTryAll(t *testing.T) {
+	objs := []any{builder.Node("a").CPU("4").Obj(), builder.Node("b").CPU("4").Obj(), builder.Node("c").CPU("2").Obj(),
+		cpuPod("pa", "a", "1"), cpuPod("pb", "b", "1")}
+	unit := []Candidate{{Node: "a", Pods: []*corev1.Pod{cpuPod("pa", "a", "1")}}, {Node: "b", Pods: []*corev1.Pod{cpuPod("pb", "b", "1")}}}
+	r, ctx := newRunner(t, objs...)
+	pass := Begin(r, []string{"b", "a", "c"})
+	res, err := pass.TryAll(ctx, unit)
+	if err != nil || !res.Removable || res.Moves[ns+"/pa"] != "c" || res.Moves[ns+"/pb"] != "c" {
+		t.Fatalf("result %+v (%v), want both pods on c", res, err)
+	}
+	if got := fmt.Sprint(pass.Removed()); got != "[a b]" {
+		t.Fatalf("removed %s", got)
+	}
+	if err := pass.End(); err != nil {
+		t.Fatal(err)
+	}
+	// With c too small for both, neither goes.
+	r, ctx = newRunner(t, append(objs[:2:2], builder.Node("c").CPU("1").Obj(), objs[3], objs[4])...)
+	pass = Begin(r, []string{"b", "a", "c"})
+	defer func() { _ = pass.End() }()
+	res, err = pass.TryAll(ctx, unit)
+	if err != nil || res.Removable || len(pass.Removed()) != 0 || !r.Snapshot().HasNode("a") {
+		t.Fatalf("result %+v (%v), removed %v: want the unit kept whole", res, err, pass.Removed())
+	}
+}

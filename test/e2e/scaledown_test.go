@@ -279,6 +279,30 @@ func TestScaleDownKeepsGangMember(t *testing.T) {
 	s.nodeStays(t, 6*time.Second, one, three)
 }
 
+// A gang spread over two underutilized nodes moves whole when there is
+// room for all of it: both nodes go together and both members are evicted.
+func TestScaleDownMovesSpreadGangWhole(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	g := s.cpuGroup("cpu", 4)
+	a, b := s.existingNode(t, g, "a", nil), s.existingNode(t, g, "b", nil)
+	room := s.existingNode(t, g, "room", nil)
+	s.c.Create(s.ctx, t, s.pod("busy").CPU("2").Node(room).Obj()) // half full: not a candidate
+	s.c.Create(s.ctx, t, builder.PodGroup(s.ns, "train").MinCount(2).Obj())
+	for i, node := range []string{a, b} {
+		p := s.pod(fmt.Sprintf("train-%d", i)).CPU("1").PodGroup("train").Node(node).Obj()
+		p.Annotations = map[string]string{safeToEvict: "true"}
+		s.c.Create(s.ctx, t, p)
+	}
+	m := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, fastScaleDown...)
+	s.waitNodeGone(t, a, 90*time.Second)
+	s.waitNodeGone(t, b, 30*time.Second)
+	metricAtLeast(t, s, m, `cluster_autoscaler_evicted_pods_total`, 2, 10*time.Second)
+	if ok, _ := s.nodeExists(s.ctx, room); !ok {
+		t.Errorf("node %s, the gang's new room, was removed", room)
+	}
+}
+
 // A GPU of which one of seven partitions is used, by a pod that fits the
 // free partitions of another node's GPU, is consolidated: the node goes
 // and the replacement pod's claim is allocated on the other node.

@@ -161,3 +161,19 @@ func TestGangs(t *testing.T) {
 		})
 	}
 }
+
+func TestMemberNodes(t *testing.T) {
+	pods := []*corev1.Pod{
+		builder.Pod("ml", "a").PodGroup("train").Node("n2").Obj(),
+		builder.Pod("ml", "b").PodGroup("train").Node("n1").Obj(),
+		builder.Pod("ml", "c").PodGroup("train").Obj(), // pending: on no node
+		builder.Pod("ml", "d").PodGroup("other").Node("n3").Obj(),
+	}
+	g := NewGangs([]*schedulingv1beta1.PodGroup{builder.PodGroup("ml", "train").MinCount(3).Obj()}, pods)
+	if got := strings.Join(g.MemberNodes(pods[:1]), ","); got != "n1,n2" {
+		t.Fatalf("MemberNodes = %s, want n1,n2", got)
+	}
+	if got := g.MemberNodes(pods[3:]); len(got) != 0 {
+		t.Fatalf("MemberNodes of a pod of no gang = %v", got)
+	}
+}

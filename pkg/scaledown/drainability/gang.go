@@ -2,6 +2,7 @@ package drainability
 
 import (
 	"fmt"
+	"sort"
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
@@ -82,4 +83,25 @@ func groupKey(p *corev1.Pod) (string, bool) {
 		return "", false
 	}
 	return p.Namespace + "/" + *p.Spec.SchedulingGroup.PodGroupName, true
+}
+
+// MemberNodes returns the nodes running members of the gangs the pods
+// belong to, sorted: the nodes a gang must leave together to move whole.
+func (g *Gangs) MemberNodes(pods []*corev1.Pod) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range pods {
+		key, ok := groupKey(p)
+		if !ok || g.groups[key] == nil {
+			continue
+		}
+		for _, m := range g.members[key] {
+			if !seen[m.Spec.NodeName] {
+				seen[m.Spec.NodeName] = true
+				out = append(out, m.Spec.NodeName)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }

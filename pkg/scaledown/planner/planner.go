@@ -24,7 +24,6 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/eligibility"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/unneeded"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/removal"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/utilization"
 )
 
@@ -117,15 +116,20 @@ type Plan struct {
 	Warnings     []Warning
 	Utilization  map[string]utilization.Info
 
-	// movesOf holds the simulated moves of the unneeded nodes.
+	// movesOf holds the simulated moves of the unneeded nodes; unitOf
+	// the nodes that must go together with a node (a gang's), itself
+	// included.
 	movesOf map[string]map[string]string
+	unitOf  map[string][]string
 }
 
-func (p *Plan) moves(node string, m map[string]string) {
+// record keeps what the simulation found for an unneeded node.
+func (p *Plan) record(node string, moves map[string]string, unit []string) {
 	if p.movesOf == nil {
-		p.movesOf = map[string]map[string]string{}
+		p.movesOf, p.unitOf = map[string]map[string]string{}, map[string][]string{}
 	}
-	p.movesOf[node] = m
+	p.movesOf[node] = moves
+	p.unitOf[node] = unit
 }
 
 // Planner holds what lives across passes: since when nodes are unneeded.
@@ -282,70 +286,4 @@ func (p *Planner) order(cands []*candidate) {
 		}
 		return a.node.Name < b.node.Name
 	})
-}
-
-// simulate tries the candidates' removals in order, in one removal pass,
-// and returns the nodes that could go.
-func (p *Planner) simulate(ctx context.Context, plan *Plan, cands []*candidate, pdbs *drainability.PDBs, gangs *drainability.Gangs, in Input) (_ []string, err error) {
-	isCand := map[string]bool{}
-	for _, c := range cands {
-		isCand[c.node.Name] = true
-	}
-	// Pods go to nodes that stay first; among candidates, to those tried
-	// last, which are the least likely to be removed.
-	dest := make([]string, 0, len(in.Destinations))
-	for _, d := range in.Destinations {
-		if !isCand[d] {
-			dest = append(dest, d)
-		}
-	}
-	for i := len(cands) - 1; i >= 0; i-- {
-		dest = append(dest, cands[i].node.Name)
-	}
-	pass := removal.Begin(p.runner, dest)
-	defer func() {
-		if eerr := pass.End(); eerr != nil && err == nil {
-			err = fmt.Errorf("scale-down simulation: %w", eerr)
-		}
-	}()
-	var out []string
-	simulated := 0
-	// removing holds the nodes removed so far plus the one being tried.
-	removing := map[string]bool{}
-	for _, c := range cands {
-		removing[c.node.Name] = true
-		reason := gangs.Check(c.evict, removing)
-		delete(removing, c.node.Name)
-		if reason != "" {
-			plan.Unremovable[c.node.Name] = Unremovable{Reason: drainability.RunningGangMember, Detail: reason}
-			continue
-		}
-		if ok, _, detail := pdbs.Take(c.evict); !ok {
-			plan.Unremovable[c.node.Name] = Unremovable{Reason: drainability.NotEnoughPdb, Detail: detail}
-			continue
-		}
-		if len(c.moving) > 0 {
-			if simulated >= p.opts.MaxNonEmptyCandidates {
-				pdbs.Give(c.evict)
-				plan.Unremovable[c.node.Name] = Unremovable{Reason: NotEvaluated, Detail: "over the per-pass limit of simulated nodes"}
-				continue
-			}
-			simulated++
-		}
-		res, err := pass.Try(ctx, removal.Candidate{Node: c.node.Name, Pods: c.moving})
-		if err != nil {
-			return nil, fmt.Errorf("scale-down simulation: %w", err)
-		}
-		if !res.Removable {
-			pdbs.Give(c.evict)
-			plan.Unremovable[c.node.Name] = Unremovable{Reason: NoPlaceToMovePods, Detail: res.Reason}
-			continue
-		}
-		out = append(out, c.node.Name)
-		removing[c.node.Name] = true
-		if len(c.moving) > 0 {
-			plan.moves(c.node.Name, res.Moves)
-		}
-	}
-	return out, nil
 }

@@ -151,9 +151,30 @@ func TestPlan(t *testing.T) {
 		{
 			name: "one member of a running gang keeps its node",
 			w: world{nodes: []*corev1.Node{node("n1"), node("n2")},
-				pods:      []*corev1.Pod{gangPod("t0", "n1"), gangPod("t1", "n2"), gangPod("t2", "n2")},
+				pods:      []*corev1.Pod{gangPod("t0", "n1"), gangPod("t1", "n2"), gangPod("t2", "n2"), pinned("busy", "n2", "2")},
 				podGroups: []*schedulingv1beta1.PodGroup{builder.PodGroup("app", "train").MinCount(3).Obj()}},
-			reasons: map[string]string{"n1": drainability.RunningGangMember, "n2": drainability.RunningGangMember},
+			reasons: map[string]string{"n1": drainability.RunningGangMember, "n2": eligibility.NotUnderutilized},
+		},
+		{
+			name: "a gang spread over two idle nodes moves whole, in one drain slot",
+			w: world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")},
+				pods:      []*corev1.Pod{gangPod("t0", "n1"), gangPod("t1", "n2"), pinned("busy", "n3", "2")},
+				podGroups: []*schedulingv1beta1.PodGroup{builder.PodGroup("app", "train").MinCount(2).Obj()}},
+			drain: "n1,n2", reasons: map[string]string{"n3": eligibility.NotUnderutilized},
+		},
+		{
+			name: "a spread gang with nowhere to go stays whole",
+			w: world{nodes: []*corev1.Node{node("n1"), node("n2")},
+				pods:      []*corev1.Pod{gangPod("t0", "n1"), gangPod("t1", "n2")},
+				podGroups: []*schedulingv1beta1.PodGroup{builder.PodGroup("app", "train").MinCount(2).Obj()}},
+			reasons: map[string]string{"n1": NoPlaceToMovePods, "n2": NoPlaceToMovePods},
+		},
+		{
+			name: "a gang's unit respects the group minimum",
+			w: world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")}, min: 2,
+				pods:      []*corev1.Pod{gangPod("t0", "n1"), gangPod("t1", "n2"), pinned("busy", "n3", "2")},
+				podGroups: []*schedulingv1beta1.PodGroup{builder.PodGroup("app", "train").MinCount(2).Obj()}},
+			reasons: map[string]string{"n3": eligibility.NotUnderutilized},
 		},
 		{
 			name:    "a policy keeps a node with its reason",
