@@ -97,7 +97,7 @@ func (s *Stage) Run(ctx context.Context, in Input) (*Result, error) {
 	}
 	s.collect()
 	if !s.cleaned {
-		s.cleanLeftoverTaints(ctx, in.State.Nodes)
+		s.cleanLeftoverTaints(ctx, in.Groups)
 		s.cleaned = true
 	}
 	pdbs, err := in.PDBs.PodDisruptionBudgets()
@@ -229,15 +229,18 @@ func (s *Stage) report(plan *planner.Plan, now time.Time) {
 	}
 }
 
-// cleanLeftoverTaints takes the deletion taint off nodes a previous
-// process left it on (it stopped mid-removal): they are not being removed
-// by anyone now, and the taint would keep pods off them forever.
-func (s *Stage) cleanLeftoverTaints(ctx context.Context, nodes []*corev1.Node) {
+// cleanLeftoverTaints takes the deletion taint off the nodes of our groups
+// that a previous process left it on (it stopped mid-removal): nobody
+// removes them now, and the taint would keep pods off them forever. Nodes
+// of other groups are not ours to judge.
+func (s *Stage) cleanLeftoverTaints(ctx context.Context, groups []*nodegroups.Info) {
 	deleting, _ := s.actuator.Deleting()
 	var names []string
-	for _, n := range nodes {
-		if eligibility.HasToBeDeletedTaint(n) && !deleting[n.Name] && n.DeletionTimestamp == nil {
-			names = append(names, n.Name)
+	for _, g := range groups {
+		for _, n := range append(append([]*corev1.Node(nil), g.Ready...), g.Booting...) {
+			if eligibility.HasToBeDeletedTaint(n) && !deleting[n.Name] && n.DeletionTimestamp == nil {
+				names = append(names, n.Name)
+			}
 		}
 	}
 	sort.Strings(names)

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
@@ -158,5 +159,40 @@ func TestWarningsDeduplicated(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.ScaleDown.UnremovableNodes.WithLabelValues(eligibility.ScaleDownDisabled)); got != 1 {
 		t.Errorf("unremovable_nodes_count{reason=ScaleDownDisabledAnnotation} = %v, want 1", got)
+	}
+}
+
+// A deletion taint left by a previous process on a node of our groups is
+// taken off on the first pass; other nodes' taints are not ours.
+func TestLeftoverTaintsCleaned(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	runner, err := framework.New(ctx, framework.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := builder.Node("ours").Taint(drain.ToBeDeletedTaint, "1", corev1.TaintEffectNoSchedule).CPU("4").Obj()
+	theirs := builder.Node("theirs").Taint(drain.ToBeDeletedTaint, "1", corev1.TaintEffectNoSchedule).Obj()
+	busy := builder.Pod("app", "busy").CPU("3").Node("ours").Obj()
+	snapshottest.Load(t, runner.Snapshot(), ours, theirs, busy)
+	client := fake.NewClientset(ours, theirs)
+	rec := record.NewFakeRecorder(100)
+	m := metrics.New()
+	p := planner.New(runner, planner.Options{Thresholds: eligibility.Thresholds{Utilization: 0.5, GPU: 0.5}, MaxParallelism: 10, MaxNonEmptyCandidates: 30})
+	a := actuator.New(client, drain.New(client, rec, clock.RealClock{}, drain.Options{MaxPodEvictionTime: time.Second}), rec, clock.RealClock{})
+	s := New(config.DefaultScaleDown(), 10*time.Second, p, a, client, rec, m.ScaleDown)
+	g := fakeprovider.NewGroup("g", 0, 5)
+	in := Input{State: &observe.ClusterState{Nodes: []*corev1.Node{ours, theirs}, Pods: []*corev1.Pod{busy}}, PDBs: noPDBs{},
+		Groups: []*nodegroups.Info{{Group: g, Id: "g", Max: 5, Target: 1, Ready: []*corev1.Node{ours}}}, Nodes: []string{"ours", "theirs"}, Now: t0}
+	if _, err := s.Run(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"ours": false, "theirs": true} {
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := eligibility.HasToBeDeletedTaint(n); got != want {
+			t.Errorf("%s tainted = %v, want %v", name, got, want)
+		}
 	}
 }
