@@ -201,7 +201,12 @@ func (p *Planner) Plan(ctx context.Context, in Input) (*Plan, error) {
 	plan.Unneeded = unneededNodes
 	p.tracker.Update(unneededNodes, in.Now)
 	p.choose(plan, cands, gangs, in)
-	logger.V(2).Info("Scale-down plan", "unneeded", len(plan.Unneeded), "unremovable", len(plan.Unremovable),
+	// Every pass plans; only a plan that removes something is news.
+	v := 3
+	if len(plan.Empty)+len(plan.Drain) > 0 {
+		v = 2
+	}
+	logger.V(v).Info("Scale-down plan", "unneeded", len(plan.Unneeded), "unremovable", len(plan.Unremovable),
 		"empty", len(plan.Empty), "drain", len(plan.Drain))
 	return plan, nil
 }

@@ -128,6 +128,13 @@ func TestPlan(t *testing.T) {
 			drain: "n1", reasons: map[string]string{"n3": eligibility.NotUnderutilized},
 		},
 		{
+			name: "the simulation limit leaves later nodes for the next pass",
+			w: world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")},
+				pods: []*corev1.Pod{movable("a", "n1", "1"), movable("b", "n2", "1"), pinned("c", "n3", "2")}},
+			opts:  Options{MaxNonEmptyCandidates: 1},
+			drain: "n1", reasons: map[string]string{"n2": NotEvaluated, "n3": eligibility.NotUnderutilized},
+		},
+		{
 			name:    "no room elsewhere",
 			w:       world{nodes: []*corev1.Node{node("n1"), node("n2")}, pods: []*corev1.Pod{movable("web", "n1", "1"), pinned("busy", "n2", "3500m")}},
 			reasons: map[string]string{"n1": NoPlaceToMovePods, "n2": eligibility.NotUnderutilized},
@@ -219,7 +226,9 @@ func TestPlan(t *testing.T) {
 			if opts.MaxParallelism == 0 {
 				opts.MaxParallelism = 10
 			}
-			opts.MaxNonEmptyCandidates = 30
+			if opts.MaxNonEmptyCandidates == 0 {
+				opts.MaxNonEmptyCandidates = 30
+			}
 			p := New(r, opts)
 			first, err := p.Plan(ctx, tc.w.input(t0))
 			if err != nil {
