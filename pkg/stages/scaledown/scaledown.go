@@ -138,7 +138,7 @@ func (s *Stage) Run(ctx context.Context, in Input) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.report(plan, in.Now)
+	s.report(logger, plan, in.Now)
 	res := &Result{Plan: plan}
 	if res.Cooldown = s.cooldown(in.Now); res.Cooldown != "" {
 		if len(plan.Empty)+len(plan.Drain) > 0 {
@@ -203,7 +203,7 @@ func (s *Stage) record(o actuator.Outcome) {
 
 // report sets the gauges and events the warnings, each at most once per
 // warnEvery and object.
-func (s *Stage) report(plan *planner.Plan, now time.Time) {
+func (s *Stage) report(logger klog.Logger, plan *planner.Plan, now time.Time) {
 	s.metrics.UnneededNodes.Set(float64(len(plan.Unneeded)))
 	s.metrics.UnremovableNodes.Reset()
 	for _, u := range plan.Unremovable {
@@ -219,7 +219,7 @@ func (s *Stage) report(plan *planner.Plan, now time.Time) {
 			continue
 		}
 		s.warned[k] = now
-		klog.InfoS("Bad input found by scale-down", "reason", w.Reason, "message", w.Message)
+		logger.Info("Bad input found by scale-down", "reason", w.Reason, "message", w.Message)
 		s.recorder.Event(w.Object, corev1.EventTypeWarning, w.Reason, w.Message)
 	}
 	for k, last := range s.warned {
