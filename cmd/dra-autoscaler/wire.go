@@ -113,6 +113,7 @@ func run(ctx context.Context, opts *config.Options) error {
 		Stranded:  stranded.New(analyzer, shapes, opts.Sharing.StrandedCapacityBudget, m.Sharing),
 		Placement: placer,
 	}
+	l.ScaleDown = newScaleDown(opts, runner, client, recorder, m)
 	autoscale := func(ctx context.Context) error {
 		served, err := observe.Discover(client)
 		if err != nil {

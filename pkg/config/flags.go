@@ -17,6 +17,7 @@ type rawFlags struct {
 	nodes                []string
 	expander             string
 	coresTotal, memTotal string
+	scaleDown            *scaleDownFlags
 }
 
 // Parse parses the command line into options. An unknown flag or a
@@ -75,11 +76,13 @@ func (o *Options) addFlags(fs *pflag.FlagSet) *rawFlags {
 	fs.StringVar(&o.FeatureGates, "feature-gates", o.FeatureGates, "Feature gates of the simulated scheduler, as the cluster's scheduler has them (Gate=true,...).")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 	o.Sharing.addFlags(fs)
+	raw.scaleDown = o.ScaleDown.addFlags(fs)
 	return raw
 }
 
 func (o *Options) complete(raw *rawFlags) error {
 	var errs []error
+	o.ScaleDown.complete(raw.scaleDown)
 	for _, n := range raw.nodes {
 		spec, err := ParseNodeGroupSpec(n)
 		errs = append(errs, err)
@@ -156,6 +159,7 @@ func (o *Options) Validate() error {
 		add("--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration")
 	}
 	errs = append(errs, o.Sharing.validate()...)
+	errs = append(errs, o.ScaleDown.validate()...)
 	return errors.Join(errs...)
 }
 

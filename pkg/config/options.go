@@ -98,7 +98,8 @@ type Options struct {
 	// cluster's scheduler.
 	FeatureGates string
 
-	Sharing SharingOptions
+	Sharing   SharingOptions
+	ScaleDown ScaleDownOptions
 }
 
 // Default returns the options with upstream's defaults.
@@ -130,5 +131,6 @@ func Default() *Options {
 		Address:   ":8085",
 		Namespace: "kube-system",
 		Sharing:   DefaultSharing(),
+		ScaleDown: DefaultScaleDown(),
 	}
 }

@@ -31,6 +31,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/scaledown"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/snapshot"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/stranded"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
@@ -53,6 +54,8 @@ type Loop struct {
 	Actuator  *act.Actuator
 	Reporter  *report.Reporter
 	Metrics   *metrics.Metrics
+	// ScaleDown removes unneeded nodes; nil disables scale-down.
+	ScaleDown *scaledown.Stage
 	// ClassOf groups equivalent pods for the fit-existing stage.
 	ClassOf func(*corev1.Pod) string
 	// Stranded measures stranded DRA capacity; Placement ranks the nodes
@@ -72,6 +75,7 @@ type Pass struct {
 	Results   []act.Result
 	Gangs     []plan.GangOutcome
 	Failures  []track.Failure
+	ScaleDown *scaledown.Result
 	StartedAt time.Time
 }
 
@@ -149,6 +153,7 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 		pass.Results = l.Actuator.Execute(ctx, ups, now)
 		l.Reporter.ScaleUps(pass.Results, now)
 	}
+	l.scaleDown(ctx, pass, state, built, now)
 	l.report(pass, state, waiting, now)
 	l.Metrics.ClusterSafeToAutoscale.Set(1)
 	l.Metrics.Activity("autoscaling", now)

@@ -33,6 +33,7 @@ type Metrics struct {
 	UnneededPodsNotHelped   *prometheus.GaugeVec
 	ScaleUpOptionsEvaluated prometheus.Counter
 	Sharing                 *Sharing
+	ScaleDown               *ScaleDown
 }
 
 // New registers every metric on a fresh registry.
@@ -77,6 +78,7 @@ func New() *Metrics {
 		f(c)
 	}
 	m.registerSharing()
+	m.ScaleDown = newScaleDown(f)
 	// Known label values start at zero, so rates and alerts work before
 	// the first failure.
 	for _, r := range []string{"cloudProviderError", "outOfResources", "timeout"} {

@@ -42,6 +42,8 @@ type Observer struct {
 	served  Served
 	trigger chan struct{}
 	listers listers
+	// scaleDown are scale-down's own informers (scaledown.go).
+	scaleDown scaleDownListers
 }
 
 // Served says which optional APIs the cluster serves; informers for APIs
@@ -90,6 +92,7 @@ func New(client kubernetes.Interface, served Served) *Observer {
 		trigger: make(chan struct{}, 1),
 	}
 	o.listers = newListers(o.factory, served)
+	o.scaleDown = newScaleDownListers(o.factory)
 	_, _ = o.factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { o.maybeTrigger(obj) },
 		UpdateFunc: func(_, obj any) { o.maybeTrigger(obj) },

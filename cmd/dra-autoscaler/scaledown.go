@@ -1,0 +1,41 @@
+package main
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/drain"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/actuator"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/drainability"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/eligibility"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/planner"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/scaledown"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+)
+
+// newScaleDown wires the scale-down stage. policies are the other rules
+// that may keep nodes or order removals (reservations, cost).
+func newScaleDown(opts *config.Options, runner *framework.Runner, client kubernetes.Interface, recorder record.EventRecorder,
+	m *metrics.Metrics, policies ...planner.NodePolicy) *scaledown.Stage {
+	sd := opts.ScaleDown
+	p := planner.New(runner, planner.Options{
+		Thresholds:            eligibility.Thresholds{Utilization: sd.UtilizationThreshold, GPU: sd.GPUUtilizationThreshold},
+		Rules:                 drainability.Rules{SkipNodesWithLocalStorage: sd.SkipNodesWithLocalStorage, SkipNodesWithSystemPods: sd.SkipNodesWithSystemPods},
+		UnneededTime:          sd.UnneededTime,
+		MaxParallelism:        sd.MaxParallelism,
+		MaxDrainParallelism:   sd.MaxDrainParallelism,
+		MaxNonEmptyCandidates: sd.NonEmptyCandidatesCount,
+		Policies:              policies,
+	})
+	drainer := drain.New(client, recorder, clock.RealClock{}, drain.Options{
+		MaxGracefulTermination: sd.MaxGracefulTermination,
+		MaxPodEvictionTime:     sd.MaxPodEvictionTime,
+	})
+	drainer.OnEvicted = func(*corev1.Pod) { m.ScaleDown.EvictedPods.Inc() }
+	a := actuator.New(client, drainer, recorder, clock.RealClock{})
+	return scaledown.New(sd, opts.ScanInterval, p, a, client, recorder, m.ScaleDown)
+}

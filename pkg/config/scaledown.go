@@ -1,0 +1,134 @@
+package config
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// ScaleDownOptions configure scale-down; flag names and defaults are
+// upstream's.
+type ScaleDownOptions struct {
+	Enabled bool
+	// DelayAfterAdd, DelayAfterDelete and DelayAfterFailure are the
+	// cooldowns after a scale-up, a node deletion and a failed removal.
+	// DelayAfterDelete 0 means the scan interval, as upstream.
+	DelayAfterAdd     time.Duration
+	DelayAfterDelete  time.Duration
+	DelayAfterFailure time.Duration
+	// UnneededTime is how long a node must stay unneeded before removal.
+	UnneededTime time.Duration
+	// UtilizationThreshold and GPUUtilizationThreshold: nodes under them
+	// (nodes with DRA devices under the second) are candidates.
+	UtilizationThreshold    float64
+	GPUUtilizationThreshold float64
+	// MaxParallelism bounds the nodes removed at once; MaxDrainParallelism
+	// those among them that are drained (not empty).
+	MaxParallelism      int
+	MaxDrainParallelism int
+	// NonEmptyCandidatesCount bounds the nodes with pods whose removal is
+	// simulated per loop.
+	NonEmptyCandidatesCount int
+	// MaxGracefulTermination caps the grace period of evicted pods;
+	// MaxPodEvictionTime bounds the retries of one eviction.
+	MaxGracefulTermination time.Duration
+	MaxPodEvictionTime     time.Duration
+	// SkipNodesWithLocalStorage and SkipNodesWithSystemPods keep nodes
+	// with pods using local storage or kube-system pods without a PDB.
+	SkipNodesWithLocalStorage bool
+	SkipNodesWithSystemPods   bool
+}
+
+// DefaultScaleDown returns upstream's defaults.
+func DefaultScaleDown() ScaleDownOptions {
+	return ScaleDownOptions{
+		Enabled:                   true,
+		DelayAfterAdd:             10 * time.Minute,
+		DelayAfterFailure:         3 * time.Minute,
+		UnneededTime:              10 * time.Minute,
+		UtilizationThreshold:      0.5,
+		GPUUtilizationThreshold:   0.5,
+		MaxParallelism:            10,
+		MaxDrainParallelism:       1,
+		NonEmptyCandidatesCount:   30,
+		MaxGracefulTermination:    600 * time.Second,
+		MaxPodEvictionTime:        2 * time.Minute,
+		SkipNodesWithLocalStorage: true,
+		SkipNodesWithSystemPods:   true,
+	}
+}
+
+// scaleDownFlags holds values pflag cannot bind directly.
+type scaleDownFlags struct {
+	maxGracefulTerminationSec int
+}
+
+func (o *ScaleDownOptions) addFlags(fs *pflag.FlagSet) *scaleDownFlags {
+	raw := &scaleDownFlags{maxGracefulTerminationSec: int(o.MaxGracefulTermination / time.Second)}
+	fs.BoolVar(&o.Enabled, "scale-down-enabled", o.Enabled, "Remove unneeded nodes.")
+	fs.DurationVar(&o.DelayAfterAdd, "scale-down-delay-after-add", o.DelayAfterAdd, "How long after a scale-up scale-down evaluation resumes.")
+	fs.DurationVar(&o.DelayAfterDelete, "scale-down-delay-after-delete", o.DelayAfterDelete, "How long after a node deletion scale-down evaluation resumes; 0 means --scan-interval.")
+	fs.DurationVar(&o.DelayAfterFailure, "scale-down-delay-after-failure", o.DelayAfterFailure, "How long after a failed scale-down scale-down evaluation resumes.")
+	fs.DurationVar(&o.UnneededTime, "scale-down-unneeded-time", o.UnneededTime, "How long a node must be unneeded before it is removed.")
+	fs.Float64Var(&o.UtilizationThreshold, "scale-down-utilization-threshold", o.UtilizationThreshold, "Nodes without accelerators whose utilization (the highest of CPU, memory and DRA device use) is under this are considered for removal.")
+	fs.Float64Var(&o.GPUUtilizationThreshold, "scale-down-gpu-utilization-threshold", o.GPUUtilizationThreshold, "Nodes with accelerators (DRA devices) whose utilization is under this are considered for removal.")
+	fs.IntVar(&o.MaxParallelism, "max-scale-down-parallelism", o.MaxParallelism, "Maximum number of nodes removed at the same time.")
+	fs.IntVar(&o.MaxDrainParallelism, "max-drain-parallelism", o.MaxDrainParallelism, "Maximum number of non-empty nodes drained at the same time.")
+	fs.IntVar(&o.NonEmptyCandidatesCount, "scale-down-non-empty-candidates-count", o.NonEmptyCandidatesCount, "Maximum number of non-empty nodes whose removal is simulated in one loop.")
+	fs.IntVar(&raw.maxGracefulTerminationSec, "max-graceful-termination-sec", raw.maxGracefulTerminationSec, "Maximum number of seconds an evicted pod is given to terminate.")
+	fs.DurationVar(&o.MaxPodEvictionTime, "max-pod-eviction-time", o.MaxPodEvictionTime, "How long the eviction of one pod is retried before the node's scale-down fails.")
+	fs.BoolVar(&o.SkipNodesWithLocalStorage, "skip-nodes-with-local-storage", o.SkipNodesWithLocalStorage, "Never remove nodes with pods using local storage (emptyDir, hostPath).")
+	fs.BoolVar(&o.SkipNodesWithSystemPods, "skip-nodes-with-system-pods", o.SkipNodesWithSystemPods, "Never remove nodes with kube-system pods that are not DaemonSet pods and have no PodDisruptionBudget.")
+	return raw
+}
+
+func (o *ScaleDownOptions) complete(raw *scaleDownFlags) {
+	o.MaxGracefulTermination = time.Duration(raw.maxGracefulTerminationSec) * time.Second
+}
+
+func (o *ScaleDownOptions) validate() []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	for name, v := range map[string]float64{
+		"scale-down-utilization-threshold":     o.UtilizationThreshold,
+		"scale-down-gpu-utilization-threshold": o.GPUUtilizationThreshold,
+	} {
+		if v < 0 || v > 1 {
+			add("--%s=%v: must be between 0 and 1", name, v)
+		}
+	}
+	for name, d := range map[string]time.Duration{
+		"scale-down-delay-after-add":     o.DelayAfterAdd,
+		"scale-down-delay-after-delete":  o.DelayAfterDelete,
+		"scale-down-delay-after-failure": o.DelayAfterFailure,
+		"scale-down-unneeded-time":       o.UnneededTime,
+		"max-graceful-termination-sec":   o.MaxGracefulTermination,
+	} {
+		if d < 0 {
+			add("--%s: must not be negative", name)
+		}
+	}
+	if o.MaxPodEvictionTime <= 0 {
+		add("--max-pod-eviction-time=%s: must be positive", o.MaxPodEvictionTime)
+	}
+	for name, n := range map[string]int{
+		"max-scale-down-parallelism":            o.MaxParallelism,
+		"max-drain-parallelism":                 o.MaxDrainParallelism,
+		"scale-down-non-empty-candidates-count": o.NonEmptyCandidatesCount,
+	} {
+		if n <= 0 {
+			add("--%s=%d: must be positive", name, n)
+		}
+	}
+	return errs
+}
+
+// DelayAfterDeleteOr is the cooldown after a deletion, the scan interval
+// when the flag is 0.
+func (o *ScaleDownOptions) DelayAfterDeleteOr(scanInterval time.Duration) time.Duration {
+	if o.DelayAfterDelete == 0 {
+		return scanInterval
+	}
+	return o.DelayAfterDelete
+}

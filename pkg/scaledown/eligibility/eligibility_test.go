@@ -1,0 +1,45 @@
+package eligibility
+
+import (
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/utilization"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+)
+
+func TestCheck(t *testing.T) {
+	th := Thresholds{Utilization: 0.5, GPU: 0.3}
+	annotated := func(v string) *corev1.Node {
+		n := builder.Node("n").Obj()
+		n.Annotations = map[string]string{ScaleDownDisabledAnnotation: v}
+		return n
+	}
+	low := utilization.Info{Utilization: 0.2, Resource: "cpu"}
+	tests := []struct {
+		name     string
+		node     *corev1.Node
+		util     utilization.Info
+		eligible bool
+		reason   string
+		warning  bool
+	}{
+		{name: "underutilized", node: builder.Node("n").Obj(), util: low, eligible: true},
+		{name: "at the threshold", node: builder.Node("n").Obj(), util: utilization.Info{Utilization: 0.5}, reason: NotUnderutilized},
+		{name: "accelerator node uses the GPU threshold", node: builder.Node("n").Obj(), util: utilization.Info{Utilization: 0.4, HasDevices: true}, reason: NotUnderutilized},
+		{name: "accelerator node under the GPU threshold", node: builder.Node("n").Obj(), util: utilization.Info{Utilization: 0.1, HasDevices: true}, eligible: true},
+		{name: "disabled", node: annotated("true"), util: low, reason: ScaleDownDisabled},
+		{name: "explicitly enabled", node: annotated("false"), util: low, eligible: true},
+		{name: "malformed annotation keeps the node and warns", node: annotated("perhaps"), util: low, reason: ScaleDownDisabled, warning: true},
+		{name: "being deleted by us", node: builder.Node("n").Taint(ToBeDeletedTaint, "1", corev1.TaintEffectNoSchedule).Obj(), util: low, reason: CurrentlyBeingDeleted},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			v := Check(tc.node, tc.util, th)
+			if v.Eligible != tc.eligible || v.Reason != tc.reason || (v.Warning != "") != tc.warning {
+				t.Fatalf("got %+v, want eligible %v reason %q warning %v", v, tc.eligible, tc.reason, tc.warning)
+			}
+		})
+	}
+}

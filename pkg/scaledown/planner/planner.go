@@ -1,0 +1,294 @@
+// Package planner decides which nodes scale-down removes: it finds the
+// underutilized nodes that nobody protects (eligibility), works out what
+// would happen to each of their pods (drainability, PodDisruptionBudgets,
+// gangs), checks with the real scheduler framework that every pod that
+// must move fits elsewhere (simulator/removal), remembers for how long
+// each node has been unneeded, and picks, within the group minimums and
+// the parallelism limits, the nodes to remove now.
+package planner
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/drainability"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/eligibility"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/unneeded"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/utilization"
+)
+
+// Reasons a node is unremovable besides those of eligibility and
+// drainability (upstream's names).
+const (
+	NodeGroupMinSizeReached = "NodeGroupMinSizeReached"
+	NoPlaceToMovePods       = "NoPlaceToMovePods"
+	NotEvaluated            = "NotUnneededOtherReason"
+	UnexpectedError         = "UnexpectedError"
+)
+
+// Options are the planner's knobs.
+type Options struct {
+	Thresholds   eligibility.Thresholds
+	Rules        drainability.Rules
+	UnneededTime time.Duration
+	// MaxParallelism bounds the nodes removed per pass
+	// (--max-scale-down-parallelism).
+	MaxParallelism int
+	// MaxDrainParallelism bounds the non-empty nodes among them.
+	MaxDrainParallelism int
+	// MaxNonEmptyCandidates bounds the nodes with pods whose removal is
+	// simulated per pass; nodes unneeded before go first.
+	MaxNonEmptyCandidates int
+	// Policies may keep nodes and order removals (see NodePolicy).
+	Policies []NodePolicy
+}
+
+// Group is one node group as scale-down sees it.
+type Group struct {
+	Id   string
+	Min  int
+	Size int
+	// Nodes are the group's registered, ready nodes.
+	Nodes []*corev1.Node
+}
+
+// Input is what one pass looks at. The runner's snapshot holds the
+// cluster as built for this loop.
+type Input struct {
+	Groups []Group
+	// Pods are every pod of the cluster (budgets and gangs span nodes);
+	// PodsByNode are the pods really bound to each node.
+	Pods       []*corev1.Pod
+	PodsByNode map[string][]*corev1.Pod
+	PDBs       []*policyv1.PodDisruptionBudget
+	PodGroups  []*schedulingv1beta1.PodGroup
+	// Destinations are the nodes pods may move to.
+	Destinations []string
+	// Deleting are nodes whose removal is under way; InFlightDrains are
+	// those among them being drained. Both count against the limits.
+	Deleting       map[string]bool
+	InFlightDrains int
+	Now            time.Time
+}
+
+// Removal is a node to remove now.
+type Removal struct {
+	Node  *corev1.Node
+	Group string
+	// Evict are the pods to evict first; none for an empty node.
+	Evict []*corev1.Pod
+	// Moves says where the simulation put each moving pod.
+	Moves       map[string]string
+	Utilization utilization.Info
+}
+
+// Unremovable says why a node stays.
+type Unremovable struct {
+	Reason, Detail string
+}
+
+// Warning is bad input to report on the object it was found in.
+type Warning struct {
+	Object  runtime.Object
+	Reason  string
+	Message string
+}
+
+// Plan is the outcome of one pass.
+type Plan struct {
+	// Unneeded are the nodes that could go now, as far as the cluster is
+	// concerned, whether or not long enough yet.
+	Unneeded    []string
+	Unremovable map[string]Unremovable
+	// Empty are nodes without pods to move, removed together; Drain are
+	// nodes drained first.
+	Empty, Drain []Removal
+	Warnings     []Warning
+	Utilization  map[string]utilization.Info
+
+	// movesOf holds the simulated moves of the unneeded nodes; unitOf
+	// the nodes that must go together with a node (a gang's), itself
+	// included.
+	movesOf map[string]map[string]string
+	unitOf  map[string][]string
+}
+
+// record keeps what the simulation found for an unneeded node.
+func (p *Plan) record(node string, moves map[string]string, unit []string) {
+	if p.movesOf == nil {
+		p.movesOf, p.unitOf = map[string]map[string]string{}, map[string][]string{}
+	}
+	p.movesOf[node] = moves
+	p.unitOf[node] = unit
+}
+
+// Planner holds what lives across passes: since when nodes are unneeded.
+type Planner struct {
+	opts    Options
+	runner  *framework.Runner
+	tracker *unneeded.Tracker
+}
+
+// New returns a planner simulating with runner.
+func New(runner *framework.Runner, opts Options) *Planner {
+	if opts.MaxDrainParallelism <= 0 {
+		opts.MaxDrainParallelism = 1
+	}
+	return &Planner{opts: opts, runner: runner, tracker: unneeded.New()}
+}
+
+// UnneededSince reports when a node became unneeded.
+func (p *Planner) UnneededSince(node string) (time.Time, bool) { return p.tracker.Since(node) }
+
+// candidate is a node that passed the cheap checks.
+type candidate struct {
+	node  *corev1.Node
+	group *Group
+	util  utilization.Info
+	// moving are the pods to re-place (the snapshot's, assumed ones
+	// included); evict are those really bound to the node.
+	moving, evict []*corev1.Pod
+	ranks         ranks
+	since         time.Time
+	wasUnneeded   bool
+}
+
+// Plan runs one pass. It changes nothing in the cluster; the snapshot is
+// as before when it returns.
+func (p *Planner) Plan(ctx context.Context, in Input) (*Plan, error) {
+	logger := klog.FromContext(ctx)
+	plan := &Plan{Unremovable: map[string]Unremovable{}, Utilization: map[string]utilization.Info{}}
+	calc, err := utilization.FromSnapshot(p.runner.Snapshot())
+	if err != nil {
+		return nil, fmt.Errorf("scale-down: %w", err)
+	}
+	pdbs := drainability.NewPDBs(in.PDBs, in.Pods)
+	for _, pr := range pdbs.Problems {
+		plan.Warnings = append(plan.Warnings, Warning{Object: pr.PDB, Reason: pr.Reason, Message: pr.Message})
+	}
+	gangs := drainability.NewGangs(in.PodGroups, in.Pods)
+
+	var cands []*candidate
+	for gi := range in.Groups {
+		g := &in.Groups[gi]
+		deleting := 0
+		for _, n := range g.Nodes {
+			if in.Deleting[n.Name] {
+				deleting++
+			}
+		}
+		for _, node := range g.Nodes {
+			if c := p.screen(plan, pdbs, g, node, deleting, calc, in); c != nil {
+				cands = append(cands, c)
+			}
+		}
+	}
+	p.order(cands)
+	unneededNodes, err := p.simulate(ctx, plan, cands, pdbs, gangs, in)
+	if err != nil {
+		return nil, err
+	}
+	plan.Unneeded = unneededNodes
+	p.tracker.Update(unneededNodes, in.Now)
+	p.choose(plan, cands, gangs, in)
+	// Every pass plans; only a plan that removes something is news.
+	v := 3
+	if len(plan.Empty)+len(plan.Drain) > 0 {
+		v = 2
+	}
+	logger.V(v).Info("Scale-down plan", "unneeded", len(plan.Unneeded), "unremovable", len(plan.Unremovable),
+		"empty", len(plan.Empty), "drain", len(plan.Drain))
+	return plan, nil
+}
+
+// screen applies the per-node checks and the pod rules; it returns nil
+// for a node that is unremovable (recorded in plan).
+func (p *Planner) screen(plan *Plan, pdbs *drainability.PDBs, g *Group, node *corev1.Node, deleting int, calc *utilization.Calculator, in Input) *candidate {
+	now := in.Now
+	unremovable := func(reason, detail string) *candidate {
+		plan.Unremovable[node.Name] = Unremovable{Reason: reason, Detail: detail}
+		return nil
+	}
+	if in.Deleting[node.Name] {
+		return unremovable(eligibility.CurrentlyBeingDeleted, "")
+	}
+	ni, err := p.runner.Snapshot().NodeInfos().Get(node.Name)
+	if err != nil {
+		return unremovable(UnexpectedError, fmt.Sprintf("not in the snapshot: %v", err))
+	}
+	util := calc.Node(ni)
+	plan.Utilization[node.Name] = util
+	v := eligibility.Check(node, util, p.opts.Thresholds)
+	if v.Warning != "" {
+		plan.Warnings = append(plan.Warnings, Warning{Object: node, Reason: "InvalidAnnotation", Message: v.Warning})
+	}
+	if !v.Eligible {
+		return unremovable(v.Reason, v.Detail)
+	}
+	if reason, k := keep(p.opts.Policies, node, now); k {
+		return unremovable(reason, "kept by a scale-down policy")
+	}
+	if g.Size-deleting <= g.Min {
+		return unremovable(NodeGroupMinSizeReached, fmt.Sprintf("node group %s has %d nodes, min %d", g.Id, g.Size-deleting, g.Min))
+	}
+	c := &candidate{node: node, group: g, util: util, ranks: rankOf(p.opts.Policies, node, now)}
+	c.since, c.wasUnneeded = p.tracker.Since(node.Name)
+	real := map[types.UID]*corev1.Pod{}
+	for _, pod := range in.PodsByNode[node.Name] {
+		real[pod.UID] = pod
+	}
+	for _, pi := range ni.GetPods() {
+		pod := pi.GetPod()
+		bound, isReal := real[pod.UID]
+		if !isReal {
+			// Placed by this loop's simulation (a pending pod that fits
+			// here): it needs room elsewhere, there is nothing to evict.
+			c.moving = append(c.moving, pod)
+			continue
+		}
+		out := p.opts.Rules.Check(bound, pdbs.Covered(bound))
+		if out.Warning != "" {
+			plan.Warnings = append(plan.Warnings, Warning{Object: bound, Reason: "InvalidAnnotation", Message: out.Warning})
+		}
+		switch out.Verdict {
+		case drainability.Blocks:
+			return unremovable(out.Reason, out.Detail)
+		case drainability.Moves:
+			c.moving = append(c.moving, pod)
+			c.evict = append(c.evict, bound)
+		}
+	}
+	return c
+}
+
+// order puts the candidates in the order their removal is tried: nodes
+// already unneeded first (longest first, so the unneeded clock keeps
+// running for them), then by policy rank, utilization and name.
+func (p *Planner) order(cands []*candidate) {
+	sort.SliceStable(cands, func(i, j int) bool {
+		a, b := cands[i], cands[j]
+		if a.wasUnneeded != b.wasUnneeded {
+			return a.wasUnneeded
+		}
+		if a.wasUnneeded && !a.since.Equal(b.since) {
+			return a.since.Before(b.since)
+		}
+		if c := a.ranks.compare(b.ranks); c != 0 {
+			return c < 0
+		}
+		if a.util.Utilization != b.util.Utilization {
+			return a.util.Utilization < b.util.Utilization
+		}
+		return a.node.Name < b.node.Name
+	})
+}

@@ -1,0 +1,306 @@
+package planner
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/drainability"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/eligibility"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+)
+
+var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+const unneededTime = 10 * time.Minute
+
+// fakePolicy keeps the nodes in keep and ranks by rank (default 0).
+type fakePolicy struct {
+	keep map[string]string
+	rank map[string]int
+}
+
+func (f fakePolicy) Keep(node *corev1.Node, _ time.Time) (string, bool) {
+	r, ok := f.keep[node.Name]
+	return r, ok
+}
+
+func (f fakePolicy) Rank(node *corev1.Node, _ time.Time) int { return f.rank[node.Name] }
+
+var _ NodePolicy = fakePolicy{}
+
+func node(name string) *corev1.Node { return builder.Node(name).CPU("4").Memory("16Gi").Obj() }
+
+func movable(name, nodeName, cpu string) *corev1.Pod {
+	return builder.Pod("app", name).CPU(cpu).OwnedBy("apps/v1", "ReplicaSet", "rs").Node(nodeName).Obj()
+}
+
+func pinned(name, nodeName, cpu string) *corev1.Pod {
+	return builder.Pod("app", name).CPU(cpu).Node(nodeName).Obj()
+}
+
+type world struct {
+	nodes     []*corev1.Node
+	pods      []*corev1.Pod
+	min, size int
+	pdbs      []*policyv1.PodDisruptionBudget
+	podGroups []*schedulingv1beta1.PodGroup
+}
+
+func (w world) input(now time.Time) Input {
+	in := Input{Pods: w.pods, PodsByNode: map[string][]*corev1.Pod{}, PDBs: w.pdbs, PodGroups: w.podGroups, Now: now}
+	size := w.size
+	if size == 0 {
+		size = len(w.nodes)
+	}
+	in.Groups = []Group{{Id: "g", Min: w.min, Size: size, Nodes: w.nodes}}
+	for _, n := range w.nodes {
+		in.Destinations = append(in.Destinations, n.Name)
+	}
+	for _, p := range w.pods {
+		in.PodsByNode[p.Spec.NodeName] = append(in.PodsByNode[p.Spec.NodeName], p)
+	}
+	return in
+}
+
+func names(rs []Removal) string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Node.Name)
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+func TestPlan(t *testing.T) {
+	busy := func(n string) *corev1.Pod { return pinned("busy-"+n, n, "3") } // 75%: not underutilized
+	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}}
+	guarded := movable("guarded", "n1", "1")
+	guarded.Labels["app"] = "guarded"
+	gangPod := func(name, n string) *corev1.Pod {
+		p := builder.Pod("app", name).CPU("500m").PodGroup("train").OwnedBy("batch/v1", "Job", "train").Node(n).Obj()
+		return p
+	}
+	tests := []struct {
+		name     string
+		w        world
+		opts     Options
+		empty    string // removed now, after the unneeded time
+		drain    string
+		reasons  map[string]string // unremovable node -> reason
+		warnings []string
+	}{
+		{
+			name:  "empty nodes go together",
+			w:     world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")}, pods: []*corev1.Pod{busy("n3")}},
+			empty: "n1,n2", reasons: map[string]string{"n3": eligibility.NotUnderutilized},
+		},
+		{
+			name:  "never below the group's min",
+			w:     world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")}, min: 2},
+			empty: "n1",
+		},
+		{
+			name:  "parallelism bounds the removals",
+			w:     world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")}},
+			opts:  Options{MaxParallelism: 2},
+			empty: "n1,n2",
+		},
+		{
+			name:  "a movable pod: the node is drained",
+			w:     world{nodes: []*corev1.Node{node("n1"), node("n2")}, pods: []*corev1.Pod{movable("web", "n1", "1"), pinned("busy", "n2", "2")}},
+			drain: "n1", reasons: map[string]string{"n2": eligibility.NotUnderutilized},
+		},
+		{
+			name: "one drain at a time",
+			w: world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")},
+				pods: []*corev1.Pod{movable("a", "n1", "1"), movable("b", "n2", "1"), pinned("c", "n3", "2")}},
+			drain: "n1", reasons: map[string]string{"n3": eligibility.NotUnderutilized},
+		},
+		{
+			name: "the simulation limit leaves later nodes for the next pass",
+			w: world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")},
+				pods: []*corev1.Pod{movable("a", "n1", "1"), movable("b", "n2", "1"), pinned("c", "n3", "2")}},
+			opts:  Options{MaxNonEmptyCandidates: 1},
+			drain: "n1", reasons: map[string]string{"n2": NotEvaluated, "n3": eligibility.NotUnderutilized},
+		},
+		{
+			name:    "no room elsewhere",
+			w:       world{nodes: []*corev1.Node{node("n1"), node("n2")}, pods: []*corev1.Pod{movable("web", "n1", "1"), pinned("busy", "n2", "3500m")}},
+			reasons: map[string]string{"n1": NoPlaceToMovePods, "n2": eligibility.NotUnderutilized},
+		},
+		{
+			name:    "a pod without controller keeps its node",
+			w:       world{nodes: []*corev1.Node{node("n1"), node("n2")}, pods: []*corev1.Pod{pinned("p", "n1", "1"), pinned("busy", "n2", "2")}},
+			reasons: map[string]string{"n1": drainability.NotReplicated, "n2": eligibility.NotUnderutilized},
+		},
+		{
+			name: "a budget allowing no disruption keeps its node; one selecting nothing is reported",
+			w: world{nodes: []*corev1.Node{node("n1"), node("n2")}, pods: []*corev1.Pod{guarded, pinned("busy", "n2", "2")},
+				pdbs: []*policyv1.PodDisruptionBudget{
+					{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "guarded"}, Spec: policyv1.PodDisruptionBudgetSpec{Selector: sel}},
+					{ObjectMeta: metav1.ObjectMeta{Namespace: "app", Name: "nobody"}, Spec: policyv1.PodDisruptionBudgetSpec{
+						Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "nobody"}}}},
+				}},
+			reasons:  map[string]string{"n1": drainability.NotEnoughPdb, "n2": eligibility.NotUnderutilized},
+			warnings: []string{"SelectsNoPods"},
+		},
+		{
+			name: "one member of a running gang keeps its node",
+			w: world{nodes: []*corev1.Node{node("n1"), node("n2")},
+				pods:      []*corev1.Pod{gangPod("t0", "n1"), gangPod("t1", "n2"), gangPod("t2", "n2"), pinned("busy", "n2", "2")},
+				podGroups: []*schedulingv1beta1.PodGroup{builder.PodGroup("app", "train").MinCount(3).Obj()}},
+			reasons: map[string]string{"n1": drainability.RunningGangMember, "n2": eligibility.NotUnderutilized},
+		},
+		{
+			name: "a gang spread over two idle nodes moves whole, in one drain slot",
+			w: world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")},
+				pods:      []*corev1.Pod{gangPod("t0", "n1"), gangPod("t1", "n2"), pinned("busy", "n3", "2")},
+				podGroups: []*schedulingv1beta1.PodGroup{builder.PodGroup("app", "train").MinCount(2).Obj()}},
+			drain: "n1,n2", reasons: map[string]string{"n3": eligibility.NotUnderutilized},
+		},
+		{
+			name: "a spread gang with nowhere to go stays whole",
+			w: world{nodes: []*corev1.Node{node("n1"), node("n2")},
+				pods:      []*corev1.Pod{gangPod("t0", "n1"), gangPod("t1", "n2")},
+				podGroups: []*schedulingv1beta1.PodGroup{builder.PodGroup("app", "train").MinCount(2).Obj()}},
+			reasons: map[string]string{"n1": NoPlaceToMovePods, "n2": NoPlaceToMovePods},
+		},
+		{
+			name: "a gang's unit respects the group minimum",
+			w: world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")}, min: 2,
+				pods:      []*corev1.Pod{gangPod("t0", "n1"), gangPod("t1", "n2"), pinned("busy", "n3", "2")},
+				podGroups: []*schedulingv1beta1.PodGroup{builder.PodGroup("app", "train").MinCount(2).Obj()}},
+			reasons: map[string]string{"n3": eligibility.NotUnderutilized},
+		},
+		{
+			name:    "a policy keeps a node with its reason",
+			w:       world{nodes: []*corev1.Node{node("n1"), node("n2")}},
+			opts:    Options{Policies: []NodePolicy{fakePolicy{keep: map[string]string{"n1": "ActiveReservation"}}}},
+			empty:   "n2",
+			reasons: map[string]string{"n1": "ActiveReservation"},
+		},
+		{
+			name:  "lower rank goes first",
+			w:     world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")}},
+			opts:  Options{MaxParallelism: 1, Policies: []NodePolicy{fakePolicy{rank: map[string]int{"n1": 5, "n2": 1, "n3": 3}}}},
+			empty: "n2",
+		},
+		{
+			name:     "malformed annotation: kept, warned",
+			w:        world{nodes: []*corev1.Node{annotatedNode("n1", eligibility.ScaleDownDisabledAnnotation, "perhaps"), node("n2")}},
+			empty:    "n2",
+			reasons:  map[string]string{"n1": eligibility.ScaleDownDisabled},
+			warnings: []string{"InvalidAnnotation"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			r, err := framework.New(ctx, framework.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var objs []any
+			for _, n := range tc.w.nodes {
+				objs = append(objs, n)
+			}
+			for _, p := range tc.w.pods {
+				objs = append(objs, p)
+			}
+			snapshottest.Load(t, r.Snapshot(), objs...)
+			opts := tc.opts
+			opts.Thresholds = eligibility.Thresholds{Utilization: 0.5, GPU: 0.5}
+			opts.Rules = drainability.Rules{SkipNodesWithLocalStorage: true, SkipNodesWithSystemPods: true}
+			opts.UnneededTime = unneededTime
+			if opts.MaxParallelism == 0 {
+				opts.MaxParallelism = 10
+			}
+			if opts.MaxNonEmptyCandidates == 0 {
+				opts.MaxNonEmptyCandidates = 30
+			}
+			p := New(r, opts)
+			first, err := p.Plan(ctx, tc.w.input(t0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(first.Empty)+len(first.Drain) != 0 {
+				t.Fatalf("removed %s%s before the unneeded time", names(first.Empty), names(first.Drain))
+			}
+			plan, err := p.Plan(ctx, tc.w.input(t0.Add(unneededTime)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := names(plan.Empty); got != tc.empty {
+				t.Errorf("empty removals %q, want %q", got, tc.empty)
+			}
+			if got := names(plan.Drain); got != tc.drain {
+				t.Errorf("drains %q, want %q", got, tc.drain)
+			}
+			got := map[string]string{}
+			for n, u := range plan.Unremovable {
+				got[n] = u.Reason
+			}
+			if fmt.Sprint(got) != fmt.Sprint(orEmpty(tc.reasons)) {
+				t.Errorf("unremovable %v, want %v", plan.Unremovable, tc.reasons)
+			}
+			var warnings []string
+			for _, w := range plan.Warnings {
+				warnings = append(warnings, w.Reason)
+			}
+			if fmt.Sprint(warnings) != fmt.Sprint(tc.warnings) {
+				t.Errorf("warnings %v, want %v", warnings, tc.warnings)
+			}
+			if r.Snapshot().Depth() != 0 || len(r.Snapshot().InFlightClaims()) != 0 {
+				t.Errorf("the plan left the snapshot changed (depth %d)", r.Snapshot().Depth())
+			}
+			for _, n := range tc.w.nodes {
+				if !r.Snapshot().HasNode(n.Name) {
+					t.Errorf("node %s gone from the snapshot after planning", n.Name)
+				}
+			}
+		})
+	}
+}
+
+// Drain removals carry the pods to evict and where they were simulated.
+func TestPlanDrainMoves(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	r, err := framework.New(ctx, framework.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := world{nodes: []*corev1.Node{node("n1"), node("n2")}, pods: []*corev1.Pod{movable("web", "n1", "1"), pinned("busy", "n2", "2")}}
+	snapshottest.Load(t, r.Snapshot(), w.nodes[0], w.nodes[1], w.pods[0], w.pods[1])
+	p := New(r, Options{Thresholds: eligibility.Thresholds{Utilization: 0.5, GPU: 0.5}, MaxParallelism: 10, MaxNonEmptyCandidates: 30})
+	plan, err := p.Plan(ctx, w.input(t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Drain) != 1 || len(plan.Drain[0].Evict) != 1 || plan.Drain[0].Evict[0].Name != "web" || plan.Drain[0].Moves["app/web"] != "n2" {
+		t.Fatalf("drain %+v, want n1 with web evicted to n2", plan.Drain)
+	}
+}
+
+func annotatedNode(name, k, v string) *corev1.Node {
+	n := node(name)
+	n.Annotations = map[string]string{k: v}
+	return n
+}
+
+func orEmpty(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}

@@ -1,0 +1,155 @@
+package planner
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/drainability"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/removal"
+)
+
+// maxUnit bounds the nodes of a gang moved whole in one removal.
+const maxUnit = 16
+
+// simulate tries the candidates' removals in order, in one removal pass,
+// and returns the nodes that could go. A candidate that hosts members of
+// a gang spread over several nodes is tried together with those nodes,
+// when they all are candidates: the gang moves whole or stays.
+func (p *Planner) simulate(ctx context.Context, plan *Plan, cands []*candidate, pdbs *drainability.PDBs, gangs *drainability.Gangs, in Input) (_ []string, err error) {
+	byName := make(map[string]*candidate, len(cands))
+	for _, c := range cands {
+		byName[c.node.Name] = c
+	}
+	// Pods go to nodes that stay first; among candidates, to those tried
+	// last, which are the least likely to be removed.
+	dest := make([]string, 0, len(in.Destinations))
+	for _, d := range in.Destinations {
+		if byName[d] == nil {
+			dest = append(dest, d)
+		}
+	}
+	for i := len(cands) - 1; i >= 0; i-- {
+		dest = append(dest, cands[i].node.Name)
+	}
+	pass := removal.Begin(p.runner, dest)
+	defer func() {
+		if eerr := pass.End(); eerr != nil && err == nil {
+			err = fmt.Errorf("scale-down simulation: %w", eerr)
+		}
+	}()
+	var out []string
+	simulated := 0
+	// removing holds the nodes removed so far; settled the nodes decided.
+	removing := map[string]bool{}
+	settled := map[string]bool{}
+	for _, c := range cands {
+		if settled[c.node.Name] {
+			continue
+		}
+		unit := []*candidate{c}
+		reason := gangCheck(unit, gangs, removing)
+		if reason != "" {
+			if u := unitFor(c, byName, gangs, removing, settled); u != nil && gangCheck(u, gangs, removing) == "" {
+				unit, reason = u, ""
+			}
+		}
+		fail := func(reason, detail string) {
+			for _, u := range unit {
+				plan.Unremovable[u.node.Name] = Unremovable{Reason: reason, Detail: detail}
+				settled[u.node.Name] = true
+			}
+		}
+		if reason != "" {
+			fail(drainability.RunningGangMember, reason)
+			continue
+		}
+		var pods []*corev1.Pod
+		var rcs []removal.Candidate
+		nonEmpty := 0
+		for _, u := range unit {
+			pods = append(pods, u.evict...)
+			rcs = append(rcs, removal.Candidate{Node: u.node.Name, Pods: u.moving})
+			if len(u.moving) > 0 {
+				nonEmpty++
+			}
+		}
+		if ok, _, detail := pdbs.Take(pods); !ok {
+			fail(drainability.NotEnoughPdb, detail)
+			continue
+		}
+		if nonEmpty > 0 && simulated+nonEmpty > p.opts.MaxNonEmptyCandidates {
+			pdbs.Give(pods)
+			fail(NotEvaluated, "over the per-pass limit of simulated nodes")
+			continue
+		}
+		simulated += nonEmpty
+		res, err := pass.TryAll(ctx, rcs)
+		if err != nil {
+			return nil, fmt.Errorf("scale-down simulation: %w", err)
+		}
+		if !res.Removable {
+			pdbs.Give(pods)
+			fail(NoPlaceToMovePods, res.Reason)
+			continue
+		}
+		var names []string
+		for _, u := range unit {
+			names = append(names, u.node.Name)
+		}
+		for _, u := range unit {
+			n := u.node.Name
+			out = append(out, n)
+			removing[n], settled[n] = true, true
+			moves := map[string]string{}
+			for _, pod := range u.moving {
+				k := pod.Namespace + "/" + pod.Name
+				moves[k] = res.Moves[k]
+			}
+			plan.record(n, moves, names)
+		}
+	}
+	return out, nil
+}
+
+// gangCheck asks whether the unit's evictions keep every gang whole or
+// above minCount, counting the nodes removed so far as gone.
+func gangCheck(unit []*candidate, gangs *drainability.Gangs, removing map[string]bool) string {
+	var evict []*corev1.Pod
+	for _, u := range unit {
+		removing[u.node.Name] = true
+		evict = append(evict, u.evict...)
+	}
+	reason := gangs.Check(evict, removing)
+	for _, u := range unit {
+		delete(removing, u.node.Name)
+	}
+	return reason
+}
+
+// unitFor grows c into the set of candidates holding every running member
+// of every gang on them (transitively), up to maxUnit nodes. It returns
+// nil when c hosts no spread gang or a member runs on a node that is not
+// a candidate still open in this pass; nodes already removed count as gone.
+func unitFor(c *candidate, byName map[string]*candidate, gangs *drainability.Gangs, removing, settled map[string]bool) []*candidate {
+	unit := []*candidate{c}
+	in := map[string]bool{c.node.Name: true}
+	for i := 0; i < len(unit); i++ {
+		for _, n := range gangs.MemberNodes(unit[i].evict) {
+			if in[n] || removing[n] {
+				continue
+			}
+			other := byName[n]
+			if other == nil || settled[n] || len(unit) >= maxUnit {
+				return nil
+			}
+			in[n] = true
+			unit = append(unit, other)
+		}
+	}
+	if len(unit) == 1 {
+		return nil
+	}
+	return unit
+}

@@ -1,0 +1,254 @@
+// Package scaledown is the loop's scale-down stage: after scale-up, it
+// asks the planner which nodes are unneeded and, outside the cooldowns
+// that follow a scale-up, a deletion or a failure, hands the chosen ones
+// to the actuator. It reports what it found in metrics and events, bad
+// input included, and never stops the loop.
+package scaledown
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/drain"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/actuator"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/eligibility"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/planner"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+)
+
+// warnEvery is how often the same bad input is evented again.
+const warnEvery = 10 * time.Minute
+
+// Stage is the scale-down stage; it lives across passes.
+type Stage struct {
+	opts         config.ScaleDownOptions
+	scanInterval time.Duration
+	planner      *planner.Planner
+	actuator     *actuator.Actuator
+	client       kubernetes.Interface
+	recorder     record.EventRecorder
+	metrics      *metrics.ScaleDown
+
+	lastScaleUp, lastDelete, lastFailure time.Time
+	cleaned                              bool
+	warned                               map[warnKey]time.Time
+}
+
+type warnKey struct {
+	uid    types.UID
+	reason string
+}
+
+// New returns the stage.
+func New(opts config.ScaleDownOptions, scanInterval time.Duration, p *planner.Planner, a *actuator.Actuator,
+	client kubernetes.Interface, recorder record.EventRecorder, m *metrics.ScaleDown) *Stage {
+	return &Stage{opts: opts, scanInterval: scanInterval, planner: p, actuator: a, client: client, recorder: recorder,
+		metrics: m, warned: map[warnKey]time.Time{}}
+}
+
+// NoteScaleUp starts the cooldown after a scale-up.
+func (s *Stage) NoteScaleUp(at time.Time) {
+	if at.After(s.lastScaleUp) {
+		s.lastScaleUp = at
+	}
+}
+
+// Input is what one pass hands the stage.
+type Input struct {
+	State  *observe.ClusterState
+	PDBs   PDBLister
+	Groups []*nodegroups.Info
+	// Nodes are the registered nodes in the snapshot.
+	Nodes []string
+	Now   time.Time
+}
+
+// PDBLister lists the PodDisruptionBudgets (the observer does).
+type PDBLister interface {
+	PodDisruptionBudgets() ([]*policyv1.PodDisruptionBudget, error)
+}
+
+// Result is what the stage did, for tests and the status.
+type Result struct {
+	Plan *planner.Plan
+	// Cooldown names the cooldown that held removals back, if any.
+	Cooldown string
+	Started  []string
+}
+
+// Run is one pass of scale-down.
+func (s *Stage) Run(ctx context.Context, in Input) (*Result, error) {
+	logger := klog.FromContext(ctx)
+	if !s.opts.Enabled {
+		return &Result{}, nil
+	}
+	s.collect()
+	if !s.cleaned {
+		s.cleanLeftoverTaints(ctx, in.Groups)
+		s.cleaned = true
+	}
+	pdbs, err := in.PDBs.PodDisruptionBudgets()
+	if err != nil {
+		return nil, fmt.Errorf("scale-down: list PodDisruptionBudgets: %w", err)
+	}
+	deleting, drains := s.actuator.Deleting()
+	pin := planner.Input{
+		Pods: in.State.Pods, PodsByNode: map[string][]*corev1.Pod{}, PDBs: pdbs, PodGroups: in.State.PodGroups,
+		Deleting: deleting, InFlightDrains: drains, Now: in.Now,
+	}
+	for _, p := range in.State.Pods {
+		if p.Spec.NodeName != "" {
+			pin.PodsByNode[p.Spec.NodeName] = append(pin.PodsByNode[p.Spec.NodeName], p)
+		}
+	}
+	byGroup := map[string]cloudprovider.NodeGroup{}
+	booting := map[string]bool{}
+	for _, g := range in.Groups {
+		byGroup[g.Id] = g.Group
+		pin.Groups = append(pin.Groups, planner.Group{Id: g.Id, Min: g.Min, Size: g.Size(), Nodes: g.Ready})
+		for _, n := range g.Booting {
+			booting[n.Name] = true
+		}
+	}
+	tainted := map[string]bool{}
+	for _, n := range in.State.Nodes {
+		if eligibility.HasToBeDeletedTaint(n) || n.Spec.Unschedulable || n.DeletionTimestamp != nil {
+			tainted[n.Name] = true
+		}
+	}
+	for _, n := range in.Nodes {
+		if !booting[n] && !deleting[n] && !tainted[n] {
+			pin.Destinations = append(pin.Destinations, n)
+		}
+	}
+	plan, err := s.planner.Plan(ctx, pin)
+	if err != nil {
+		return nil, err
+	}
+	s.report(logger, plan, in.Now)
+	res := &Result{Plan: plan}
+	if res.Cooldown = s.cooldown(in.Now); res.Cooldown != "" {
+		if len(plan.Empty)+len(plan.Drain) > 0 {
+			logger.V(2).Info("Scale-down in cooldown; no node removed", "cooldown", res.Cooldown, "removable", len(plan.Empty)+len(plan.Drain))
+		}
+		return res, nil
+	}
+	var empty, drained []actuator.Deletion
+	for _, r := range plan.Empty {
+		empty = append(empty, actuator.Deletion{Node: r.Node, Group: byGroup[r.Group]})
+		res.Started = append(res.Started, r.Node.Name)
+		logger.Info("Removing empty node", "node", r.Node.Name, "nodeGroup", r.Group, "utilization", r.Utilization.String())
+	}
+	for _, r := range plan.Drain {
+		drained = append(drained, actuator.Deletion{Node: r.Node, Group: byGroup[r.Group], Evict: r.Evict})
+		res.Started = append(res.Started, r.Node.Name)
+		logger.Info("Draining and removing node", "node", r.Node.Name, "nodeGroup", r.Group, "utilization", r.Utilization.String(), "moves", r.Moves)
+	}
+	for _, o := range s.actuator.Start(ctx, empty, drained) {
+		s.record(o)
+	}
+	return res, nil
+}
+
+// cooldown names the cooldown in force at now, or "".
+func (s *Stage) cooldown(now time.Time) string {
+	switch {
+	case !s.lastScaleUp.IsZero() && now.Before(s.lastScaleUp.Add(s.opts.DelayAfterAdd)):
+		return "scale-down-delay-after-add"
+	case !s.lastDelete.IsZero() && now.Before(s.lastDelete.Add(s.opts.DelayAfterDeleteOr(s.scanInterval))):
+		return "scale-down-delay-after-delete"
+	case !s.lastFailure.IsZero() && now.Before(s.lastFailure.Add(s.opts.DelayAfterFailure)):
+		return "scale-down-delay-after-failure"
+	}
+	return ""
+}
+
+// collect takes in the removals that ended since the last pass.
+func (s *Stage) collect() {
+	for _, o := range s.actuator.Collect() {
+		s.record(o)
+	}
+}
+
+func (s *Stage) record(o actuator.Outcome) {
+	if o.Err != nil {
+		s.metrics.FailedScaleDowns.WithLabelValues(o.Stage).Inc()
+		if o.At.After(s.lastFailure) {
+			s.lastFailure = o.At
+		}
+		return
+	}
+	reason := metrics.ScaleDownUnderutilized
+	if o.Empty {
+		reason = metrics.ScaleDownEmpty
+	}
+	s.metrics.ScaledDownNodes.WithLabelValues(reason).Inc()
+	if o.At.After(s.lastDelete) {
+		s.lastDelete = o.At
+	}
+}
+
+// report sets the gauges and events the warnings, each at most once per
+// warnEvery and object.
+func (s *Stage) report(logger klog.Logger, plan *planner.Plan, now time.Time) {
+	s.metrics.UnneededNodes.Set(float64(len(plan.Unneeded)))
+	s.metrics.UnremovableNodes.Reset()
+	for _, u := range plan.Unremovable {
+		s.metrics.UnremovableNodes.WithLabelValues(u.Reason).Inc()
+	}
+	for _, w := range plan.Warnings {
+		m, ok := w.Object.(interface{ GetUID() types.UID })
+		if !ok {
+			continue
+		}
+		k := warnKey{uid: m.GetUID(), reason: w.Reason}
+		if last, seen := s.warned[k]; seen && now.Sub(last) < warnEvery {
+			continue
+		}
+		s.warned[k] = now
+		logger.Info("Bad input found by scale-down", "reason", w.Reason, "message", w.Message)
+		s.recorder.Event(w.Object, corev1.EventTypeWarning, w.Reason, w.Message)
+	}
+	for k, last := range s.warned {
+		if now.Sub(last) >= warnEvery {
+			delete(s.warned, k)
+		}
+	}
+}
+
+// cleanLeftoverTaints takes the deletion taint off the nodes of our groups
+// that a previous process left it on (it stopped mid-removal): nobody
+// removes them now, and the taint would keep pods off them forever. Nodes
+// of other groups are not ours to judge.
+func (s *Stage) cleanLeftoverTaints(ctx context.Context, groups []*nodegroups.Info) {
+	deleting, _ := s.actuator.Deleting()
+	var names []string
+	for _, g := range groups {
+		for _, n := range append(append([]*corev1.Node(nil), g.Ready...), g.Booting...) {
+			if eligibility.HasToBeDeletedTaint(n) && !deleting[n.Name] && n.DeletionTimestamp == nil {
+				names = append(names, n.Name)
+			}
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if err := drain.Untaint(ctx, s.client, name); err != nil {
+			klog.FromContext(ctx).Error(err, "Could not remove a leftover deletion taint", "node", name)
+			continue
+		}
+		klog.FromContext(ctx).Info("Removed a leftover deletion taint", "node", name)
+	}
+}

@@ -1,0 +1,198 @@
+package scaledown
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/clock"
+	testclock "k8s.io/utils/clock/testing"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/drain"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/fakeprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/actuator"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/eligibility"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/planner"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+)
+
+var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+type noPDBs struct{}
+
+func (noPDBs) PodDisruptionBudgets() ([]*policyv1.PodDisruptionBudget, error) { return nil, nil }
+
+// TestCooldowns: with the unneeded time at zero, the empty node would go
+// on every pass; only the cooldowns hold it back.
+func TestCooldowns(t *testing.T) {
+	tests := []struct {
+		name string
+		// prepare runs before the first pass and tells when the second runs.
+		prepare      func(s *Stage, g *fakeprovider.Group) time.Duration
+		wantCooldown string
+		wantRemoved  bool
+	}{
+		{name: "no cooldown", prepare: func(*Stage, *fakeprovider.Group) time.Duration { return 0 }, wantRemoved: true},
+		{name: "after a scale-up", prepare: func(s *Stage, _ *fakeprovider.Group) time.Duration {
+			s.NoteScaleUp(t0)
+			return 9 * time.Minute
+		}, wantCooldown: "scale-down-delay-after-add"},
+		{name: "after the scale-up cooldown", prepare: func(s *Stage, _ *fakeprovider.Group) time.Duration {
+			s.NoteScaleUp(t0)
+			return 10 * time.Minute
+		}, wantRemoved: true},
+		{name: "after a failure", prepare: func(s *Stage, g *fakeprovider.Group) time.Duration {
+			g.Fail("DeleteNodes", errors.New("provider down"))
+			return time.Minute
+		}, wantCooldown: "scale-down-delay-after-failure"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			runner, err := framework.New(ctx, framework.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := fakeprovider.NewGroup("g", 0, 5)
+			node := builder.Node("n1").Obj()
+			node.Spec.ProviderID = g.AddInstance(cloudprovider.InstanceRunning, nil)
+			g.SetTarget(1)
+			client := fake.NewClientset([]runtime.Object{node}...)
+			opts := config.DefaultScaleDown()
+			opts.UnneededTime = 0
+			m := metrics.New()
+			rec := record.NewFakeRecorder(100)
+			p := planner.New(runner, planner.Options{Thresholds: eligibility.Thresholds{Utilization: 0.5, GPU: 0.5}, MaxParallelism: 10, MaxNonEmptyCandidates: 30})
+			// The actuator's clock is the loop's: outcomes are stamped t0.
+			fc := testclock.NewFakeClock(t0)
+			a := actuator.New(client, drain.New(client, rec, fc, drain.Options{MaxPodEvictionTime: time.Second}), rec, fc)
+			s := New(opts, 10*time.Second, p, a, client, rec, m.ScaleDown)
+			in := func(now time.Time) Input {
+				return Input{State: &observe.ClusterState{Nodes: []*corev1.Node{node}}, PDBs: noPDBs{},
+					Groups: []*nodegroups.Info{{Group: g, Id: "g", Max: 5, Target: 1, Ready: []*corev1.Node{node}}}, Nodes: []string{"n1"}, Now: now}
+			}
+			snapshottest.Load(t, runner.Snapshot(), node)
+
+			second := tc.prepare(s, g)
+			first, err := s.Run(ctx, in(t0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.Wait()
+			if tc.wantCooldown == "scale-down-delay-after-add" {
+				if len(first.Started) != 0 {
+					t.Fatalf("removal started right after a scale-up: %v", first.Started)
+				}
+			}
+			g.Fail("DeleteNodes", nil)
+			if second == 0 {
+				if fmt.Sprint(first.Started) != "[n1]" {
+					t.Fatalf("first pass started %v, cooldown %q", first.Started, first.Cooldown)
+				}
+				return
+			}
+			res, err := s.Run(ctx, in(t0.Add(second)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a.Wait()
+			if res.Cooldown != tc.wantCooldown || (len(res.Started) > 0) != tc.wantRemoved {
+				t.Fatalf("second pass: cooldown %q started %v; want cooldown %q removed %v", res.Cooldown, res.Started, tc.wantCooldown, tc.wantRemoved)
+			}
+			if got := testutil.ToFloat64(m.ScaleDown.UnneededNodes); got != 1 {
+				t.Errorf("unneeded_nodes_count %v, want 1", got)
+			}
+		})
+	}
+}
+
+// Bad input is evented once per warnEvery, not every pass.
+func TestWarningsDeduplicated(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	runner, err := framework.New(ctx, framework.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := builder.Node("n1").Obj()
+	node.Annotations = map[string]string{eligibility.ScaleDownDisabledAnnotation: "maybe"}
+	snapshottest.Load(t, runner.Snapshot(), node)
+	client := fake.NewClientset(node)
+	rec := record.NewFakeRecorder(100)
+	m := metrics.New()
+	p := planner.New(runner, planner.Options{Thresholds: eligibility.Thresholds{Utilization: 0.5, GPU: 0.5}, MaxParallelism: 10, MaxNonEmptyCandidates: 30})
+	a := actuator.New(client, drain.New(client, rec, clock.RealClock{}, drain.Options{MaxPodEvictionTime: time.Second}), rec, clock.RealClock{})
+	s := New(config.DefaultScaleDown(), 10*time.Second, p, a, client, rec, m.ScaleDown)
+	g := fakeprovider.NewGroup("g", 0, 5)
+	for _, at := range []time.Duration{0, time.Minute, 11 * time.Minute} {
+		in := Input{State: &observe.ClusterState{Nodes: []*corev1.Node{node}}, PDBs: noPDBs{},
+			Groups: []*nodegroups.Info{{Group: g, Id: "g", Max: 5, Target: 1, Ready: []*corev1.Node{node}}}, Nodes: []string{"n1"}, Now: t0.Add(at)}
+		if _, err := s.Run(ctx, in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(rec.Events)
+	var warnings []string
+	for e := range rec.Events {
+		if strings.HasPrefix(e, "Warning InvalidAnnotation") {
+			warnings = append(warnings, e)
+		}
+	}
+	if len(warnings) != 2 {
+		t.Fatalf("warnings %q, want one at start and one after %s", warnings, warnEvery)
+	}
+	if got := testutil.ToFloat64(m.ScaleDown.UnremovableNodes.WithLabelValues(eligibility.ScaleDownDisabled)); got != 1 {
+		t.Errorf("unremovable_nodes_count{reason=ScaleDownDisabledAnnotation} = %v, want 1", got)
+	}
+}
+
+// A deletion taint left by a previous process on a node of our groups is
+// taken off on the first pass; other nodes' taints are not ours.
+func TestLeftoverTaintsCleaned(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	runner, err := framework.New(ctx, framework.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours := builder.Node("ours").Taint(drain.ToBeDeletedTaint, "1", corev1.TaintEffectNoSchedule).CPU("4").Obj()
+	theirs := builder.Node("theirs").Taint(drain.ToBeDeletedTaint, "1", corev1.TaintEffectNoSchedule).Obj()
+	busy := builder.Pod("app", "busy").CPU("3").Node("ours").Obj()
+	snapshottest.Load(t, runner.Snapshot(), ours, theirs, busy)
+	client := fake.NewClientset(ours, theirs)
+	rec := record.NewFakeRecorder(100)
+	m := metrics.New()
+	p := planner.New(runner, planner.Options{Thresholds: eligibility.Thresholds{Utilization: 0.5, GPU: 0.5}, MaxParallelism: 10, MaxNonEmptyCandidates: 30})
+	a := actuator.New(client, drain.New(client, rec, clock.RealClock{}, drain.Options{MaxPodEvictionTime: time.Second}), rec, clock.RealClock{})
+	s := New(config.DefaultScaleDown(), 10*time.Second, p, a, client, rec, m.ScaleDown)
+	g := fakeprovider.NewGroup("g", 0, 5)
+	in := Input{State: &observe.ClusterState{Nodes: []*corev1.Node{ours, theirs}, Pods: []*corev1.Pod{busy}}, PDBs: noPDBs{},
+		Groups: []*nodegroups.Info{{Group: g, Id: "g", Max: 5, Target: 1, Ready: []*corev1.Node{ours}}}, Nodes: []string{"ours", "theirs"}, Now: t0}
+	if _, err := s.Run(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"ours": false, "theirs": true} {
+		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := eligibility.HasToBeDeletedTaint(n); got != want {
+			t.Errorf("%s tainted = %v, want %v", name, got, want)
+		}
+	}
+}

@@ -1,0 +1,281 @@
+// Package removal answers "can these nodes go?" with the real scheduler
+// framework: in a fork of the snapshot, a candidate node is removed, the
+// claims that only its moving pods hold are released, and each pod is
+// placed again on the remaining nodes by the framework, its claims
+// allocated anew there by the DRA plugin. Removals tried in one pass
+// stack: pods moved off one node take room the next node's pods cannot
+// count on, and a node that received pods is not removed in the same pass.
+package removal
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/klog/v2"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+)
+
+// Candidate is a node to try and the pods that must find another node
+// (those that die with it, DaemonSet and mirror pods, are not listed).
+type Candidate struct {
+	Node string
+	Pods []*corev1.Pod
+}
+
+// Result is the verdict on one candidate.
+type Result struct {
+	Node      string
+	Removable bool
+	// Moves maps each moving pod ("namespace/name") to its new node.
+	Moves map[string]string
+	// Reason says why the node cannot go, when it cannot.
+	Reason string
+}
+
+// Pass is one series of removals tried against one snapshot. It holds a
+// fork open from Begin to End; nothing it does outlives End.
+type Pass struct {
+	runner       *framework.Runner
+	destinations []string
+	removed      map[string]bool
+	received     map[string]bool
+	closed       bool
+}
+
+// Begin opens a pass. destinations are the nodes pods may move to, in
+// order of preference (the framework takes the first that fits).
+func Begin(runner *framework.Runner, destinations []string) *Pass {
+	runner.Snapshot().Fork()
+	return &Pass{runner: runner, destinations: slices.Clone(destinations), removed: map[string]bool{}, received: map[string]bool{}}
+}
+
+// End drops every change of the pass.
+func (p *Pass) End() error {
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	return p.runner.Snapshot().Revert()
+}
+
+// Removed are the nodes removed so far in this pass, sorted.
+func (p *Pass) Removed() []string {
+	out := make([]string, 0, len(p.removed))
+	for n := range p.removed {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Try removes the candidate node if all its pods find room elsewhere; the
+// removal then stays in effect for the rest of the pass. Otherwise the
+// snapshot is left as it was and the result says why. An error is a
+// broken snapshot, not a node that cannot go.
+func (p *Pass) Try(ctx context.Context, c Candidate) (Result, error) {
+	return p.TryAll(ctx, []Candidate{c})
+}
+
+// TryAll is Try for nodes that go together or not at all (the nodes of a
+// gang that moves whole): all are removed before any pod is placed, so no
+// pod moves to a node of the same unit. Result.Node is the first node.
+func (p *Pass) TryAll(ctx context.Context, cs []Candidate) (res Result, err error) {
+	if len(cs) == 0 {
+		return res, fmt.Errorf("no node to remove")
+	}
+	res = Result{Node: cs[0].Node}
+	if p.closed {
+		return res, fmt.Errorf("removal pass already ended")
+	}
+	snap := p.runner.Snapshot()
+	unit := map[string]bool{}
+	var pods []*corev1.Pod
+	for _, c := range cs {
+		switch {
+		case p.removed[c.Node]:
+			return res, fmt.Errorf("node %s already removed in this pass", c.Node)
+		case !snap.HasNode(c.Node):
+			return res, fmt.Errorf("node %s not in the snapshot", c.Node)
+		case p.received[c.Node]:
+			res.Reason = fmt.Sprintf("node %s received pods of a node removed in this pass", c.Node)
+			return res, nil
+		}
+		unit[c.Node] = true
+		pods = append(pods, c.Pods...)
+	}
+	snap.Fork()
+	keep := false
+	defer func() {
+		end := snap.Revert
+		if keep {
+			end = snap.Commit
+		}
+		if eerr := end(); eerr != nil && err == nil {
+			err = fmt.Errorf("close fork of node %s: %w", res.Node, eerr)
+		}
+	}()
+	moving := map[types.UID]bool{}
+	for _, pod := range pods {
+		moving[pod.UID] = true
+	}
+	for _, pod := range pods {
+		if err := p.release(pod, moving); err != nil {
+			return res, fmt.Errorf("node %s: %w", pod.Spec.NodeName, err)
+		}
+	}
+	for _, c := range cs {
+		if err := snap.RemoveNode(c.Node); err != nil {
+			return res, err
+		}
+	}
+	res.Moves = map[string]string{}
+	var targets []string
+	if len(pods) > 0 {
+		targets = make([]string, 0, len(p.destinations))
+		for _, d := range p.destinations {
+			if !unit[d] && !p.removed[d] {
+				targets = append(targets, d)
+			}
+		}
+	}
+	for _, pod := range pods {
+		placement, err := p.place(ctx, unbound(pod), targets)
+		if err != nil {
+			return res, fmt.Errorf("node %s: re-place pod %s/%s: %w", pod.Spec.NodeName, pod.Namespace, pod.Name, err)
+		}
+		if placement.Node == "" {
+			res.Moves = nil
+			res.Reason = fmt.Sprintf("pod %s/%s fits no other node%s", pod.Namespace, pod.Name, summary(placement.Results))
+			klog.FromContext(ctx).V(4).Info("Node cannot be removed", "node", pod.Spec.NodeName, "reason", res.Reason)
+			return res, nil
+		}
+		res.Moves[pod.Namespace+"/"+pod.Name] = placement.Node
+	}
+	keep = true
+	res.Removable = true
+	for n := range unit {
+		p.removed[n] = true
+	}
+	for _, to := range res.Moves {
+		p.received[to] = true
+	}
+	return res, nil
+}
+
+// window is how many destinations one scheduling cycle filters.
+const window = 64
+
+// place puts the pod on the first destination, in order, that takes it.
+// Destinations are filtered a window at a time, with the snapshot's slices
+// scoped to the window: a pod that fits early costs one small cycle, not
+// a Filter and a DRA allocator over the whole cluster. The answer is the
+// one a single cycle over all destinations gives (the first that fits),
+// for the reason the estimator's scoped cycles give theirs: a node's
+// allocations read only its own slices and those bound to no node.
+func (p *Pass) place(ctx context.Context, pod *corev1.Pod, targets []string) (*framework.Placement, error) {
+	snap := p.runner.Snapshot()
+	defer snap.ScopeSlices(nil)
+	all := &framework.Placement{}
+	for start := 0; start < len(targets); start += window {
+		w := targets[start:min(start+window, len(targets))]
+		snap.ScopeSlices(w)
+		pl, err := p.runner.SchedulePod(ctx, pod, w)
+		if err != nil {
+			return nil, err
+		}
+		if pl.Node != "" {
+			return pl, nil
+		}
+		all.Results = append(all.Results, pl.Results...)
+	}
+	return all, nil
+}
+
+// release prepares a moving pod's claims for a new allocation: the pod
+// leaves reservedFor, and a claim no pod outside the moving set holds
+// loses its allocation, as the resourceclaim controller deallocates a
+// claim nobody uses. A claim shared with a pod that stays keeps its
+// allocation, so the moving pod can only go where that allocation is
+// reachable: exactly the scheduler's rule.
+func (p *Pass) release(pod *corev1.Pod, moving map[types.UID]bool) error {
+	snap := p.runner.Snapshot()
+	for i := range pod.Spec.ResourceClaims {
+		name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+		if err != nil || name == nil {
+			continue // not created yet, or not needed: nothing to release
+		}
+		claim, ok := snap.ResourceClaim(pod.Namespace, *name)
+		if !ok {
+			continue // the DRA plugin reports a missing claim on re-placing
+		}
+		var rest []resourceapi.ResourceClaimConsumerReference
+		stays := false
+		for _, ref := range claim.Status.ReservedFor {
+			if ref.UID == pod.UID {
+				continue
+			}
+			rest = append(rest, ref)
+			if !moving[ref.UID] {
+				stays = true
+			}
+		}
+		c := *claim
+		c.Status.ReservedFor = rest
+		if !stays {
+			c.Status.Allocation = nil
+			c.Status.ReservedFor = nil
+		}
+		if err := snap.SetResourceClaim(&c); err != nil {
+			return fmt.Errorf("release claim %s/%s: %w", c.Namespace, c.Name, err)
+		}
+	}
+	return nil
+}
+
+// unbound is the pod as its controller's replacement would look to the
+// scheduler: same spec and claims, no node.
+func unbound(pod *corev1.Pod) *corev1.Pod {
+	cp := *pod
+	cp.Spec.NodeName = ""
+	cp.Status.NominatedNodeName = ""
+	return &cp
+}
+
+// summary condenses per-node rejections to the most common reasons.
+func summary(results []framework.NodeResult) string {
+	counts := map[string]int{}
+	for _, r := range results {
+		if !r.Fits {
+			counts[r.Plugin+": "+r.Message]++
+		}
+	}
+	if len(counts) == 0 {
+		return ""
+	}
+	reasons := make([]string, 0, len(counts))
+	for r := range counts {
+		reasons = append(reasons, r)
+	}
+	sort.Slice(reasons, func(i, j int) bool {
+		if counts[reasons[i]] != counts[reasons[j]] {
+			return counts[reasons[i]] > counts[reasons[j]]
+		}
+		return reasons[i] < reasons[j]
+	})
+	if len(reasons) > 2 {
+		reasons = reasons[:2]
+	}
+	parts := make([]string, len(reasons))
+	for i, r := range reasons {
+		parts[i] = fmt.Sprintf("%d× %s", counts[r], r)
+	}
+	return " (" + strings.Join(parts, "; ") + ")"
+}

@@ -1,0 +1,235 @@
+package removal
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+)
+
+const (
+	ns  = "default"
+	gpu = "gpu.example.com"
+)
+
+func newRunner(t *testing.T, objs ...any) (*framework.Runner, context.Context) {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	r, err := framework.New(ctx, framework.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshottest.Load(t, r.Snapshot(), objs...)
+	return r, ctx
+}
+
+func cpuPod(name, node, cpu string) *corev1.Pod {
+	return builder.Pod(ns, name).CPU(cpu).OwnedBy("apps/v1", "ReplicaSet", "rs").Node(node).Obj()
+}
+
+func TestTry(t *testing.T) {
+	n := func(name, cpu string) *corev1.Node { return builder.Node(name).CPU(cpu).Obj() }
+	type try struct {
+		node      string
+		pods      []*corev1.Pod
+		removable bool
+		reason    string
+		moves     map[string]string
+	}
+	tests := []struct {
+		name  string
+		objs  []any
+		dests []string
+		tries []try
+	}{
+		{
+			name:  "a pod that fits elsewhere moves",
+			objs:  []any{n("n1", "4"), n("n2", "4"), cpuPod("p", "n1", "2")},
+			dests: []string{"n1", "n2"},
+			tries: []try{{node: "n1", pods: []*corev1.Pod{cpuPod("p", "n1", "2")}, removable: true, moves: map[string]string{ns + "/p": "n2"}}},
+		},
+		{
+			name:  "two nodes cannot count on the same free room",
+			objs:  []any{n("n1", "4"), n("n2", "4"), n("n3", "4"), cpuPod("a", "n1", "3"), cpuPod("b", "n2", "3")},
+			dests: []string{"n3", "n1", "n2"},
+			tries: []try{
+				{node: "n1", pods: []*corev1.Pod{cpuPod("a", "n1", "3")}, removable: true, moves: map[string]string{ns + "/a": "n3"}},
+				{node: "n2", pods: []*corev1.Pod{cpuPod("b", "n2", "3")}, reason: "fits no other node"},
+			},
+		},
+		{
+			name:  "a node that received pods stays in this pass",
+			objs:  []any{n("n1", "4"), n("n2", "4"), cpuPod("a", "n1", "1")},
+			dests: []string{"n2", "n1"},
+			tries: []try{
+				{node: "n1", pods: []*corev1.Pod{cpuPod("a", "n1", "1")}, removable: true, moves: map[string]string{ns + "/a": "n2"}},
+				{node: "n2", reason: "received pods"},
+			},
+		},
+		{
+			name:  "an empty node needs no room",
+			objs:  []any{n("n1", "4")},
+			dests: []string{"n1"},
+			tries: []try{{node: "n1", removable: true, moves: map[string]string{}}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ctx := newRunner(t, tc.objs...)
+			pass := Begin(r, tc.dests)
+			for _, tr := range tc.tries {
+				res, err := pass.Try(ctx, Candidate{Node: tr.node, Pods: tr.pods})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if res.Removable != tr.removable || !strings.Contains(res.Reason, tr.reason) {
+					t.Fatalf("%s: removable %v (%q), want %v (%q)", tr.node, res.Removable, res.Reason, tr.removable, tr.reason)
+				}
+				if tr.removable && fmt.Sprint(res.Moves) != fmt.Sprint(tr.moves) {
+					t.Errorf("%s: moves %v, want %v", tr.node, res.Moves, tr.moves)
+				}
+			}
+			if err := pass.End(); err != nil {
+				t.Fatal(err)
+			}
+			for _, tr := range tc.tries {
+				if !r.Snapshot().HasNode(tr.node) {
+					t.Errorf("node %s still gone after End", tr.node)
+				}
+			}
+		})
+	}
+}
+
+// A pod's claim allocated on the removed node is allocated anew on the
+// destination by the DRA plugin; after End, the snapshot is as before.
+func TestTryReallocatesClaims(t *testing.T) {
+	class := builder.DeviceClass("gpu").Driver(gpu).Obj()
+	counters := func(node string) *builder.ResourceSliceBuilder {
+		return builder.ResourceSlice(node+"-counters", node, gpu, node).Pool(1, 2).
+			SharedCounters(builder.CounterSet("gpu-0").Counter("slices", "7"))
+	}
+	parts := func(node string) *builder.ResourceSliceBuilder {
+		b := builder.ResourceSlice(node+"-parts", node, gpu, node).Pool(1, 2)
+		for i := range 7 {
+			b.Devices(builder.Device(fmt.Sprintf("mig-%d", i)).ConsumesCounters("gpu-0", map[string]string{"slices": "1"}))
+		}
+		return b
+	}
+	tmpl := builder.ClaimTemplate(ns, "slice").Request(builder.Request("gpu", "gpu")).Obj()
+	objs := []any{class, tmpl, builder.Node("n1").Obj(), builder.Node("n2").Obj(),
+		counters("n1").Obj(), parts("n1").Obj(), counters("n2").Obj(), parts("n2").Obj()}
+	moverSpec := builder.Pod(ns, "mover").ClaimFromTemplate("gpu", "slice").OwnedBy("apps/v1", "ReplicaSet", "rs")
+
+	tests := []struct {
+		name string
+		// busy partitions on n2 before the move
+		busy      int
+		removable bool
+	}{
+		{name: "one of seven partitions moves to free partitions", busy: 4, removable: true},
+		{name: "no free partition left", busy: 7, removable: false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ctx := newRunner(t, objs...)
+			// Place the mover on n1 and the others on n2 through the
+			// framework, so claims are allocated as the scheduler would.
+			p, err := r.SchedulePod(ctx, moverSpec.Obj(), []string{"n1"})
+			if err != nil || p.Node != "n1" {
+				t.Fatalf("mover placed on %q: %v", p.Node, err)
+			}
+			for i := range tc.busy {
+				q, err := r.SchedulePod(ctx, builder.Pod(ns, fmt.Sprintf("busy-%d", i)).ClaimFromTemplate("gpu", "slice").Obj(), []string{"n2"})
+				if err != nil || q.Node != "n2" {
+					t.Fatalf("busy-%d placed on %q: %v", i, q.Node, err)
+				}
+			}
+			claimName := *p.Pod.Status.ResourceClaimStatuses[0].ResourceClaimName
+			pass := Begin(r, []string{"n2"})
+			res, err := pass.Try(ctx, Candidate{Node: "n1", Pods: []*corev1.Pod{p.Pod}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Removable != tc.removable {
+				t.Fatalf("removable %v (%s), want %v", res.Removable, res.Reason, tc.removable)
+			}
+			claim, _ := r.Snapshot().ResourceClaim(ns, claimName)
+			if tc.removable {
+				if claim.Status.Allocation == nil || claim.Status.Allocation.Devices.Results[0].Pool != "n2" {
+					t.Fatalf("claim allocated %+v during the pass, want a partition of n2", claim.Status.Allocation)
+				}
+			}
+			if err := pass.End(); err != nil {
+				t.Fatal(err)
+			}
+			claim, _ = r.Snapshot().ResourceClaim(ns, claimName)
+			if claim.Status.Allocation == nil || claim.Status.Allocation.Devices.Results[0].Pool != "n1" || len(claim.Status.ReservedFor) != 1 {
+				t.Fatalf("after End the claim is %+v, want it back on n1, reserved for the mover", claim.Status)
+			}
+		})
+	}
+}
+
+// Destinations are filtered a window at a time: a pod that fits only the
+// last of more destinations than one window holds still finds it, and
+// one that fits nowhere hears from every destination.
+func TestTryBeyondOneWindow(t *testing.T) {
+	objs := []any{builder.Node("from").CPU("4").Obj(), cpuPod("p", "from", "2")}
+	var dests []string
+	for i := range 2*window + 3 {
+		name := fmt.Sprintf("small-%03d", i)
+		objs = append(objs, builder.Node(name).CPU("1").Obj())
+		dests = append(dests, name)
+	}
+	r, ctx := newRunner(t, append(objs, builder.Node("big").CPU("4").Obj())...)
+	pass := Begin(r, append(dests, "big"))
+	res, err := pass.Try(ctx, Candidate{Node: "from", Pods: []*corev1.Pod{cpuPod("p", "from", "2")}})
+	if err != nil || !res.Removable || res.Moves[ns+"/p"] != "big" {
+		t.Fatalf("result %+v (%v), want p moved to big", res, err)
+	}
+	if err := pass.End(); err != nil {
+		t.Fatal(err)
+	}
+	pass = Begin(r, dests)
+	defer func() { _ = pass.End() }()
+	res, err = pass.Try(ctx, Candidate{Node: "from", Pods: []*corev1.Pod{cpuPod("p", "from", "2")}})
+	if err != nil || res.Removable || !strings.Contains(res.Reason, fmt.Sprintf("%d×", len(dests))) {
+		t.Fatalf("result %+v (%v), want unremovable with all %d destinations rejecting", res, err, len(dests))
+	}
+}
+
+// TryAll removes its nodes before placing any pod: no pod moves to a node
+// of the same unit, and the unit goes or stays as one.
+func TestTryAll(t *testing.T) {
+	objs := []any{builder.Node("a").CPU("4").Obj(), builder.Node("b").CPU("4").Obj(), builder.Node("c").CPU("2").Obj(),
+		cpuPod("pa", "a", "1"), cpuPod("pb", "b", "1")}
+	unit := []Candidate{{Node: "a", Pods: []*corev1.Pod{cpuPod("pa", "a", "1")}}, {Node: "b", Pods: []*corev1.Pod{cpuPod("pb", "b", "1")}}}
+	r, ctx := newRunner(t, objs...)
+	pass := Begin(r, []string{"b", "a", "c"})
+	res, err := pass.TryAll(ctx, unit)
+	if err != nil || !res.Removable || res.Moves[ns+"/pa"] != "c" || res.Moves[ns+"/pb"] != "c" {
+		t.Fatalf("result %+v (%v), want both pods on c", res, err)
+	}
+	if got := fmt.Sprint(pass.Removed()); got != "[a b]" {
+		t.Fatalf("removed %s", got)
+	}
+	if err := pass.End(); err != nil {
+		t.Fatal(err)
+	}
+	// With c too small for both, neither goes.
+	r, ctx = newRunner(t, append(objs[:2:2], builder.Node("c").CPU("1").Obj(), objs[3], objs[4])...)
+	pass = Begin(r, []string{"b", "a", "c"})
+	defer func() { _ = pass.End() }()
+	res, err = pass.TryAll(ctx, unit)
+	if err != nil || res.Removable || len(pass.Removed()) != 0 || !r.Snapshot().HasNode("a") {
+		t.Fatalf("result %+v (%v), removed %v: want the unit kept whole", res, err, pass.Removed())
+	}
+}

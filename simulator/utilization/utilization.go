@@ -1,0 +1,237 @@
+// Package utilization tells how much of a node is in use: the highest of
+// its CPU, memory and DRA device use. Devices are counted by what they
+// really give away: a whole device allocated counts whole; a partitionable
+// device (shared counters) counts by the counters its allocated partitions
+// consume; a device with consumable capacity counts by the capacity its
+// shares consume. Counting whole devices only would call a GPU with one of
+// seven slices taken fully used, or fully idle, and neither is true.
+package utilization
+
+import (
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/dynamic-resource-allocation/structured"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// Info is the utilization of one node, each part in [0, 1].
+type Info struct {
+	CPU, Memory float64
+	// DRA is the highest device use among the node's drivers (0 without
+	// devices); Driver names that driver.
+	DRA    float64
+	Driver string
+	// HasDevices is true when DRA drivers publish devices for the node:
+	// such a node is an accelerator node for the GPU threshold.
+	HasDevices bool
+	// Utilization is the highest of CPU, Memory and DRA; Resource says
+	// which ("cpu", "memory" or the driver's name).
+	Utilization float64
+	Resource    string
+}
+
+func (i Info) String() string {
+	return fmt.Sprintf("%.3f (%s; cpu %.3f, memory %.3f, devices %.3f)", i.Utilization, i.Resource, i.CPU, i.Memory, i.DRA)
+}
+
+// Calculator answers for many nodes of one snapshot: the slices are
+// indexed by node once, so a pass over every node costs O(slices + nodes),
+// not O(slices × nodes).
+type Calculator struct {
+	byNode map[string][]*resourceapi.ResourceSlice
+	// counters are every pool's counter sets: counter sets may be
+	// published in another slice of the pool than the devices consuming
+	// them.
+	counters map[poolKey][]resourceapi.CounterSet
+	state    *structured.AllocatedState
+	// shared are the devices holding at least one share.
+	shared map[structured.DeviceID]bool
+}
+
+type poolKey struct{ driver, pool string }
+
+type counterKey struct{ driver, pool, set string }
+
+// New indexes the slices (with their newest pool generation only, as the
+// allocator reads them) against the allocated-device state.
+func New(slices []*resourceapi.ResourceSlice, state *structured.AllocatedState) *Calculator {
+	newest := map[poolKey]int64{}
+	for _, s := range slices {
+		k := poolKey{s.Spec.Driver, s.Spec.Pool.Name}
+		newest[k] = max(newest[k], s.Spec.Pool.Generation)
+	}
+	c := &Calculator{byNode: map[string][]*resourceapi.ResourceSlice{}, counters: map[poolKey][]resourceapi.CounterSet{},
+		state: state, shared: map[structured.DeviceID]bool{}}
+	for _, s := range slices {
+		k := poolKey{s.Spec.Driver, s.Spec.Pool.Name}
+		if s.Spec.Pool.Generation < newest[k] {
+			continue
+		}
+		c.counters[k] = append(c.counters[k], s.Spec.SharedCounters...)
+		if s.Spec.NodeName != nil {
+			c.byNode[*s.Spec.NodeName] = append(c.byNode[*s.Spec.NodeName], s)
+		}
+	}
+	if state != nil {
+		for id := range state.AllocatedSharedDeviceIDs {
+			c.shared[structured.DeviceID{Driver: id.Driver, Pool: id.Pool, Device: id.Device}] = true
+		}
+	}
+	return c
+}
+
+// FromSnapshot builds a Calculator over the slices and allocations the
+// scheduler framework reads.
+func FromSnapshot(dra fwk.SharedDRAManager) (*Calculator, error) {
+	slices, err := dra.ResourceSlices().ListWithDeviceTaintRules()
+	if err != nil {
+		return nil, fmt.Errorf("list resource slices: %w", err)
+	}
+	state, err := dra.ResourceClaims().GatherAllocatedState()
+	if err != nil {
+		return nil, fmt.Errorf("allocated devices: %w", err)
+	}
+	return New(slices, state), nil
+}
+
+// Node returns the utilization of a node: requests of its pods against
+// its allocatable, and its devices as described in the package comment.
+func (c *Calculator) Node(ni fwk.NodeInfo) Info {
+	var info Info
+	req, alloc := ni.GetRequested(), ni.GetAllocatable()
+	info.CPU = ratio(float64(req.GetMilliCPU()), float64(alloc.GetMilliCPU()))
+	info.Memory = ratio(float64(req.GetMemory()), float64(alloc.GetMemory()))
+	info.Utilization, info.Resource = info.CPU, string(corev1.ResourceCPU)
+	if info.Memory > info.Utilization {
+		info.Utilization, info.Resource = info.Memory, string(corev1.ResourceMemory)
+	}
+	if node := ni.Node(); node != nil {
+		info.DRA, info.Driver, info.HasDevices = c.devices(node.Name)
+	}
+	if info.HasDevices && info.DRA > info.Utilization {
+		info.Utilization, info.Resource = info.DRA, info.Driver
+	}
+	return info
+}
+
+// devices returns the highest per-driver device use of a node. A driver's
+// use is the mean over its physical units: each counter set, and each
+// device that consumes no counter.
+func (c *Calculator) devices(node string) (float64, string, bool) {
+	type sum struct {
+		used  float64
+		units int
+	}
+	perDriver := map[string]*sum{}
+	// Consumption of the allocated partitions, by counter set and counter.
+	consumed := map[counterKey]map[string]int64{}
+	pools := map[poolKey]bool{}
+	for _, s := range c.byNode[node] {
+		pools[poolKey{s.Spec.Driver, s.Spec.Pool.Name}] = true
+		d := perDriver[s.Spec.Driver]
+		if d == nil {
+			d = &sum{}
+			perDriver[s.Spec.Driver] = d
+		}
+		for _, dev := range s.Spec.Devices {
+			id := structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, dev.Name)
+			if len(dev.ConsumesCounters) > 0 {
+				if !c.allocated(id) {
+					continue
+				}
+				for _, cc := range dev.ConsumesCounters {
+					k := counterKey{s.Spec.Driver, s.Spec.Pool.Name, cc.CounterSet}
+					if consumed[k] == nil {
+						consumed[k] = map[string]int64{}
+					}
+					for name, v := range cc.Counters {
+						consumed[k][name] += v.Value.MilliValue()
+					}
+				}
+				continue
+			}
+			d.units++
+			d.used += c.deviceUse(id, &dev)
+		}
+	}
+	// Every counter set of the node's pools is a unit, used by the most
+	// consumed of its counters.
+	for pk := range pools {
+		d := perDriver[pk.driver]
+		for _, cs := range c.counters[pk] {
+			k := counterKey{pk.driver, pk.pool, cs.Name}
+			use := 0.0
+			for name, total := range cs.Counters {
+				use = max(use, ratio(float64(consumed[k][name]), float64(total.Value.MilliValue())))
+			}
+			d.units++
+			d.used += use
+		}
+	}
+	best, driver, found := 0.0, "", false
+	drivers := make([]string, 0, len(perDriver))
+	for name := range perDriver {
+		drivers = append(drivers, name)
+	}
+	sort.Strings(drivers) // ties go to the first name, every time
+	for _, name := range drivers {
+		d := perDriver[name]
+		if d.units == 0 {
+			continue
+		}
+		found = true
+		if u := d.used / float64(d.units); u > best || driver == "" {
+			best, driver = u, name
+		}
+	}
+	return best, driver, found
+}
+
+func (c *Calculator) allocated(id structured.DeviceID) bool {
+	return c.state != nil && c.state.AllocatedDevices.Has(id)
+}
+
+// deviceUse is how much of a device without counters is taken: all of it
+// when allocated whole; with consumable capacity, the most consumed of
+// its capacities; a share of a device without capacities, all of it (no
+// number says how much is left, so it is not called idle).
+func (c *Calculator) deviceUse(id structured.DeviceID, dev *resourceapi.Device) float64 {
+	if c.allocated(id) {
+		return 1
+	}
+	if !c.shared[id] {
+		return 0
+	}
+	consumed := c.state.AggregatedCapacity[id]
+	use, known := 0.0, false
+	for name, capa := range dev.Capacity {
+		total := capa.Value
+		if total.IsZero() {
+			continue
+		}
+		known = true
+		if q := consumed[name]; q != nil {
+			use = max(use, quantityRatio(q, &total))
+		}
+	}
+	if !known {
+		return 1
+	}
+	return use
+}
+
+func quantityRatio(used, total *resource.Quantity) float64 {
+	return ratio(used.AsApproximateFloat64(), total.AsApproximateFloat64())
+}
+
+// ratio is used/total capped at 1; nothing of nothing is 0.
+func ratio(used, total float64) float64 {
+	if total <= 0 {
+		return 0
+	}
+	return min(used/total, 1)
+}
