@@ -104,6 +104,7 @@ func run(ctx context.Context, opts *config.Options) error {
 		ClassOf:  est.ClassKey,
 		OnPass:   h.passed,
 	}
+	l.Tell = loop.NewTelling(opts, client, recorder, m)
 	autoscale := func(ctx context.Context) error {
 		served, err := observe.Discover(client)
 		if err != nil {

@@ -97,6 +97,8 @@ type Options struct {
 	// FeatureGates are the simulated scheduler's, which must match the
 	// cluster's scheduler.
 	FeatureGates string
+
+	ExplainOptions
 }
 
 // Default returns the options with upstream's defaults.
@@ -125,7 +127,8 @@ func Default() *Options {
 			ResourceName:      "cluster-autoscaler",
 			ResourceNamespace: "kube-system",
 		},
-		Address:   ":8085",
-		Namespace: "kube-system",
+		Address:        ":8085",
+		Namespace:      "kube-system",
+		ExplainOptions: DefaultExplain(),
 	}
 }

@@ -37,13 +37,20 @@ type GroupReason struct {
 	// scheduler plugin that rejected the pod on the template node.
 	Reason  string
 	Message string
+	// Constraint names the claim constraint to blame for a DynamicResources
+	// rejection ("matchAttribute <attribute> of claim <name>"), if one is.
+	Constraint string
 }
 
 func (g GroupReason) String() string {
-	if g.Message == "" {
-		return fmt.Sprintf("%s: %s", g.Group, g.Reason)
+	s := g.Group + ": " + g.Reason
+	if g.Message != "" {
+		s += ": " + g.Message
 	}
-	return fmt.Sprintf("%s: %s: %s", g.Group, g.Reason, g.Message)
+	if g.Constraint != "" {
+		s += " (fits without " + g.Constraint + ")"
+	}
+	return s
 }
 
 // Reporter emits events and sets metrics.
