@@ -86,7 +86,10 @@ func explainLoop(ctx context.Context, opts *config.Options, client kubernetes.In
 		return fail(fmt.Errorf("API discovery: %w", err))
 	}
 	obs := observe.New(client, served)
-	if err := obs.Start(ctx, 2*time.Minute); err != nil {
+	// The informers stop only once their context is done.
+	informerCtx, stopInformers := context.WithCancel(ctx)
+	if err := obs.Start(informerCtx, 2*time.Minute); err != nil {
+		stopInformers()
 		return fail(err)
 	}
 	l := &loop.Loop{
@@ -97,7 +100,7 @@ func explainLoop(ctx context.Context, opts *config.Options, client kubernetes.In
 			MaxBinpacking: opts.MaxNodeGroupBinpackingDuration}, est, chain, limits.New(opts, providerLimits), b, nil),
 		Metrics: metrics.New(), ClassOf: est.ClassKey,
 	}
-	return l, func() { obs.Shutdown(); cleanup() }, nil
+	return l, func() { stopInformers(); obs.Shutdown(); cleanup() }, nil
 }
 
 // seedBackoff backs off, here too, the groups the running autoscaler's
