@@ -68,3 +68,46 @@ func TestDiagnoserMemo(t *testing.T) {
 		t.Errorf("snapshot keeps %d diagnosis nodes", len(nodes))
 	}
 }
+
+// BenchmarkDiagnose compares a diagnosis run through the framework (a new
+// template object each time, so the memo misses) with a memo hit.
+func BenchmarkDiagnose(b *testing.B) {
+	const root = "resource.kubernetes.io/pcieRoot"
+	_, ctx := ktesting.NewTestContext(b)
+	r, err := framework.New(ctx, framework.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	snap := r.Snapshot()
+	_ = snap.SetDeviceClass(builder.DeviceClass("gpu").Driver("gpu.example.com").Obj())
+	_ = snap.SetDeviceClass(builder.DeviceClass("nic").Driver("nic.example.com").Obj())
+	_ = snap.SetResourceClaimTemplate(builder.ClaimTemplate("ns", "paired").
+		Request(builder.Request("gpu", "gpu"), builder.Request("nic", "nic")).MatchAttribute(root).Obj())
+	n := template.PlaceholderNodeName
+	gpus := builder.ResourceSlice("g", n, "gpu.example.com", n)
+	nics := builder.ResourceSlice("n", n, "nic.example.com", n)
+	for i := range 8 {
+		gpus.Devices(builder.Device(fmt.Sprintf("gpu-%d", i)).Attr(root, fmt.Sprintf("pci%d", i)))
+		nics.Devices(builder.Device(fmt.Sprintf("nic-%d", i)).Attr(root, fmt.Sprintf("pci%d", i+8)))
+	}
+	slices := []*resourceapi.ResourceSlice{gpus.Obj(), nics.Obj()}
+	pod := builder.Pod("ns", "p").CPU("1").ClaimFromTemplate("accel", "paired").Obj()
+	b.Run("framework", func(b *testing.B) {
+		d := NewDiagnoser(r)
+		for b.Loop() {
+			tmpl := &cloudprovider.NodeTemplate{Node: builder.Node(n).CPU("64").Obj(), ResourceSlices: slices}
+			if _, err := d.Diagnose(ctx, pod, "g", tmpl); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("memo", func(b *testing.B) {
+		d := NewDiagnoser(r)
+		tmpl := &cloudprovider.NodeTemplate{Node: builder.Node(n).CPU("64").Obj(), ResourceSlices: slices}
+		for b.Loop() {
+			if _, err := d.Diagnose(ctx, pod, "g", tmpl); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
