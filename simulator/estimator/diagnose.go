@@ -28,6 +28,10 @@ type Diagnoser struct {
 	Calls int
 }
 
+// maxDiagnoses bounds one group's memo; claim shapes number in the dozens,
+// so it is simply dropped when it grows past this.
+const maxDiagnoses = 1024
+
 type groupMemo struct {
 	tmpl   *cloudprovider.NodeTemplate
 	blames map[string][]framework.Blame
@@ -52,7 +56,7 @@ func (d *Diagnoser) Diagnose(ctx context.Context, pod *v1.Pod, group string, tmp
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	m := d.groups[group]
-	if m == nil || m.tmpl != tmpl {
+	if m == nil || m.tmpl != tmpl || len(m.blames) >= maxDiagnoses {
 		m = &groupMemo{tmpl: tmpl, blames: map[string][]framework.Blame{}}
 		d.groups[group] = m
 	}
