@@ -47,7 +47,7 @@ type GroupVerdict struct {
 	Verdict   string `json:"verdict"`
 	// Reason is the scheduler plugin that rejects the pod on the group's
 	// template node or the limit that stops the group (max-nodes-total,
-	// group-max, backoff, ...).
+	// node-group-max-size, backoff, ...).
 	Reason     string `json:"reason,omitempty"`
 	Message    string `json:"message,omitempty"`
 	Constraint string `json:"constraint,omitempty"`
