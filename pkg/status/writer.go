@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/yaml"
 )
 
@@ -36,13 +37,24 @@ func (w *Writer) Write(ctx context.Context, s *Status) error {
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
 	}
+	// Another writer (a replica that just lost the lease, a test) may
+	// have updated it meanwhile: read again and retry.
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error { return w.write(ctx, s, data) })
+}
+
+func (w *Writer) write(ctx context.Context, s *Status, data []byte) error {
 	cms := w.client.CoreV1().ConfigMaps(w.namespace)
 	stamp := s.Time.UTC().Format(time.RFC3339)
 	cm, err := cms.Get(ctx, w.name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: w.namespace, Name: w.name,
 			Annotations: map[string]string{LastUpdatedAnnotation: stamp}}, Data: map[string]string{Key: string(data)}}
-		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		_, err := cms.Create(ctx, cm, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			// Created meanwhile: update it instead, on the retry.
+			return apierrors.NewConflict(corev1.Resource("configmaps"), w.name, err)
+		}
+		if err != nil {
 			return fmt.Errorf("create status ConfigMap %s/%s: %w", w.namespace, w.name, err)
 		}
 		return nil
@@ -56,7 +68,11 @@ func (w *Writer) Write(ctx context.Context, s *Status) error {
 	}
 	cm.Annotations[LastUpdatedAnnotation] = stamp
 	cm.Data = map[string]string{Key: string(data)}
-	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+	_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
+	if apierrors.IsConflict(err) {
+		return err // retried as is
+	}
+	if err != nil {
 		return fmt.Errorf("update status ConfigMap %s/%s: %w", w.namespace, w.name, err)
 	}
 	return nil

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/explain"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 	"github.com/dra-autoscaler/dra-autoscaler/test/e2e/framework"
 )
@@ -82,7 +83,7 @@ func TestExplainDRAConstraint(t *testing.T) {
 	s := newScenario(t)
 	split := s.splitGroup("split", 4, 4)
 	cfg := kwok.Config{NodeGroups: []kwok.NodeGroupConfig{split, s.cpuGroup("cpu", 4)}}
-	s.c.StartAutoscaler(t, cfg)
+	s.c.StartAutoscaler(t, cfg, "--namespace="+s.ns) // the status goes to the test's namespace
 	tmpl := s.gpuNICTemplate(t)
 	s.c.Create(s.ctx, t, s.pod("infer").CPU("1").ClaimFromTemplate("accel", tmpl).Obj())
 	constraint := "matchAttribute " + pcieRoot + " of claim accel"
@@ -119,6 +120,38 @@ func TestExplainDRAConstraint(t *testing.T) {
 	if nodes, _ := s.groupNodes(s.ctx, split.Name); len(nodes) != 0 {
 		t.Errorf("%d nodes added to %s", len(nodes), split.Name)
 	}
+	// The status says it too, and shows the pools of the group's template.
+	st := s.waitStatus(t, "infer listed in podsNotHelped", func(st *status.Status) bool {
+		for _, p := range st.PodsNotHelped {
+			for _, r := range p.Reasons {
+				if p.Name == "infer" && r.NodeGroup == split.Name && r.Reason == "DynamicResources" && r.Constraint == constraint {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	for _, g := range st.NodeGroups {
+		if g.Name == split.Name && (len(g.DRAPools) != 2 || g.DRAPools[0].Devices != 4 || g.DRAPools[1].Devices != 4) {
+			t.Errorf("draPools of %s: %+v, want a GPU and a NIC pool of 4 devices", g.Name, g.DRAPools)
+		}
+	}
+}
+
+// waitStatus waits until the status ConfigMap in the test's namespace
+// satisfies ok, and returns it.
+func (s *scenario) waitStatus(t *testing.T, what string, ok func(*status.Status) bool) *status.Status {
+	t.Helper()
+	var got *status.Status
+	framework.Eventually(s.ctx, t, time.Minute, "status: "+what, func(ctx context.Context) (bool, string, error) {
+		st, err := status.Read(ctx, s.c.Client, s.ns, "cluster-autoscaler-status")
+		if err != nil || st == nil {
+			return false, "no status", err
+		}
+		got = st
+		return ok(st), fmt.Sprintf("%+v", st), nil
+	})
+	return got
 }
 
 // A pod that --max-nodes-total keeps from a node hears it (event) and
@@ -172,7 +205,7 @@ profiles:
 	}
 	cpu := s.cpuGroup("cpu", 2)
 	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{cpu}},
-		"--scheduler-config-file="+schedCfg, "--scheduler-disagreement-threshold=3s")
+		"--scheduler-config-file="+schedCfg, "--scheduler-disagreement-threshold=3s", "--namespace="+s.ns)
 	s.c.Create(s.ctx, t, s.pod("web").CPU("1").Obj())
 	msg := s.waitEvent(t, "web", "SchedulerDisagreement", 2*time.Minute, "node "+node, "untolerated taint")
 	t.Logf("event: %s", msg)
@@ -181,6 +214,10 @@ profiles:
 		ok := strings.Contains(m, "cluster_autoscaler_scheduler_disagreement_pods 1") &&
 			strings.Contains(m, "cluster_autoscaler_scheduler_disagreements_total 1")
 		return ok, grepLines(m, "scheduler_disagreement"), err
+	})
+	s.waitStatus(t, "the disagreement listed", func(st *status.Status) bool {
+		return len(st.SchedulerDisagreements) == 1 && st.SchedulerDisagreements[0].Node == node &&
+			strings.Contains(st.SchedulerDisagreements[0].SchedulerMessage, "untolerated taint")
 	})
 	// The simulation's placement stands for an existing node: no scale-up.
 	if nodes, _ := s.groupNodes(s.ctx, cpu.Name); len(nodes) != 0 {
