@@ -72,11 +72,11 @@ func collectTypes(v reflect.Value, types map[string]string) {
 }
 
 func typeOf(c prometheus.Collector) string {
+	// Order matters: a Gauge has every method of a Counter, and a Summary
+	// those of a Histogram (this package registers no summaries).
 	switch c.(type) {
 	case prometheus.Histogram, *prometheus.HistogramVec:
 		return "histogram"
-	case prometheus.Summary, *prometheus.SummaryVec:
-		return "summary"
 	case prometheus.Gauge, *prometheus.GaugeVec:
 		return "gauge"
 	case prometheus.Counter, *prometheus.CounterVec:
