@@ -60,6 +60,7 @@ type Reporter struct {
 	repeat   time.Duration
 	mu       sync.Mutex
 	sent     map[types.UID]sentEvent
+	limit    limiter
 }
 
 type sentEvent struct {
@@ -166,6 +167,10 @@ func (r *Reporter) eventOn(obj runtime.Object, uid types.UID, typ, reason, msg s
 		r.mu.Unlock()
 		return
 	}
+	if reason == ReasonNotTriggerScaleUp && !r.limit.allow(uid, now) {
+		r.mu.Unlock() // not recorded as sent: it goes out once allowed
+		return
+	}
 	r.sent[uid] = sentEvent{message: reason + msg, at: now}
 	r.mu.Unlock()
 	r.recorder.Event(obj, typ, reason, msg)
@@ -180,6 +185,7 @@ func (r *Reporter) Forget(alive map[types.UID]bool) {
 			delete(r.sent, uid)
 		}
 	}
+	r.limit.forget(alive)
 }
 
 // GangReport is what the planner decided for one gang, as the reporter
