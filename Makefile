@@ -13,7 +13,7 @@ UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /test/ -e /hack/)
 TEST_FLAGS  ?= -count=1
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build binaries test test-unit test-e2e bench lint up down demo clean
+.PHONY: all build binaries test test-unit test-e2e bench lint up down demo clean docs deploy-build
 
 all: build
 
@@ -33,6 +33,17 @@ test: test-unit test-e2e
 
 test-unit:
 	$(GO) test $(TEST_FLAGS) -timeout 20m $(UNIT_PKGS)
+	cd hack/kustomize && $(GO) test $(TEST_FLAGS) ./...
+
+# The generated references: docs/flags.md and docs/metrics.md (a test in
+# hack/docs fails when they are stale).
+docs:
+	$(GO) run ./hack/docs --dir docs
+
+# The deploy/ manifests as `kubectl apply -k deploy/` would build them
+# (hack/kustomize is a module of its own, see its main.go).
+deploy-build:
+	@cd hack/kustomize && $(GO) run . ../../deploy
 
 # The control plane is built once, before the test binaries start, so they
 # do not build it side by side.

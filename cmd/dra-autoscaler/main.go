@@ -17,6 +17,17 @@ import (
 )
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "explain" {
+		ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		err := explainMain(ctx, os.Args[2:], os.Stdout)
+		cancel()
+		klog.Flush()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "dra-autoscaler explain: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	opts, err := config.Parse(os.Args[1:])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dra-autoscaler: %v\n", err)

@@ -114,6 +114,7 @@ func run(ctx context.Context, opts *config.Options) error {
 		Placement: placer,
 	}
 	l.ScaleDown = newScaleDown(opts, runner, client, recorder, m)
+	l.Tell = loop.NewTelling(opts, client, recorder, m)
 	autoscale := func(ctx context.Context) error {
 		served, err := observe.Discover(client)
 		if err != nil {

@@ -77,6 +77,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) *rawFlags {
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
 	o.Sharing.addFlags(fs)
 	raw.scaleDown = o.ScaleDown.addFlags(fs)
+	o.ExplainOptions.addFlags(fs)
 	return raw
 }
 
@@ -160,6 +161,7 @@ func (o *Options) Validate() error {
 	}
 	errs = append(errs, o.Sharing.validate()...)
 	errs = append(errs, o.ScaleDown.validate()...)
+	errs = append(errs, o.ExplainOptions.validate())
 	return errors.Join(errs...)
 }
 

@@ -100,6 +100,7 @@ type Options struct {
 
 	Sharing   SharingOptions
 	ScaleDown ScaleDownOptions
+	ExplainOptions
 }
 
 // Default returns the options with upstream's defaults.
@@ -128,9 +129,10 @@ func Default() *Options {
 			ResourceName:      "cluster-autoscaler",
 			ResourceNamespace: "kube-system",
 		},
-		Address:   ":8085",
-		Namespace: "kube-system",
-		Sharing:   DefaultSharing(),
-		ScaleDown: DefaultScaleDown(),
+		Address:        ":8085",
+		Namespace:      "kube-system",
+		Sharing:        DefaultSharing(),
+		ScaleDown:      DefaultScaleDown(),
+		ExplainOptions: DefaultExplain(),
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/disagree"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
@@ -64,6 +65,8 @@ type Loop struct {
 	Placement *placement.Placer
 	// OnPass, if set, is told when a pass finished without error.
 	OnPass func(time.Time)
+	// Tell detects disagreements and writes the status; nil skips both.
+	Tell *Telling
 }
 
 // Pass is what one RunOnce saw and did, for tests and the status.
@@ -77,6 +80,10 @@ type Pass struct {
 	Failures  []track.Failure
 	ScaleDown *scaledown.Result
 	StartedAt time.Time
+	// Fits are the pending pods the simulation placed on existing or
+	// upcoming nodes, and where.
+	Fits          map[*corev1.Pod]string
+	Disagreements []disagree.Disagreement
 }
 
 // RunOnce is one pass of the loop.
@@ -134,7 +141,7 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 	}
 	l.Placement.LogChoices(ctx, fits)
 	l.Metrics.Observe("filterOutSchedulable", start)
-	pass.Pending, pass.FitsNow, pass.Gangs = rest, len(fits), gangOutcomes
+	pass.Pending, pass.FitsNow, pass.Gangs, pass.Fits = rest, len(fits), gangOutcomes, fits
 
 	var ups []act.ScaleUp
 	for _, o := range gangOutcomes {
@@ -155,6 +162,7 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 	}
 	l.scaleDown(ctx, pass, state, built, now)
 	l.report(pass, state, waiting, now)
+	l.tell(ctx, pass, state, built, now)
 	l.Metrics.ClusterSafeToAutoscale.Set(1)
 	l.Metrics.Activity("autoscaling", now)
 	if l.OnPass != nil {
@@ -197,6 +205,7 @@ func clusterUsage(nodes []*corev1.Node, groups []*nodegroups.Info) limits.Usage 
 func (l *Loop) fail(pass *Pass, kind string, err error) (*Pass, error) {
 	l.Metrics.Errors.WithLabelValues(kind).Inc()
 	l.Metrics.ClusterSafeToAutoscale.Set(0)
+	l.writeStatus(context.Background(), pass, nil, err, l.Clock.Now())
 	return pass, err
 }
 

@@ -34,6 +34,7 @@ type Metrics struct {
 	ScaleUpOptionsEvaluated prometheus.Counter
 	Sharing                 *Sharing
 	ScaleDown               *ScaleDown
+	ExplainMetrics
 }
 
 // New registers every metric on a fresh registry.
@@ -79,6 +80,7 @@ func New() *Metrics {
 	}
 	m.registerSharing()
 	m.ScaleDown = newScaleDown(f)
+	m.registerExplain()
 	// Known label values start at zero, so rates and alerts work before
 	// the first failure.
 	for _, r := range []string{"cloudProviderError", "outOfResources", "timeout"} {

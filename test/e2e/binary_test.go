@@ -81,6 +81,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		return len(missing) == 0, "missing: " + strings.Join(missing, ", "), nil
 	})
 	m, _ := a.Metrics(s.ctx)
+	checkMetricsDoc(t, m)
 	// errors_total and failed_scale_ups_total are vectors with no sample
 	// until something fails; their help text must still be exported.
 	for _, w := range []string{"cluster_autoscaler_errors_total", "cluster_autoscaler_failed_scale_ups_total"} {

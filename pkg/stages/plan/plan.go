@@ -10,6 +10,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
 // Reasons a group could not help, beside scheduler plugins.
@@ -49,6 +51,7 @@ type Planner struct {
 	backoff  *backoff.Backoff
 	pricing  cloudprovider.PricingModel // nil: no prices
 	estimate *estimator.Estimator
+	diagnose *estimator.Diagnoser
 }
 
 // New returns a planner.
@@ -56,7 +59,7 @@ func New(opts Options, est *estimator.Estimator, chain expander.Chain, limiter *
 	if opts.MaxBinpacking > 0 {
 		est = est.WithLimits(estimator.Options{MaxDuration: opts.MaxBinpacking})
 	}
-	return &Planner{opts: opts, chain: chain, limiter: limiter, backoff: b, pricing: pricing, estimate: est}
+	return &Planner{opts: opts, chain: chain, limiter: limiter, backoff: b, pricing: pricing, estimate: est, diagnose: est.Diagnoser()}
 }
 
 // Plan is the outcome: the scale-ups to make and why the other pods get none.
@@ -156,6 +159,8 @@ func (p *Planner) options(ctx context.Context, groups []*nodegroups.Info, used m
 				gr = report.GroupReason{Group: c.info.Id, Reason: c.reason, Message: fmt.Sprintf("room for %d more node(s)", c.room)}
 			case u.Limit != "":
 				gr = report.GroupReason{Group: c.info.Id, Reason: ReasonEstimateLimit, Message: u.Limit}
+			case u.Result.Plugin == framework.DynamicResources:
+				gr.Constraint = p.blame(ctx, u.Pod, c.info)
 			}
 			reasons[u.Pod.UID] = append(reasons[u.Pod.UID], gr)
 		}
@@ -199,6 +204,25 @@ func (p *Planner) gate(g *nodegroups.Info, usage limits.Usage, now time.Time) (*
 		return nil, reason, fmt.Sprintf("node group at %d of max %d", g.Size(), g.Max)
 	}
 	return &candidate{info: g, room: room, reason: reason}, "", ""
+}
+
+// blame names the claim constraints that keep pod off g's template node,
+// "" when none alone does. A failed diagnosis is logged, not fatal: the
+// plugin's own message still stands.
+func (p *Planner) blame(ctx context.Context, pod *corev1.Pod, g *nodegroups.Info) string {
+	if p.diagnose == nil {
+		return ""
+	}
+	blames, err := p.diagnose.Diagnose(ctx, pod, g.Id, g.Template)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Diagnosing a DynamicResources rejection", "pod", klog.KObj(pod), "nodeGroup", g.Id)
+		return ""
+	}
+	parts := make([]string, len(blames))
+	for i, b := range blames {
+		parts[i] = b.String()
+	}
+	return strings.Join(parts, " or ")
 }
 
 // mergeReasons returns latest plus the reasons of old for groups latest

@@ -37,13 +37,20 @@ type GroupReason struct {
 	// scheduler plugin that rejected the pod on the template node.
 	Reason  string
 	Message string
+	// Constraint names the claim constraint to blame for a DynamicResources
+	// rejection ("matchAttribute <attribute> of claim <name>"), if one is.
+	Constraint string
 }
 
 func (g GroupReason) String() string {
-	if g.Message == "" {
-		return fmt.Sprintf("%s: %s", g.Group, g.Reason)
+	s := g.Group + ": " + g.Reason
+	if g.Message != "" {
+		s += ": " + g.Message
 	}
-	return fmt.Sprintf("%s: %s: %s", g.Group, g.Reason, g.Message)
+	if g.Constraint != "" {
+		s += " (fits without " + g.Constraint + ")"
+	}
+	return s
 }
 
 // Reporter emits events and sets metrics.
@@ -53,6 +60,7 @@ type Reporter struct {
 	repeat   time.Duration
 	mu       sync.Mutex
 	sent     map[types.UID]sentEvent
+	limit    limiter
 }
 
 type sentEvent struct {
@@ -159,6 +167,10 @@ func (r *Reporter) eventOn(obj runtime.Object, uid types.UID, typ, reason, msg s
 		r.mu.Unlock()
 		return
 	}
+	if reason == ReasonNotTriggerScaleUp && !r.limit.allow(uid, now) {
+		r.mu.Unlock() // not recorded as sent: it goes out once allowed
+		return
+	}
 	r.sent[uid] = sentEvent{message: reason + msg, at: now}
 	r.mu.Unlock()
 	r.recorder.Event(obj, typ, reason, msg)
@@ -173,6 +185,7 @@ func (r *Reporter) Forget(alive map[types.UID]bool) {
 			delete(r.sent, uid)
 		}
 	}
+	r.limit.forget(alive)
 }
 
 // GangReport is what the planner decided for one gang, as the reporter

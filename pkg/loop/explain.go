@@ -1,0 +1,235 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/explain"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/fitexisting"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/snapshot"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+)
+
+// Explain runs the simulation of one pass (observe, snapshot, gangs, fit
+// existing, plan) without acting, and explains what it decided for one
+// pod. A pod the autoscaler would leave alone (not yet found
+// unschedulable, too young, below the priority cutoff) is explained as if
+// it were pending, and its state says so.
+func (l *Loop) Explain(ctx context.Context, key types.NamespacedName) (*explain.Report, error) {
+	now := l.Clock.Now()
+	if err := l.Provider.Refresh(); err != nil {
+		return nil, fmt.Errorf("refresh cloud provider: %w", err)
+	}
+	state, err := l.Observer.Observe()
+	if err != nil {
+		return nil, fmt.Errorf("observe: %w", err)
+	}
+	pod := findPod(state.Pods, key)
+	if pod == nil {
+		return nil, fmt.Errorf("pod %s not found", key)
+	}
+	rep := &explain.Report{Pod: key.String(), SchedulerMessage: scheduledMessage(pod)}
+	if pod.Spec.NodeName != "" {
+		rep.State, rep.Node = "Scheduled", pod.Spec.NodeName
+		rep.Summary = "bound to node " + pod.Spec.NodeName + ": nothing to explain"
+		return rep, nil
+	}
+	slicesByNode, podsByNode := indexByNode(state)
+	groups, err := nodegroups.Collect(ctx, nodegroups.Input{Groups: l.Groups, Sizes: l.Sizes, Provider: l.Provider,
+		Nodes: state.Nodes, SlicesByNode: slicesByNode, PodsByNode: podsByNode, DaemonSets: state.DaemonSets}, l.Templates)
+	if err != nil {
+		return nil, err
+	}
+	built, err := snapshot.Build(ctx, l.Runner.Snapshot(), state, groups)
+	if built == nil {
+		return nil, fmt.Errorf("snapshot: %w", err)
+	}
+	pending := fitexisting.Select(state.Pods, fitexisting.Selection{
+		NewPodScaleUpDelay: l.Options.NewPodScaleUpDelay,
+		PriorityCutoff:     l.Options.ExpendablePodsPriorityCutoff,
+		SchedulerName:      corev1.DefaultSchedulerName,
+	}, now)
+	rep.State = "Unschedulable"
+	if !containsPod(pending, pod) {
+		rep.State = "Ignored"
+		if !observe.IsUnschedulable(pod) {
+			rep.State = "Pending"
+		}
+		pending = append(pending, pod)
+	}
+	verdicts, err := l.Runner.RunFilters(ctx, pod, built.Candidates())
+	if err != nil {
+		return nil, fmt.Errorf("filter pod %s on existing nodes: %w", key, err)
+	}
+	rep.ExistingNodes = summarize(verdicts)
+
+	gangs, loose, waiting := gang.Split(pending, state.Pods, state.PodGroups)
+	usage := clusterUsage(state.Nodes, groups)
+	outcomes, err := l.Planner.PlanGangs(ctx, l.Runner, gangs, built.Candidates(), groups, &usage, now)
+	if err != nil {
+		return nil, err
+	}
+	rest, fits, err := fitexisting.Fit(ctx, l.Runner, loose, built.Candidates(), l.ClassOf)
+	if err != nil {
+		return nil, err
+	}
+	var p *plan.Plan
+	if len(rest) > 0 {
+		if p, err = l.Planner.Plan(ctx, rest, groups, usage, now); err != nil {
+			return nil, err
+		}
+	}
+	explainPod(rep, pod, groups, built, fits, p, outcomes, waiting)
+	return rep, nil
+}
+
+// explainPod fills in the verdicts for pod from what the pass decided.
+func explainPod(rep *explain.Report, pod *corev1.Pod, groups []*nodegroups.Info, built *snapshot.Result,
+	fits map[*corev1.Pod]string, p *plan.Plan, outcomes []plan.GangOutcome, waiting []gang.Waiting) {
+	ups := map[string]int{}
+	var reasons []report.GroupReason
+	helped := false
+	for fp, node := range fits {
+		if fp.UID == pod.UID {
+			rep.Node, helped = node, true
+			if _, coming := built.GroupOf[node]; coming {
+				rep.Summary = fmt.Sprintf("fits node %s, which is coming: no further scale-up is needed", node)
+			} else {
+				rep.Summary = fmt.Sprintf("fits the existing node %s: no scale-up is needed; if the pod stays unschedulable, "+
+					"the autoscaler and the scheduler disagree (see the SchedulerDisagreement event)", node)
+			}
+		}
+	}
+	for _, o := range outcomes {
+		if !containsPod(o.Gang.Pending, pod) {
+			continue
+		}
+		rep.Gang = o.Gang.Key()
+		for _, up := range o.ScaleUps {
+			ups[up.Group.Id] += up.Delta
+		}
+		reasons = o.Reasons
+		switch {
+		case o.FitsExisting:
+			helped, rep.Summary = true, "the gang fits existing or coming capacity: no scale-up is needed"
+		case len(o.ScaleUps) > 0:
+			helped, rep.Summary = true, "the gang triggers a scale-up"
+		default:
+			rep.Summary = "the gang cannot be placed whole: " + o.Message
+		}
+	}
+	for _, w := range waiting {
+		if containsPod(w.Pods, pod) {
+			rep.Gang = w.Namespace + "/" + w.Name
+			rep.Summary = "the gang waits: " + w.Reason
+		}
+	}
+	if p != nil {
+		for _, up := range p.ScaleUps {
+			if containsPod(up.Pods, pod) {
+				ups[up.Group.Id] += up.Delta
+				helped = true
+				rep.Summary = fmt.Sprintf("triggers a scale-up of %s by %d node(s)", up.Group.Id, up.Delta)
+			}
+		}
+		if rs, ok := p.Reasons[pod.UID]; ok {
+			reasons = rs
+		}
+	}
+	byGroup := map[string]report.GroupReason{}
+	for _, r := range reasons {
+		byGroup[r.Group] = r
+	}
+	for _, g := range groups {
+		v := explain.GroupVerdict{NodeGroup: g.Id}
+		r, hasReason := byGroup[g.Id]
+		switch {
+		case ups[g.Id] > 0:
+			v.Verdict, v.Message = explain.VerdictScaleUp, fmt.Sprintf("+%d node(s), %d -> %d (max %d)", ups[g.Id], g.Target, g.Target+ups[g.Id], g.Max)
+		case hasReason:
+			v.Verdict, v.Reason, v.Message, v.Constraint = explain.VerdictCannotHelp, r.Reason, r.Message, r.Constraint
+		case helped:
+			v.Verdict = explain.VerdictNotNeeded
+		default:
+			v.Verdict, v.Message = explain.VerdictCannotHelp, "no estimate"
+		}
+		rep.NodeGroups = append(rep.NodeGroups, v)
+	}
+	sort.Slice(rep.NodeGroups, func(i, j int) bool { return rep.NodeGroups[i].NodeGroup < rep.NodeGroups[j].NodeGroup })
+	if rep.Summary == "" {
+		rep.Summary = "no node group can help"
+		if len(groups) == 0 {
+			rep.Summary = "the autoscaler manages no node groups"
+		}
+	}
+}
+
+// summarize says how the pod fares on the existing and coming nodes, the
+// way the scheduler words it: "0/3 nodes fit: 2 NodeResourcesFit, 1 ...".
+func summarize(results []framework.NodeResult) string {
+	fit := 0
+	byPlugin := map[string]int{}
+	for _, r := range results {
+		if r.Fits {
+			fit++
+			continue
+		}
+		byPlugin[r.Plugin]++
+	}
+	s := fmt.Sprintf("%d/%d nodes fit", fit, len(results))
+	if len(byPlugin) == 0 {
+		return s
+	}
+	plugins := make([]string, 0, len(byPlugin))
+	for p := range byPlugin {
+		plugins = append(plugins, p)
+	}
+	sort.Slice(plugins, func(i, j int) bool {
+		if byPlugin[plugins[i]] != byPlugin[plugins[j]] {
+			return byPlugin[plugins[i]] > byPlugin[plugins[j]]
+		}
+		return plugins[i] < plugins[j]
+	})
+	parts := make([]string, len(plugins))
+	for i, p := range plugins {
+		parts[i] = fmt.Sprintf("%d rejected by %s", byPlugin[p], p)
+	}
+	return s + ": " + strings.Join(parts, ", ")
+}
+
+func findPod(pods []*corev1.Pod, key types.NamespacedName) *corev1.Pod {
+	for _, p := range pods {
+		if p.Namespace == key.Namespace && p.Name == key.Name {
+			return p
+		}
+	}
+	return nil
+}
+
+func containsPod(pods []*corev1.Pod, pod *corev1.Pod) bool {
+	for _, p := range pods {
+		if p.UID == pod.UID {
+			return true
+		}
+	}
+	return false
+}
+
+func scheduledMessage(pod *corev1.Pod) string {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled {
+			return c.Message
+		}
+	}
+	return ""
+}

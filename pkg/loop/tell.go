@@ -1,0 +1,138 @@
+package loop
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/disagree"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/snapshot"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
+)
+
+// Telling is what tells users about a pass beyond events on pods: the
+// detection of disagreements with the scheduler and the status ConfigMap.
+// A nil part is skipped.
+type Telling struct {
+	Disagree *disagree.Detector
+	Status   *status.Writer
+	builder  status.Builder
+	// Reservations and ScaleDown feed their status sections; features that
+	// own them set these (the provider's reservations are used otherwise).
+	Reservations func() []status.Reservation
+	ScaleDown    func() status.ScaleDownInput
+}
+
+// NewTelling wires disagreement detection and, with
+// --write-status-configmap, the status writer.
+func NewTelling(opts *config.Options, client kubernetes.Interface, recorder record.EventRecorder, m *metrics.Metrics) *Telling {
+	t := &Telling{Disagree: disagree.New(opts.SchedulerDisagreementThreshold, recorder, m)}
+	if opts.WriteStatusConfigMap {
+		t.Status = status.NewWriter(client, opts.Namespace, opts.StatusConfigMapName)
+	}
+	return t
+}
+
+// tell runs after the plan: disagreements first (the status reports them),
+// then the status.
+func (l *Loop) tell(ctx context.Context, pass *Pass, state *observe.ClusterState, built *snapshot.Result, now time.Time) {
+	if l.Tell == nil {
+		return
+	}
+	if l.Tell.Disagree != nil && built != nil {
+		pass.Disagreements = l.Tell.Disagree.Update(pass.Fits, readyNodes(state.Nodes, built), now)
+	}
+	l.writeStatus(ctx, pass, state, nil, now)
+}
+
+// writeStatus writes the status of a pass; failure is the error that
+// ended it, if any.
+func (l *Loop) writeStatus(ctx context.Context, pass *Pass, state *observe.ClusterState, failure error, now time.Time) {
+	if l.Tell == nil || l.Tell.Status == nil {
+		return
+	}
+	in := status.Input{Now: now, Healthy: failure == nil, Groups: pass.Groups, Backoff: l.Backoff.Get}
+	if failure != nil {
+		in.Message = failure.Error()
+	}
+	if state != nil {
+		in.Nodes = state.Nodes
+	}
+	in.Reservations = l.reservations(ctx)
+	if l.Tell.ScaleDown != nil {
+		in.ScaleDown = l.Tell.ScaleDown()
+	}
+	if pass.Plan != nil {
+		in.NotHelped = notHelped(pass)
+	}
+	if state != nil {
+		for _, g := range gangReports(pass.Gangs, nil, state) {
+			in.Gangs = append(in.Gangs, status.Gang{Namespace: g.Namespace, Name: g.Name, Pods: len(g.Pods), Planned: g.Planned, Message: g.Message})
+		}
+	}
+	for _, d := range pass.Disagreements {
+		in.Disagreements = append(in.Disagreements, status.Disagreement{Namespace: d.Namespace, Name: d.Name, Node: d.Node,
+			Since: metav1.NewTime(d.Since), SchedulerMessage: d.SchedulerMessage})
+	}
+	s := l.Tell.builder.Build(in)
+	if err := l.Tell.Status.Write(ctx, s); err != nil {
+		l.Metrics.StatusWrites.WithLabelValues("error").Inc()
+		klog.FromContext(ctx).Error(err, "Writing the status ConfigMap")
+		return
+	}
+	l.Metrics.StatusWrites.WithLabelValues("success").Inc()
+}
+
+func (l *Loop) reservations(ctx context.Context) []status.Reservation {
+	if l.Tell.Reservations != nil {
+		return l.Tell.Reservations()
+	}
+	rs, err := l.Provider.Reservations()
+	if errors.Is(err, cloudprovider.ErrNotImplemented) {
+		return nil
+	}
+	if err != nil {
+		klog.FromContext(ctx).V(2).Info("Reservations unavailable for the status", "err", err)
+		return nil
+	}
+	return status.ReservationsFrom(rs, "cloudprovider")
+}
+
+func notHelped(pass *Pass) []status.PodNotHelped {
+	out := make([]status.PodNotHelped, 0, len(pass.Plan.NotHelped))
+	for _, p := range pass.Plan.NotHelped {
+		e := status.PodNotHelped{Namespace: p.Namespace, Name: p.Name}
+		for _, r := range pass.Plan.Reasons[p.UID] {
+			e.Reasons = append(e.Reasons, status.GroupReason{NodeGroup: r.Group, Reason: r.Reason, Message: r.Message, Constraint: r.Constraint})
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// readyNodes are the registered nodes that are ready and not booting:
+// where a pod the simulation places should be bound by the scheduler.
+func readyNodes(nodes []*corev1.Node, built *snapshot.Result) map[string]bool {
+	out := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		if _, booting := built.GroupOf[n.Name]; booting || n.Spec.Unschedulable {
+			continue
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				out[n.Name] = true
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,171 @@
+// Package status writes the autoscaler's status ConfigMap
+// (cluster-autoscaler-status, key "status"): upstream's layout
+// (autoscalerStatus, clusterWide health/scaleUp/scaleDown, nodeGroups with
+// health, target and backoff), so tools reading upstream's status keep
+// working, plus sections of our own: gangs, reservations, the DRA pools of
+// each group's template, the pods no scale-up helped and why, and the pods
+// the scheduler and the simulation disagree on.
+package status
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Status is the document stored under the "status" key.
+type Status struct {
+	Time             metav1.Time `json:"time"`
+	AutoscalerStatus string      `json:"autoscalerStatus"`
+	Message          string      `json:"message,omitempty"`
+	ClusterWide      ClusterWide `json:"clusterWide"`
+	NodeGroups       []NodeGroup `json:"nodeGroups"`
+
+	// Ours.
+	Gangs                  []Gang         `json:"gangs,omitempty"`
+	Reservations           []Reservation  `json:"reservations,omitempty"`
+	PodsNotHelped          []PodNotHelped `json:"podsNotHelped,omitempty"`
+	PodsNotHelpedTotal     int            `json:"podsNotHelpedTotal,omitempty"`
+	SchedulerDisagreements []Disagreement `json:"schedulerDisagreements,omitempty"`
+}
+
+// ClusterWide is upstream's clusterWide section.
+type ClusterWide struct {
+	Health    Health    `json:"health"`
+	ScaleUp   ScaleUp   `json:"scaleUp"`
+	ScaleDown ScaleDown `json:"scaleDown"`
+}
+
+// Health statuses, upstream's.
+const (
+	HealthHealthy   = "Healthy"
+	HealthUnhealthy = "Unhealthy"
+)
+
+// Health says whether the cluster or group can be autoscaled.
+type Health struct {
+	Status              string      `json:"status"`
+	NodeCounts          NodeCounts  `json:"nodeCounts"`
+	CloudProviderTarget *int        `json:"cloudProviderTarget,omitempty"`
+	MinSize             *int        `json:"minSize,omitempty"`
+	MaxSize             *int        `json:"maxSize,omitempty"`
+	LastProbeTime       metav1.Time `json:"lastProbeTime"`
+	LastTransitionTime  metav1.Time `json:"lastTransitionTime"`
+}
+
+// NodeCounts are upstream's node counts.
+type NodeCounts struct {
+	Registered   RegisteredNodes `json:"registered"`
+	Unregistered int             `json:"unregistered"`
+}
+
+// RegisteredNodes counts registered nodes by state.
+type RegisteredNodes struct {
+	Total      int `json:"total"`
+	Ready      int `json:"ready"`
+	NotStarted int `json:"notStarted"`
+	Unready    int `json:"unready"`
+}
+
+// Scale-up statuses, upstream's.
+const (
+	ScaleUpNoActivity = "NoActivity"
+	ScaleUpInProgress = "InProgress"
+	ScaleUpBackoff    = "Backoff"
+	ScaleUpNeeded     = "NeedsScaleUp"
+)
+
+// ScaleUp says whether nodes are coming.
+type ScaleUp struct {
+	Status             string       `json:"status"`
+	BackoffInfo        *BackoffInfo `json:"backoffInfo,omitempty"`
+	LastProbeTime      metav1.Time  `json:"lastProbeTime"`
+	LastTransitionTime metav1.Time  `json:"lastTransitionTime"`
+}
+
+// BackoffInfo is why and until when a group is backed off.
+type BackoffInfo struct {
+	ErrorCode    string      `json:"errorCode"`
+	ErrorMessage string      `json:"errorMessage"`
+	Until        metav1.Time `json:"until"`
+	Failures     int         `json:"failures,omitempty"`
+}
+
+// Scale-down statuses, upstream's.
+const (
+	ScaleDownNoCandidates      = "NoCandidates"
+	ScaleDownCandidatesPresent = "CandidatesPresent"
+)
+
+// ScaleDown says whether nodes are candidates for removal.
+type ScaleDown struct {
+	Status             string      `json:"status"`
+	Candidates         int         `json:"candidates,omitempty"`
+	LastProbeTime      metav1.Time `json:"lastProbeTime"`
+	LastTransitionTime metav1.Time `json:"lastTransitionTime"`
+}
+
+// NodeGroup is one group's entry.
+type NodeGroup struct {
+	Name      string    `json:"name"`
+	Health    Health    `json:"health"`
+	ScaleUp   ScaleUp   `json:"scaleUp"`
+	ScaleDown ScaleDown `json:"scaleDown"`
+	// Ours: where the template came from and the DRA pools a new node
+	// of the group would bring.
+	TemplateSource string    `json:"templateSource,omitempty"`
+	TemplateError  string    `json:"templateError,omitempty"`
+	DRAPools       []DRAPool `json:"draPools,omitempty"`
+}
+
+// DRAPool is one resource pool of a group's template node.
+type DRAPool struct {
+	Driver   string            `json:"driver"`
+	Pool     string            `json:"pool"`
+	Devices  int               `json:"devices"`
+	Counters map[string]string `json:"counters,omitempty"`
+}
+
+// Gang is one gang the planner looked at.
+type Gang struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	Pods      int    `json:"pods"`
+	Planned   string `json:"planned,omitempty"`
+	Message   string `json:"message,omitempty"`
+}
+
+// Reservation is one capacity reservation and how much of it is used.
+type Reservation struct {
+	ID         string       `json:"id"`
+	Kind       string       `json:"kind"`
+	Source     string       `json:"source,omitempty"`
+	NodeGroups []string     `json:"nodeGroups,omitempty"`
+	Count      int          `json:"count"`
+	InUse      int          `json:"inUse"`
+	Start      *metav1.Time `json:"start,omitempty"`
+	End        *metav1.Time `json:"end,omitempty"`
+}
+
+// PodNotHelped is a pending pod no scale-up helps, with every group's
+// reason.
+type PodNotHelped struct {
+	Namespace string        `json:"namespace"`
+	Name      string        `json:"name"`
+	Reasons   []GroupReason `json:"reasons,omitempty"`
+}
+
+// GroupReason is why one group cannot help a pod.
+type GroupReason struct {
+	NodeGroup  string `json:"nodeGroup"`
+	Reason     string `json:"reason"`
+	Message    string `json:"message,omitempty"`
+	Constraint string `json:"constraint,omitempty"`
+}
+
+// Disagreement is a pod the simulation places but the scheduler does not.
+type Disagreement struct {
+	Namespace        string      `json:"namespace"`
+	Name             string      `json:"name"`
+	Node             string      `json:"node"`
+	Since            metav1.Time `json:"since"`
+	SchedulerMessage string      `json:"schedulerMessage,omitempty"`
+}

@@ -1,0 +1,145 @@
+package estimator
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
+)
+
+// Diagnoser says which claim constraint keeps a pod off a group's template
+// node when DynamicResources rejects it there (framework.DiagnoseClaims on
+// a fresh node of the template). Verdicts are memoised per group and claim
+// shape: pods whose claims ask for the same devices get one diagnosis. A
+// group's memo is dropped when its template changes (a new template object
+// each loop when templates are rebuilt).
+type Diagnoser struct {
+	runner *framework.Runner
+	mu     sync.Mutex
+	groups map[string]*groupMemo
+	// Calls counts diagnoses run through the framework (memo misses).
+	Calls int
+}
+
+// maxDiagnoses bounds one group's memo; claim shapes number in the dozens,
+// so it is simply dropped when it grows past this.
+const maxDiagnoses = 1024
+
+type groupMemo struct {
+	tmpl   *cloudprovider.NodeTemplate
+	blames map[string][]framework.Blame
+}
+
+// NewDiagnoser returns a diagnoser on runner's snapshot.
+func NewDiagnoser(runner *framework.Runner) *Diagnoser {
+	return &Diagnoser{runner: runner, groups: map[string]*groupMemo{}}
+}
+
+// Diagnose returns the constraints to blame for pod on a new node of group
+// (see framework.DiagnoseClaims); nil when none is. The snapshot is left
+// as it was.
+func (d *Diagnoser) Diagnose(ctx context.Context, pod *v1.Pod, group string, tmpl *cloudprovider.NodeTemplate) (_ []framework.Blame, err error) {
+	if tmpl == nil || tmpl.Node == nil {
+		return nil, fmt.Errorf("diagnose for group %s: no template", group)
+	}
+	key, ok := d.claimShape(pod)
+	if !ok {
+		return nil, nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	m := d.groups[group]
+	if m == nil || m.tmpl != tmpl || len(m.blames) >= maxDiagnoses {
+		m = &groupMemo{tmpl: tmpl, blames: map[string][]framework.Blame{}}
+		d.groups[group] = m
+	}
+	if b, ok := m.blames[key]; ok {
+		return withPodClaims(b), nil
+	}
+	snap := d.runner.Snapshot()
+	snap.Fork()
+	defer func() {
+		if rerr := snap.Revert(); rerr != nil && err == nil {
+			err = fmt.Errorf("diagnose for group %s: revert snapshot: %w", group, rerr)
+		}
+	}()
+	name := group + "-diagnose"
+	for i := 0; snap.HasNode(name); i++ {
+		name = fmt.Sprintf("%s-diagnose-%d", group, i)
+	}
+	node, slices, pods := template.Instantiate(tmpl, name)
+	if err := snap.AddNode(node); err != nil {
+		return nil, fmt.Errorf("diagnose for group %s: %w", group, err)
+	}
+	for _, s := range slices {
+		if err := snap.SetResourceSlice(s); err != nil {
+			return nil, fmt.Errorf("diagnose for group %s: %w", group, err)
+		}
+	}
+	for _, p := range pods {
+		if err := snap.AddPod(p, name); err != nil {
+			return nil, fmt.Errorf("diagnose for group %s: %w", group, err)
+		}
+	}
+	d.Calls++
+	b, err := d.runner.DiagnoseClaims(ctx, pod, name)
+	if err != nil {
+		return nil, fmt.Errorf("diagnose for group %s: %w", group, err)
+	}
+	m.blames[key] = b
+	return withPodClaims(b), nil
+}
+
+// withPodClaims copies blames for a caller, without the simulated claim
+// names (they belong to the pod diagnosed first).
+func withPodClaims(b []framework.Blame) []framework.Blame {
+	if b == nil {
+		return nil
+	}
+	out := make([]framework.Blame, len(b))
+	for i, x := range b {
+		out[i] = framework.Blame{PodClaim: x.PodClaim, Constraint: x.Constraint}
+	}
+	return out
+}
+
+// claimShape is what decides a diagnosis: the pod's claims by pod-claim
+// name and the specs they ask for (a template's, or the claim's own). ok
+// is false for a pod without claims.
+func (d *Diagnoser) claimShape(pod *v1.Pod) (string, bool) {
+	if len(pod.Spec.ResourceClaims) == 0 {
+		return "", false
+	}
+	snap := d.runner.Snapshot()
+	var b strings.Builder
+	for i := range pod.Spec.ResourceClaims {
+		pc := &pod.Spec.ResourceClaims[i]
+		b.WriteString(pc.Name)
+		b.WriteByte('=')
+		var spec any
+		switch {
+		case pc.ResourceClaimTemplateName != nil:
+			if t, ok := snap.ResourceClaimTemplate(pod.Namespace, *pc.ResourceClaimTemplateName); ok {
+				spec = t.Spec.Spec
+			}
+		case pc.ResourceClaimName != nil:
+			if c, ok := snap.ResourceClaim(pod.Namespace, *pc.ResourceClaimName); ok {
+				spec = c.Spec
+			}
+		}
+		data, _ := json.Marshal(spec)
+		b.Write(data)
+		b.WriteByte(';')
+	}
+	return b.String(), true
+}
+
+// Diagnoser returns a diagnoser on the estimator's snapshot.
+func (e *Estimator) Diagnoser() *Diagnoser { return NewDiagnoser(e.runner) }

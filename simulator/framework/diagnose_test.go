@@ -1,0 +1,96 @@
+package framework
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+)
+
+// splitRootsNode has GPUs and NICs, but never a GPU and a NIC on one PCIe
+// root: a claim pairing them by pcieRoot cannot be met there.
+func splitRootsNode(name string) []any {
+	gpus := builder.ResourceSlice(name+"-gpus", name, gpuDriver, name)
+	nics := builder.ResourceSlice(name+"-nics", name, nicDriver, name)
+	for i := range 2 {
+		gpus.Devices(builder.Device(fmt.Sprintf("gpu-%d", i)).Attr(pcieRoot, fmt.Sprintf("pci%d", i)))
+		nics.Devices(builder.Device(fmt.Sprintf("nic-%d", i)).Attr(pcieRoot, fmt.Sprintf("pci%d", i+2)))
+	}
+	return []any{builder.Node(name).Obj(), gpus.Obj(), nics.Obj()}
+}
+
+func TestDiagnoseClaims(t *testing.T) {
+	paired := builder.ClaimTemplate(ns, "paired").Request(builder.Request("gpu", "gpu"), builder.Request("nic", "nic")).
+		MatchAttribute(pcieRoot).Obj()
+	// Two constraints: only the pcieRoot one is to blame.
+	twoConstraints := builder.ClaimTemplate(ns, "two").Request(builder.Request("gpu", "gpu"), builder.Request("nic", "nic")).
+		MatchAttribute(pcieRoot).DistinctAttribute(pcieRoot, "gpu").Obj()
+	tooMany := builder.ClaimTemplate(ns, "many").Request(builder.Request("gpu", "gpu").Count(3)).
+		MatchAttribute(pcieRoot).Obj()
+	loose := builder.ClaimTemplate(ns, "loose").Request(builder.Request("gpu", "gpu"), builder.Request("nic", "nic")).Obj()
+	tests := []struct {
+		name string
+		pod  string // template
+		want []Blame
+	}{
+		{"matchAttribute to blame", "paired", []Blame{{PodClaim: "dev", Constraint: "matchAttribute " + pcieRoot}}},
+		{"only the guilty of two", "two", []Blame{{PodClaim: "dev", Constraint: "matchAttribute " + pcieRoot}}},
+		{"no constraint helps: too few devices", "many", nil},
+		{"fits: nothing to blame", "loose", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ctx := newRunner(t, "")
+			objs := append(append(classes(), splitRootsNode("n1")...), paired, twoConstraints, tooMany, loose)
+			snapshottest.Load(t, r.Snapshot(), objs...)
+			pod := builder.Pod(ns, "p").CPU("100m").ClaimFromTemplate("dev", tc.pod).Obj()
+			before := len(mustList(t, r))
+			got, err := r.DiagnoseClaims(ctx, pod, "n1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range got {
+				got[i].Claim = "" // simulated name
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("blames (-want +got):\n%s", diff)
+			}
+			if after := len(mustList(t, r)); after != before {
+				t.Errorf("snapshot changed: %d claims before, %d after", before, after)
+			}
+		})
+	}
+}
+
+func mustList(t *testing.T, r *Runner) []any {
+	t.Helper()
+	claims, err := r.Snapshot().ResourceClaims().List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]any, len(claims))
+	for i, c := range claims {
+		out[i] = c
+	}
+	return out
+}
+
+func TestDescribeConstraint(t *testing.T) {
+	for _, tc := range []struct {
+		requests []string
+		total    int
+		want     string
+	}{
+		{nil, 2, "matchAttribute " + pcieRoot},
+		{[]string{"gpu", "nic"}, 2, "matchAttribute " + pcieRoot},
+		{[]string{"gpu", "nic"}, 3, "matchAttribute " + pcieRoot + " (requests gpu, nic)"},
+	} {
+		c := builder.Claim(ns, "c").MatchAttribute(pcieRoot, tc.requests...).Obj().Spec.Devices.Constraints[0]
+		if got := DescribeConstraint(&c, tc.total); got != tc.want {
+			t.Errorf("DescribeConstraint(%v of %d) = %q, want %q", tc.requests, tc.total, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,196 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
+	"github.com/dra-autoscaler/dra-autoscaler/test/e2e/framework"
+)
+
+const deployNS = "kube-system"
+
+// serviceMonitorCRD stands in for the Prometheus Operator's CRD, so the
+// base's ServiceMonitor applies as it does in a cluster that has it.
+func serviceMonitorCRD() *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "servicemonitors.monitoring.coreos.com"},
+		"spec": map[string]any{
+			"group": "monitoring.coreos.com", "scope": "Namespaced",
+			"names": map[string]any{"plural": "servicemonitors", "singular": "servicemonitor", "kind": "ServiceMonitor", "listKind": "ServiceMonitorList"},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
+		},
+	}}
+}
+
+// applyDeploy builds deploy/ with kustomize, server-side applies it and
+// checks every object is there. The Deployment is deleted again: this
+// control plane has no kubelet to run its image, and its pending pods
+// would be every other test's business.
+func applyDeploy(ctx context.Context, t *testing.T, c *framework.Cluster) []*unstructured.Unstructured {
+	t.Helper()
+	objs := c.Kustomize(t, "deploy")
+	c.Apply(ctx, t, serviceMonitorCRD())
+	c.Apply(ctx, t, objs...)
+	d, err := c.Client.AppsV1().Deployments(deployNS).Get(ctx, "cluster-autoscaler", metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("Deployment not applied: %v", err)
+	}
+	if *d.Spec.Replicas != 2 || !*d.Spec.Template.Spec.SecurityContext.RunAsNonRoot {
+		t.Errorf("Deployment as applied: replicas %d, runAsNonRoot %v", *d.Spec.Replicas, *d.Spec.Template.Spec.SecurityContext.RunAsNonRoot)
+	}
+	bg := metav1.DeletePropagationBackground
+	if err := c.Client.AppsV1().Deployments(deployNS).Delete(ctx, d.Name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
+		t.Fatal(err)
+	}
+	for _, check := range []func() error{
+		func() error {
+			_, err := c.Client.CoreV1().ServiceAccounts(deployNS).Get(ctx, "cluster-autoscaler", metav1.GetOptions{})
+			return err
+		},
+		func() error {
+			_, err := c.Client.RbacV1().ClusterRoles().Get(ctx, "cluster-autoscaler", metav1.GetOptions{})
+			return err
+		},
+		func() error {
+			_, err := c.Client.RbacV1().Roles(deployNS).Get(ctx, "cluster-autoscaler", metav1.GetOptions{})
+			return err
+		},
+		func() error {
+			_, err := c.Client.PolicyV1().PodDisruptionBudgets(deployNS).Get(ctx, "cluster-autoscaler", metav1.GetOptions{})
+			return err
+		},
+		func() error {
+			_, err := c.Client.CoreV1().Services(deployNS).Get(ctx, "cluster-autoscaler", metav1.GetOptions{})
+			return err
+		},
+	} {
+		if err := check(); err != nil {
+			t.Errorf("applied object missing: %v", err)
+		}
+	}
+	return objs
+}
+
+var forbidden = regexp.MustCompile(`(?i)forbidden`)
+
+// The deploy/ base applies, and the autoscaler, authenticated as its
+// ServiceAccount (a TokenRequest token, real RBAC), scales up with leader
+// election and the status ConfigMap in kube-system without a single
+// forbidden call. Not parallel: it owns kube-system's lease and status.
+func TestDeployManifestsRBAC(t *testing.T) {
+	s := newScenario(t)
+	applyDeploy(s.ctx, t, s.c)
+	kubeconfig := s.c.ServiceAccountKubeconfig(s.ctx, t, deployNS, "cluster-autoscaler")
+	// A GPU group too: its nodes' ResourceSlices are published with the
+	// ServiceAccount's rights as well.
+	cpu, gpu := s.cpuGroup("cpu", 4), s.gpuGroup("gpu", 2, 2)
+	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{cpu, gpu}}, "--kubeconfig="+kubeconfig,
+		"--namespace="+deployNS, "--expander=priority,least-waste", "--write-status-configmap=true",
+		"--leader-elect=true", "--leader-elect-resource-namespace="+deployNS, "--leader-elect-resource-name=cluster-autoscaler",
+		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms")
+	s.c.Create(s.ctx, t, s.pod("web").CPU("3").Obj(),
+		s.pod("infer").CPU("1").ClaimFromTemplate("accel", s.gpuNICTemplate(t)).Obj())
+	framework.Eventually(s.ctx, t, 2*time.Minute, "pods bound to new nodes", func(ctx context.Context) (bool, string, error) {
+		n, seen, err := s.podsSeen(ctx)
+		return n == 2, seen, err
+	})
+	framework.Eventually(s.ctx, t, time.Minute, "status ConfigMap lists "+cpu.Name, func(ctx context.Context) (bool, string, error) {
+		st, err := status.Read(ctx, s.c.Client, deployNS, "cluster-autoscaler-status")
+		if err != nil || st == nil {
+			return false, "no status", err
+		}
+		for _, g := range st.NodeGroups {
+			if g.Name == cpu.Name && g.Health.CloudProviderTarget != nil && *g.Health.CloudProviderTarget == 1 {
+				return true, "", nil
+			}
+		}
+		return false, fmt.Sprintf("%d groups at %s", len(st.NodeGroups), st.Time), nil
+	})
+	if !strings.Contains(a.Log(), "Became leader") {
+		t.Error("never became leader")
+	}
+	if m := forbidden.FindAllString(a.Log(), -1); len(m) > 0 {
+		t.Errorf("%d forbidden errors in the log:\n%s", len(m), grepLines(a.Log(), "orbidden"))
+	}
+}
+
+// The same base with one rule dropped (create on nodes): the autoscaler
+// runs with that role and its scale-up is refused, which shows that RBAC
+// is really in the way, and the rule is needed.
+func TestDeployDroppedRuleFails(t *testing.T) {
+	s := newScenario(t)
+	objs := applyDeploy(s.ctx, t, s.c)
+	const sa, role = "cluster-autoscaler-restricted", "cluster-autoscaler-no-create-nodes"
+	var restricted []*unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ClusterRole":
+			o = o.DeepCopy()
+			o.SetName(role)
+			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+			dropped := false
+			for _, r := range rules {
+				rule := r.(map[string]any)
+				if res := fmt.Sprint(rule["resources"]); res == "[nodes]" && fmt.Sprint(rule["apiGroups"]) == "[]" {
+					var verbs []any
+					for _, v := range rule["verbs"].([]any) {
+						if v != "create" {
+							verbs = append(verbs, v)
+						}
+					}
+					dropped = len(verbs) < len(rule["verbs"].([]any))
+					rule["verbs"] = verbs
+				}
+			}
+			if !dropped {
+				t.Fatalf("no 'create nodes' rule to drop in %v", rules)
+			}
+			_ = unstructured.SetNestedSlice(o.Object, rules, "rules")
+			restricted = append(restricted, o)
+		case "ServiceAccount":
+			o = o.DeepCopy()
+			o.SetName(sa)
+			restricted = append(restricted, o)
+		case "ClusterRoleBinding", "RoleBinding":
+			o = o.DeepCopy()
+			o.SetName(sa)
+			if o.GetKind() == "ClusterRoleBinding" {
+				_ = unstructured.SetNestedField(o.Object, role, "roleRef", "name")
+			}
+			_ = unstructured.SetNestedSlice(o.Object, []any{map[string]any{"kind": "ServiceAccount", "name": sa, "namespace": deployNS}}, "subjects")
+			restricted = append(restricted, o)
+		}
+	}
+	s.c.Apply(s.ctx, t, restricted...)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = s.c.Client.RbacV1().ClusterRoleBindings().Delete(ctx, sa, metav1.DeleteOptions{})
+		_ = s.c.Client.RbacV1().ClusterRoles().Delete(ctx, role, metav1.DeleteOptions{})
+	})
+	kubeconfig := s.c.ServiceAccountKubeconfig(s.ctx, t, deployNS, sa)
+	cpu := s.cpuGroup("cpu", 4)
+	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{cpu}}, "--kubeconfig="+kubeconfig,
+		"--namespace="+deployNS, "--write-status-configmap=false")
+	s.c.Create(s.ctx, t, s.pod("web").CPU("3").Obj())
+	// klog quotes the error, escaping its quotes: match the words.
+	user := fmt.Sprintf("system:serviceaccount:%s:%s", deployNS, sa)
+	framework.Eventually(s.ctx, t, 2*time.Minute, "node creation refused by RBAC", func(ctx context.Context) (bool, string, error) {
+		return containsAll(a.Log(), "nodes is forbidden", user, "cannot create resource"), grepLines(a.Log(), "orbidden"), nil
+	})
+	framework.Consistently(s.ctx, t, 3*time.Second, "no node added, the pod pending", func(ctx context.Context) (bool, string, error) {
+		nodes, err := s.groupNodes(ctx, cpu.Name)
+		n, seen, _ := s.podsSeen(ctx)
+		return len(nodes) == 0 && n == 0, seen, err
+	})
+}
