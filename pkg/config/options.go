@@ -97,6 +97,8 @@ type Options struct {
 	// FeatureGates are the simulated scheduler's, which must match the
 	// cluster's scheduler.
 	FeatureGates string
+
+	ProvisioningRequests ProvisioningRequestOptions
 }
 
 // Default returns the options with upstream's defaults.
@@ -127,5 +129,7 @@ func Default() *Options {
 		},
 		Address:   ":8085",
 		Namespace: "kube-system",
+
+		ProvisioningRequests: DefaultProvisioningRequestOptions(),
 	}
 }
