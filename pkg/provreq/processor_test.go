@@ -336,3 +336,61 @@ func TestWithoutConsumers(t *testing.T) {
 		t.Errorf("kept (-want +got):\n%s", diff)
 	}
 }
+
+// A failed atomic scale-up provisions nothing: Provisioned=False says so,
+// and nothing of the plan stays in the snapshot for later stages.
+func TestBestEffortAtomicFailure(t *testing.T) {
+	g, fake := cpuGroup("cpu", "2", 4)
+	fake.Fail("AtomicIncreaseSize", fmt.Errorf("quota exhausted"))
+	pr := request("train-prov-1", v1.ProvisioningClassBestEffortAtomicScaleUp, now, podSet("ppt-train", 8))
+	e := newEnv(t, []*nodegroups.Info{g}, []*v1.ProvisioningRequest{pr}, []*corev1.PodTemplate{podTemplate("ppt-train", "1")})
+	res := e.run()
+	if len(res) != 1 || res[0].Err == nil || res[0].Added != 0 || res[0].Pods != nil {
+		t.Fatalf("results %+v, want one failed part with nothing added and no pods", res)
+	}
+	if diff := cmp.Diff([]string{"Accepted=True/Accepted", "Provisioned=False/CapacityIsNotFound"}, e.conditions(t, pr.Name)); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+	if msg := e.message(t, pr.Name, v1.Provisioned); !strings.Contains(msg, "quota exhausted") {
+		t.Errorf("message %q does not carry the provider's error", msg)
+	}
+	if nodes, err := e.runner.Snapshot().NodeInfos().List(); err != nil || len(nodes) != 0 {
+		t.Errorf("snapshot keeps %d planned node(s) of the failed scale-up (%v)", len(nodes), err)
+	}
+}
+
+// Booked capacity that is gone (the node was removed) is revoked, on the
+// second loop in a row that its pods do not fit.
+func TestCapacityRevoked(t *testing.T) {
+	held := provisionedSince(request("held-check-1", v1.ProvisioningClassCheckCapacity, now.Add(-time.Hour), podSet("ppt-held", 2)), now.Add(-time.Minute))
+	e := newEnv(t, nil, []*v1.ProvisioningRequest{held}, []*corev1.PodTemplate{podTemplate("ppt-held", "1")})
+	e.run()
+	if got := e.conditions(t, held.Name); len(got) != 2 {
+		t.Fatalf("after one miss: %v, want Provisioned and Accepted only", got)
+	}
+	e.run()
+	want := []string{"Provisioned=True/CapacityIsProvisioned", "Accepted=True/Accepted", "CapacityRevoked=True/CapacityIsNotFound"}
+	if diff := cmp.Diff(want, e.conditions(t, held.Name)); diff != "" {
+		t.Errorf("after two misses (-want +got):\n%s", diff)
+	}
+}
+
+// Booked capacity is not handed to other pods: after the processor ran,
+// a pod that would fit the free node does not.
+func TestBookedCapacityIsTaken(t *testing.T) {
+	held := provisionedSince(request("held-check-1", v1.ProvisioningClassCheckCapacity, now.Add(-time.Hour), podSet("ppt-held", 4)), now.Add(-time.Minute))
+	e := newEnv(t, nil, []*v1.ProvisioningRequest{held}, []*corev1.PodTemplate{podTemplate("ppt-held", "1")}, cpuNode("n1", "4"))
+	other := builder.Pod(ns, "other").CPU("1").Obj()
+	pl, err := e.runner.SchedulePod(e.ctx, other, e.nodes)
+	if err != nil || pl.Node != "n1" {
+		t.Fatalf("before booking the pod fits n1: %v, %v", pl, err)
+	}
+	if err := e.runner.Snapshot().RemovePod(ns, "other"); err != nil {
+		t.Fatal(err)
+	}
+	e.run()
+	pl, err = e.runner.SchedulePod(e.ctx, other, e.nodes)
+	if err != nil || pl.Node != "" {
+		t.Errorf("after booking the pod went to %q (%v), want nowhere", pl.Node, err)
+	}
+}
