@@ -310,6 +310,16 @@ func TestBooking(t *testing.T) {
 	}
 }
 
+// A request left unprovisioned for a week is Failed as expired.
+func TestExpired(t *testing.T) {
+	pr := request("old-check-1", v1.ProvisioningClassCheckCapacity, now.Add(-8*24*time.Hour), podSet("ppt-old", 1))
+	e := newEnv(t, nil, []*v1.ProvisioningRequest{pr}, []*corev1.PodTemplate{podTemplate("ppt-old", "1")})
+	e.run()
+	if diff := cmp.Diff([]string{"Accepted=True/Accepted", "Failed=True/Expired"}, e.conditions(t, pr.Name)); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+}
+
 // Requests of other classes belong to another controller: no status.
 func TestUnknownClassIgnored(t *testing.T) {
 	pr := request("other-1", "queued-provisioning.gke.io", now, podSet("ppt-x", 1))

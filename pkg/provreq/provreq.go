@@ -40,7 +40,13 @@ const (
 	ReasonFailedToCreatePods             = "FailedToCreatePods"
 	ReasonCapacityReservationTimeExpired = "CapacityReservationTimeExpired"
 	MessageCapacityReservationExpired    = "Capacity reservation time is expired"
+	ReasonExpired                        = "Expired"
+	MessageExpired                       = "ProvisioningRequest is expired"
 )
+
+// Expiration is how long a request may stay unprovisioned before it is
+// Failed (upstream's defaultExpirationTime).
+const Expiration = 7 * 24 * time.Hour
 
 // DeprecatedConsumeAnnotation is upstream's older annotation naming the
 // request a pod consumes; still honoured.

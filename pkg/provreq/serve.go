@@ -73,6 +73,12 @@ func (p *Processor) serve(ctx context.Context, pr *v1.ProvisioningRequest, in In
 		p.book(ctx, pr, in, pods, bound, u)
 		return u
 	}
+	if in.Now.Sub(pr.CreationTimestamp.Time) > Expiration {
+		if u.set(pr, in, v1.Failed, metav1.ConditionTrue, ReasonExpired, MessageExpired) {
+			u.event(corev1.EventTypeWarning, ReasonExpired, fmt.Sprintf("not provisioned within %s", Expiration))
+		}
+		return u
+	}
 	if pr.Spec.ProvisioningClassName == v1.ProvisioningClassCheckCapacity {
 		p.check(ctx, pr, in, pods, u)
 	} else {
