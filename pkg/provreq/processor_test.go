@@ -91,7 +91,7 @@ type env struct {
 	nodes    []string
 }
 
-func newEnv(t *testing.T, groups []*nodegroups.Info, reqs []*v1.ProvisioningRequest, templates []*corev1.PodTemplate, objs ...any) *env {
+func newEnv(t testing.TB, groups []*nodegroups.Info, reqs []*v1.ProvisioningRequest, templates []*corev1.PodTemplate, objs ...any) *env {
 	_, ctx := ktesting.NewTestContext(t)
 	runner, err := framework.New(ctx, framework.Options{})
 	if err != nil {
@@ -129,7 +129,7 @@ func (e *env) run(pods ...*corev1.Pod) []act.Result {
 }
 
 // conditions renders a stored request's conditions as "Type=Status/Reason".
-func (e *env) conditions(t *testing.T, name string) []string {
+func (e *env) conditions(t testing.TB, name string) []string {
 	t.Helper()
 	pr := e.client.reqs[name]
 	var out []string
