@@ -13,7 +13,7 @@ UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /test/ -e /hack/)
 TEST_FLAGS  ?= -count=1
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all build binaries test test-unit test-e2e bench lint up down demo clean docs deploy-build
+.PHONY: all build binaries test test-unit test-e2e bench lint crds up down demo clean docs deploy-build
 
 all: build
 
@@ -57,6 +57,14 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+
+# CRDs of the APIs we serve, copied from the modules that define them (the
+# ProvisioningRequest CRD is the one Kueue's admission check expects);
+# pkg/provreq's tests fail when deploy/crds is stale.
+PROVREQ_MOD := k8s.io/autoscaler/cluster-autoscaler/apis
+crds:
+	@mkdir -p deploy/crds
+	install -m 0644 $$($(GO) list -m -f '{{.Dir}}' $(PROVREQ_MOD))/config/crd/*.yaml deploy/crds/
 
 up: build
 	$(BIN)/localcluster up --state-dir $(STATE) --bin-dir $(BIN) --port-base $(PORT_BASE)

@@ -28,6 +28,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/placement"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
@@ -125,6 +126,10 @@ func run(ctx context.Context, opts *config.Options) error {
 			return err
 		}
 		defer l.Observer.Shutdown()
+		if l.ProvReqs, err = provreq.Start(ctx, restConfig, client, opts.ProvisioningRequests, l.Planner, l.Actuator, recorder); err != nil {
+			return err
+		}
+		defer l.ProvReqs.Shutdown()
 		h.leading.Store(true)
 		h.passed(time.Now())
 		klog.InfoS("Autoscaler running", "cloudProvider", provider.Name(), "nodeGroups", len(groups), "expanders", chain.Names())

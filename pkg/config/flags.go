@@ -78,6 +78,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) *rawFlags {
 	o.Sharing.addFlags(fs)
 	raw.scaleDown = o.ScaleDown.addFlags(fs)
 	o.ExplainOptions.addFlags(fs)
+	o.ProvisioningRequests.addFlags(fs)
 	return raw
 }
 
@@ -162,6 +163,7 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.Sharing.validate()...)
 	errs = append(errs, o.ScaleDown.validate()...)
 	errs = append(errs, o.ExplainOptions.validate())
+	errs = append(errs, o.ProvisioningRequests.validate())
 	return errors.Join(errs...)
 }
 

@@ -101,6 +101,7 @@ type Options struct {
 	Sharing   SharingOptions
 	ScaleDown ScaleDownOptions
 	ExplainOptions
+	ProvisioningRequests ProvisioningRequestOptions
 }
 
 // Default returns the options with upstream's defaults.
@@ -134,5 +135,7 @@ func Default() *Options {
 		Sharing:        DefaultSharing(),
 		ScaleDown:      DefaultScaleDown(),
 		ExplainOptions: DefaultExplain(),
+
+		ProvisioningRequests: DefaultProvisioningRequestOptions(),
 	}
 }

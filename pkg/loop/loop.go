@@ -27,6 +27,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/placement"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
@@ -57,6 +58,8 @@ type Loop struct {
 	Metrics   *metrics.Metrics
 	// ScaleDown removes unneeded nodes; nil disables scale-down.
 	ScaleDown *scaledown.Stage
+	// ProvReqs serves ProvisioningRequests; nil when the cluster has none.
+	ProvReqs *provreq.Processor
 	// ClassOf groups equivalent pods for the fit-existing stage.
 	ClassOf func(*corev1.Pod) string
 	// Stranded measures stranded DRA capacity; Placement ranks the nodes
@@ -123,11 +126,19 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 		PriorityCutoff:     l.Options.ExpendablePodsPriorityCutoff,
 		SchedulerName:      corev1.DefaultSchedulerName,
 	}, now)
+	if l.ProvReqs != nil {
+		pending = provreq.WithoutConsumers(pending)
+	}
 	l.Metrics.UnschedulablePodsCount.Set(float64(len(pending)))
 	gangs, loose, waiting := gang.Split(pending, state.Pods, state.PodGroups)
 	loose = l.sharing(ctx, state, groups, built, loose, now)
 
 	usage := clusterUsage(state.Nodes, groups)
+	if l.ProvReqs != nil {
+		// Booked and requested capacity is taken before gangs and pods ask.
+		l.Reporter.ScaleUps(l.ProvReqs.Run(ctx, provreq.Input{Runner: l.Runner, Candidates: built.Candidates(),
+			Groups: groups, Usage: &usage, Pods: state.Pods, Now: now}), now)
+	}
 	// Gangs first: each is planned whole or not at all, and what it gets
 	// is taken before single pods are fitted.
 	start = time.Now()

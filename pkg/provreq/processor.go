@@ -1,0 +1,138 @@
+package provreq
+
+import (
+	"context"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	v1 "k8s.io/autoscaler/cluster-autoscaler/apis/provisioningrequest/autoscaling.x-k8s.io/v1"
+	provlisters "k8s.io/autoscaler/cluster-autoscaler/apis/provisioningrequest/client/listers/autoscaling.x-k8s.io/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+)
+
+// Planner plans gangs all or nothing (plan.Planner).
+type Planner interface {
+	PlanGangs(ctx context.Context, runner *framework.Runner, gangs []*gang.Gang, candidates []string,
+		groups []*nodegroups.Info, usage *limits.Usage, now time.Time) ([]plan.GangOutcome, error)
+}
+
+// Actuator carries out scale-ups (act.Actuator); the parts of one gang
+// succeed together or are undone.
+type Actuator interface {
+	Execute(ctx context.Context, ups []act.ScaleUp, now time.Time) []act.Result
+}
+
+// revokeAfter is how many loops in a row a booking may not fit before its
+// capacity counts as revoked: one miss may be a node between states.
+const revokeAfter = 2
+
+// Processor serves the requests of our classes, one pass per loop.
+type Processor struct {
+	opts      Options
+	requests  provlisters.ProvisioningRequestLister
+	templates corelisters.PodTemplateLister
+	client    StatusClient
+	planner   Planner
+	actuator  Actuator
+	recorder  record.EventRecorder
+	// misses counts, per booked request, the loops in a row its pods did
+	// not fit.
+	misses    map[types.UID]int
+	informers *Informers // those Start started
+}
+
+// NewProcessor returns a processor reading through the listers and
+// writing status through client.
+func NewProcessor(opts Options, requests provlisters.ProvisioningRequestLister, templates corelisters.PodTemplateLister,
+	client StatusClient, planner Planner, actuator Actuator, recorder record.EventRecorder) *Processor {
+	if opts.TemplateGrace == 0 {
+		opts.TemplateGrace = DefaultTemplateGrace
+	}
+	return &Processor{opts: opts, requests: requests, templates: templates, client: client,
+		planner: planner, actuator: actuator, recorder: recorder, misses: map[types.UID]int{}}
+}
+
+// Input is the loop's state the processor works on. The runner's snapshot
+// holds the cluster with the upcoming nodes; what the processor books or
+// plans stays in it, taken, for the rest of the loop.
+type Input struct {
+	Runner     *framework.Runner
+	Candidates []string
+	Groups     []*nodegroups.Info
+	// Usage is what the cluster has and has asked for; scale-ups add to it.
+	Usage *limits.Usage
+	// Pods are all pods of the cluster, to find the consumers.
+	Pods []*corev1.Pod
+	Now  time.Time
+}
+
+// Run books the capacity of Provisioned requests, then answers or
+// provisions the others, oldest first. It returns the scale-ups made
+// (without pods: the request's pods are not API objects). A request that
+// cannot be served gets a condition saying why; it never stops the others.
+func (p *Processor) Run(ctx context.Context, in Input) []act.Result {
+	logger := klog.FromContext(ctx)
+	all, err := p.requests.List(labels.Everything())
+	if err != nil {
+		logger.Error(err, "Listing ProvisioningRequests failed")
+		return nil
+	}
+	var reqs []*v1.ProvisioningRequest
+	for _, pr := range all {
+		if ours(pr.Spec.ProvisioningClassName) && pr.DeletionTimestamp == nil {
+			reqs = append(reqs, pr)
+		}
+	}
+	// Booked capacity goes into the snapshot before anything else asks.
+	sort.SliceStable(reqs, func(i, j int) bool {
+		bi, bj := provisioned(reqs[i]), provisioned(reqs[j])
+		if bi != bj {
+			return bi
+		}
+		ti, tj := reqs[i].CreationTimestamp, reqs[j].CreationTimestamp
+		if !ti.Equal(&tj) {
+			return ti.Before(&tj)
+		}
+		return reqs[i].Namespace+"/"+reqs[i].Name < reqs[j].Namespace+"/"+reqs[j].Name
+	})
+	consumed := boundConsumers(in.Pods)
+	seen := map[types.UID]bool{}
+	var results []act.Result
+	for _, pr := range reqs {
+		seen[pr.UID] = true
+		u := p.serve(ctx, pr, in, consumed[pr.Namespace+"/"+pr.Name])
+		results = append(results, u.results...)
+		p.write(ctx, pr, u)
+	}
+	for uid := range p.misses {
+		if !seen[uid] {
+			delete(p.misses, uid)
+		}
+	}
+	return results
+}
+
+func provisioned(pr *v1.ProvisioningRequest) bool {
+	return apimeta.IsStatusConditionTrue(pr.Status.Conditions, v1.Provisioned)
+}
+
+// done tells whether a request is past serving: failed, its booking over,
+// or its capacity revoked.
+func done(conds []metav1.Condition) bool {
+	return apimeta.IsStatusConditionTrue(conds, v1.Failed) || apimeta.IsStatusConditionTrue(conds, v1.BookingExpired) ||
+		apimeta.IsStatusConditionTrue(conds, v1.CapacityRevoked)
+}

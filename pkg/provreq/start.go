@@ -1,0 +1,53 @@
+package provreq
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/autoscaler/cluster-autoscaler/apis/provisioningrequest/client/clientset/versioned"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
+)
+
+// Start returns a running processor when ProvisioningRequests are enabled
+// and the cluster serves them, nil otherwise (the loop then runs as if
+// the API did not exist). Shutdown stops its informers.
+func Start(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, opts config.ProvisioningRequestOptions,
+	planner Planner, actuator Actuator, recorder record.EventRecorder) (*Processor, error) {
+	logger := klog.FromContext(ctx)
+	if !opts.Enabled {
+		return nil, nil
+	}
+	served, err := Served(kube.Discovery())
+	if err != nil {
+		return nil, err
+	}
+	if !served {
+		logger.Info("ProvisioningRequests are not served (no autoscaling.x-k8s.io/v1 CRD); not watching them")
+		return nil, nil
+	}
+	client, err := versioned.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("ProvisioningRequest client: %w", err)
+	}
+	inf := NewInformers(client, kube)
+	if err := inf.Start(ctx, 2*time.Minute); err != nil {
+		return nil, err
+	}
+	p := NewProcessor(Options{BookingDuration: opts.BookingDuration}, inf.Requests, inf.Templates, TypedStatusClient{client.AutoscalingV1()}, planner, actuator, recorder)
+	p.informers = inf
+	logger.Info("Serving ProvisioningRequests", "bookingDuration", opts.BookingDuration)
+	return p, nil
+}
+
+// Shutdown stops the informers Start started.
+func (p *Processor) Shutdown() {
+	if p != nil && p.informers != nil {
+		p.informers.Shutdown()
+	}
+}
