@@ -12,8 +12,9 @@ E2E_PKGS    := ./test/... ./hack/...
 UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /test/ -e /hack/)
 TEST_FLAGS  ?= -count=1
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+CONTROLLER_GEN := sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 
-.PHONY: all build binaries test test-unit test-e2e bench lint up down demo clean
+.PHONY: all build binaries test test-unit test-e2e bench lint generate up down demo clean
 
 all: build
 
@@ -46,6 +47,11 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+
+# Deepcopy functions and the CRDs in deploy/crds from the types in apis/
+# (controller-gen runs in its own module context: go.mod is not touched).
+generate:
+	$(GO) run $(CONTROLLER_GEN) object paths=./apis/... crd paths=./apis/... output:crd:artifacts:config=deploy/crds
 
 up: build
 	$(BIN)/localcluster up --state-dir $(STATE) --bin-dir $(BIN) --port-base $(PORT_BASE)

@@ -16,6 +16,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/price"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/priority"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/random"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/reserved"
 )
 
 func buildExpanders(opts *config.Options, client kubernetes.Interface) (expander.Chain, error) {
@@ -35,6 +36,7 @@ func buildExpanders(opts *config.Options, client kubernetes.Interface) (expander
 		return cm.Data, true, nil
 	}
 	return expander.Build(opts.Expanders, map[string]expander.Factory{
+		reserved.Name:   strategy(reserved.New()),
 		leastwaste.Name: strategy(leastwaste.New()),
 		mostpods.Name:   strategy(mostpods.New()),
 		leastnodes.Name: strategy(leastnodes.New()),

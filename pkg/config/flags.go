@@ -74,6 +74,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) *rawFlags {
 	fs.StringVar(&o.SchedulerConfigFile, "scheduler-config-file", o.SchedulerConfigFile, "KubeSchedulerConfiguration of the simulated scheduler; empty means the default profile.")
 	fs.StringVar(&o.FeatureGates, "feature-gates", o.FeatureGates, "Feature gates of the simulated scheduler, as the cluster's scheduler has them (Gate=true,...).")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
+	o.Reservations.addFlags(fs)
 	return raw
 }
 
@@ -99,7 +100,7 @@ func (o *Options) complete(raw *rawFlags) error {
 }
 
 // KnownExpanders are the names --expander accepts.
-var KnownExpanders = []string{"least-waste", "most-pods", "least-nodes", "price", "priority", "random"}
+var KnownExpanders = []string{"reserved", "least-waste", "most-pods", "least-nodes", "price", "priority", "random"}
 
 // Validate checks the options together.
 func (o *Options) Validate() error {
@@ -154,6 +155,7 @@ func (o *Options) Validate() error {
 	if o.LeaderElection.LeaderElect && o.LeaderElection.RenewDeadline.Duration >= o.LeaderElection.LeaseDuration.Duration {
 		add("--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration")
 	}
+	errs = append(errs, o.Reservations.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -97,6 +97,8 @@ type Options struct {
 	// FeatureGates are the simulated scheduler's, which must match the
 	// cluster's scheduler.
 	FeatureGates string
+
+	Reservations ReservationOptions
 }
 
 // Default returns the options with upstream's defaults.
@@ -104,7 +106,7 @@ func Default() *Options {
 	return &Options{
 		CloudProvider:                   "kwok",
 		ScanInterval:                    10 * time.Second,
-		Expanders:                       []string{"least-waste"},
+		Expanders:                       []string{"reserved", "least-waste"},
 		CoresTotal:                      Range{Min: 0, Max: 320000},
 		MemoryTotal:                     Range{Min: 0, Max: 6400000},
 		MaxNodeProvisionTime:            15 * time.Minute,
@@ -125,7 +127,8 @@ func Default() *Options {
 			ResourceName:      "cluster-autoscaler",
 			ResourceNamespace: "kube-system",
 		},
-		Address:   ":8085",
-		Namespace: "kube-system",
+		Address:      ":8085",
+		Namespace:    "kube-system",
+		Reservations: defaultReservationOptions(),
 	}
 }

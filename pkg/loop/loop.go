@@ -25,6 +25,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
@@ -51,6 +52,8 @@ type Loop struct {
 	Actuator  *act.Actuator
 	Reporter  *report.Reporter
 	Metrics   *metrics.Metrics
+	// Reservations counts reserved capacity (nil: none).
+	Reservations *reservations.Stage
 	// ClassOf groups equivalent pods for the fit-existing stage.
 	ClassOf func(*corev1.Pod) string
 	// OnPass, if set, is told when a pass finished without error.
@@ -93,6 +96,7 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 	for _, f := range pass.Failures {
 		l.Metrics.FailedScaleUps.WithLabelValues(f.Reason).Inc()
 	}
+	l.Reservations.Update(ctx, groups, state.Pods, now)
 
 	start := time.Now()
 	built, err := snapshot.Build(ctx, l.Runner.Snapshot(), state, groups)
@@ -139,6 +143,9 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 	}
 	if len(ups) > 0 {
 		pass.Results = l.Actuator.Execute(ctx, ups, now)
+		for _, r := range pass.Results {
+			l.Reservations.Launched(r.Group.Id, r.Group.Size(), r.Added, now)
+		}
 		l.Reporter.ScaleUps(pass.Results, now)
 	}
 	l.report(pass, state, waiting, now)

@@ -32,6 +32,7 @@ type Metrics struct {
 	NodeGroupsCount         prometheus.Gauge
 	UnneededPodsNotHelped   *prometheus.GaugeVec
 	ScaleUpOptionsEvaluated prometheus.Counter
+	Reservations            *ReservationMetrics
 }
 
 // New registers every metric on a fresh registry.
@@ -75,6 +76,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
 		f(c)
 	}
+	m.Reservations = newReservationMetrics(m.Registry)
 	// Known label values start at zero, so rates and alerts work before
 	// the first failure.
 	for _, r := range []string{"cloudProviderError", "outOfResources", "timeout"} {

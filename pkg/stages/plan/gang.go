@@ -83,6 +83,7 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 			}
 			best = &o
 			for _, up := range o.ScaleUps {
+				p.take(up.Group, up.Delta, up.Pods)
 				usage.Add(up.Group.Template.Node, up.Delta)
 			}
 		case first != nil:
