@@ -166,14 +166,8 @@ func TestReservationsCapacityBlockStart(t *testing.T) {
 	s := newScenario(t)
 	crs := reservationsClient(t, s.c)
 	blk, ond := s.oneGPUGroups("gpu-block", "gpu-ondemand", time.Second)
-	// One on-demand node at most: a second scale-up for the same pod (a
-	// node just registered is not always seen fitting it yet) would leave
-	// a spare on-demand node that the later pod could take instead.
-	ond.MaxSize = 1
 	name := s.ns + "-block"
 	now := time.Now()
-	// One node, so the count caps even a second scale-up for the same pod
-	// (a node just registered is not always seen fitting it yet).
 	createReservation(s.ctx, t, crs, reservation(name, map[string]any{"type": "CapacityBlock", "nodeGroups": []any{blk.Name},
 		"count": int64(1), "start": rfc3339(now.Add(10 * time.Minute)), "end": rfc3339(now.Add(3 * time.Hour))}))
 	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{blk, ond}})
@@ -181,6 +175,10 @@ func TestReservationsCapacityBlockStart(t *testing.T) {
 
 	s.c.Create(s.ctx, t, s.gpuPod("early", tmpl, ""))
 	s.waitOnGroup(t, "early", ond.Name)
+	framework.Consistently(s.ctx, t, 2*time.Second, "one on-demand node, none on the block", func(ctx context.Context) (bool, string, error) {
+		counts, seen, err := s.nodeCounts(ctx, blk, ond)
+		return err == nil && counts[0] == 0 && counts[1] == 1, seen, err
+	})
 	framework.Eventually(s.ctx, t, time.Minute, "status says not started", func(ctx context.Context) (bool, string, error) {
 		used, avail, active, err := reservationStatus(ctx, crs, name)
 		return active == "NotStarted" && used == 0 && avail == 0, fmt.Sprintf("used=%d available=%d active=%s", used, avail, active), err
@@ -207,7 +205,6 @@ func TestReservationsCapacityBlockEnding(t *testing.T) {
 	s := newScenario(t)
 	crs := reservationsClient(t, s.c)
 	blk, ond := s.oneGPUGroups("gpu-block", "gpu-ondemand", time.Second)
-	ond.MaxSize = 1 // no spare on-demand node for the short pod (see above)
 	now := time.Now()
 	createReservation(s.ctx, t, crs, reservation(s.ns+"-block", map[string]any{"type": "CapacityBlock", "nodeGroups": []any{blk.Name},
 		"count": int64(2), "start": rfc3339(now.Add(-time.Hour)), "end": rfc3339(now.Add(5 * time.Minute))}))
