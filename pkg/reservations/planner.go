@@ -66,3 +66,30 @@ func (s *Stage) Take(g *nodegroups.Info, nodes int, pods []*corev1.Pod) {
 	s.taken[g.Id] += reserved
 	s.mu.Unlock()
 }
+
+// Mark returns a function that undoes every Take made after it: the
+// planner tries plans (a gang in each topology domain) and keeps one.
+func (s *Stage) Mark() (restore func()) {
+	b := s.Book()
+	if b == nil {
+		return func() {}
+	}
+	inUse := make([]int, len(b.slots))
+	for i, sl := range b.slots {
+		inUse[i] = sl.InUse
+	}
+	s.mu.Lock()
+	taken := make(map[string]int, len(s.taken))
+	for k, v := range s.taken {
+		taken[k] = v
+	}
+	s.mu.Unlock()
+	return func() {
+		for i, sl := range b.slots {
+			sl.InUse = inUse[i]
+		}
+		s.mu.Lock()
+		s.taken = taken
+		s.mu.Unlock()
+	}
+}

@@ -24,6 +24,9 @@ type Capacity interface {
 	Describe(g *nodegroups.Info, nodes int, pods []*corev1.Pod) (capacityType string, reserved int, price float64)
 	// Take books a chosen scale-up, so later choices see it taken.
 	Take(g *nodegroups.Info, nodes int, pods []*corev1.Pod)
+	// Mark returns a function that undoes every Take since (for plans
+	// tried and dropped).
+	Mark() (restore func())
 }
 
 // WithCapacity makes the planner reservation-aware.
@@ -118,6 +121,27 @@ func (p *Planner) take(g *nodegroups.Info, nodes int, pods []*corev1.Pod) {
 	if p.capacity != nil {
 		p.capacity.Take(g, nodes, pods)
 	}
+}
+
+// markCapacity returns what undoes the bookings made after it.
+func (p *Planner) markCapacity() func() {
+	if p.capacity == nil {
+		return func() {}
+	}
+	return p.capacity.Mark()
+}
+
+// reservedRoom caps want new nodes of g for pods by what its reservations
+// have left now (for a group that launches only onto them).
+func (p *Planner) reservedRoom(g *nodegroups.Info, pods []*corev1.Pod, want int) int {
+	if p.capacity == nil || g == nil {
+		return want
+	}
+	room, _, _, _ := p.capacity.Room(g, pods)
+	if room < 0 {
+		return want
+	}
+	return min(room, want)
 }
 
 func orDefault(s, def string) string {

@@ -11,6 +11,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/leastwaste"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/reserved"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/fakeprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
@@ -131,5 +132,38 @@ func TestPlanReservedFirstAndCapped(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A gang filled from several groups: two reserved-only groups share one
+// 2-node reservation, so together they give it 2 nodes, never 3.
+func TestPlanGangSharesTheReservationCounter(t *testing.T) {
+	e := newEnv(t)
+	ondemand := group("ondemand", "4", 1, 0)
+	groups := []*nodegroups.Info{ondemand, reservedGroup("reserved-a", 0), reservedGroup("reserved-b", 0)}
+	stage := reservations.New(reservations.Options{EndMargin: 30 * time.Minute, LaunchTTL: time.Minute},
+		&reservingProvider{Provider: fakeprovider.New(), res: []cloudprovider.Reservation{
+			{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"reserved-a", "reserved-b"}, Count: 2}}}, nil, nil, nil, nil, nil)
+	stage.Update(e.ctx, groups, nil, now)
+	chain := expander.Chain{reserved.New(), leastwaste.New()}
+	p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{}), chain, limits.New(e.conf, nil), e.backoff, nil).WithCapacity(stage)
+	g := &gang.Gang{Namespace: "ns", Name: "train", MinCount: 3, Pending: cpuPods("train", "3", 3)}
+	usage := limits.Usage{}
+	out, err := p.PlanGangs(e.ctx, e.runner, []*gang.Gang{g}, nil, groups, &usage, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, onReserved := 0, 0
+	for _, up := range out[0].ScaleUps {
+		total += up.Delta
+		if up.Group.Id != "ondemand" {
+			onReserved += up.Delta
+		}
+	}
+	if total != 3 || onReserved != 2 {
+		t.Errorf("gang got %d nodes, %d on the reservation; want 3 and 2 (%v)", total, onReserved, out[0].Message)
+	}
+	if s := stage.Book().Slots()[0]; s.InUse != 2 {
+		t.Errorf("reservation in use %d after the plan, want 2", s.InUse)
 	}
 }
