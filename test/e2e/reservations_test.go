@@ -333,6 +333,19 @@ func TestReservationsInvalidObjects(t *testing.T) {
 			return len(msgs) > 0 && strings.Contains(msgs[0], want), strings.Join(msgs, "; "), err
 		})
 	}
+	framework.Eventually(s.ctx, t, time.Minute, "Valid=False on the stored negative count", func(ctx context.Context) (bool, string, error) {
+		u, err := crs.Get(ctx, s.ns+"-negative", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		for _, c := range conds {
+			if m, ok := c.(map[string]any); ok && m["type"] == "Valid" {
+				return m["status"] == "False" && strings.Contains(fmt.Sprint(m["message"]), "must not be negative"), fmt.Sprint(m), nil
+			}
+		}
+		return false, fmt.Sprint(conds), nil
+	})
 	s.c.Create(s.ctx, t, s.pod("web").CPU("2").Obj())
 	s.waitOnGroup(t, "web", cpu.Name)
 	if a.Exited() {
