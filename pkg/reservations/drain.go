@@ -31,6 +31,9 @@ func (s *Stage) drain(ctx context.Context, b *Book, objs []*crObject, pods []*co
 			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
 		}
 	}
+	// Only nodes still draining are remembered, so the set stays small.
+	reported := map[string]bool{}
+	defer func() { s.draining = reported }()
 	for _, slot := range b.Slots() {
 		if !slot.Started(b.now) || !slot.Ending(b.now, b.margin) {
 			continue
@@ -47,8 +50,8 @@ func (s *Stage) drain(ctx context.Context, b *Book, objs []*crObject, pods []*co
 				}
 			}
 			key := node.Name + "/" + slot.ID
+			reported[key] = true
 			if !s.draining[key] {
-				s.draining[key] = true
 				logger.Info("Draining a node of an ending capacity block", "node", node.Name, "reservation", slot.ID, "end", slot.End, "pods", len(move))
 				s.event(slot.Reservation, corev1.EventTypeNormal, EventDraining,
 					fmt.Sprintf("Capacity block ends at %s: node %s cordoned, %d pod(s) evicted to run elsewhere", slot.End.UTC().Format(time.RFC3339), node.Name, len(move)))

@@ -91,13 +91,16 @@ func (s *Stage) reportRejected(ctx context.Context, rejected []Rejected, b *Book
 	if s.metrics != nil {
 		s.metrics.Invalid.Set(float64(len(rejected)))
 	}
+	// Only objects still invalid are remembered, so the set stays small.
+	warned := map[string]bool{}
+	defer func() { s.warned = warned }()
 	for _, r := range rejected {
 		u := r.Object
 		key := fmt.Sprintf("%s/%d", u.GetUID(), u.GetGeneration())
+		warned[key] = true
 		if s.warned[key] {
 			continue
 		}
-		s.warned[key] = true
 		klog.FromContext(ctx).Info("Ignoring an invalid CapacityReservation", "capacityReservation", u.GetName(), "err", r.Err)
 		s.eventRef(objectRef(u), corev1.EventTypeWarning, EventInvalid, "Ignored by the autoscaler: "+r.Err.Error())
 		if !mayConcern(u, b) {
