@@ -322,7 +322,13 @@ func TestReservationsInvalidObjects(t *testing.T) {
 		"garbage":   {"nodeGroups": []any{cpu.Name}, "count": "lots"},
 	}
 	for n, spec := range bad {
-		createReservation(s.ctx, t, crs, reservation(s.ns+"-"+n, spec))
+		obj := reservation(s.ns+"-"+n, spec)
+		// The relaxed schema reaches every API server handler shortly after the update.
+		framework.Eventually(s.ctx, t, 30*time.Second, "storing "+n+" under the relaxed schema", func(ctx context.Context) (bool, string, error) {
+			_, err := crs.Create(ctx, obj, metav1.CreateOptions{})
+			return err == nil, fmt.Sprint(err), nil
+		})
+		t.Cleanup(func() { _ = crs.Delete(context.Background(), obj.GetName(), metav1.DeleteOptions{}) })
 	}
 	if err := applyCRD(s.ctx, dyn, dynCRDs); err != nil {
 		t.Fatal(err)
