@@ -12,8 +12,9 @@ E2E_PKGS    := ./test/... ./hack/...
 UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /test/ -e /hack/)
 TEST_FLAGS  ?= -count=1
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+CONTROLLER_GEN := sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 
-.PHONY: all build binaries test test-unit test-e2e bench lint crds up down demo clean docs deploy-build
+.PHONY: all build binaries test test-unit test-e2e bench lint crds generate up down demo clean docs deploy-build
 
 all: build
 
@@ -65,6 +66,10 @@ PROVREQ_MOD := k8s.io/autoscaler/cluster-autoscaler/apis
 crds:
 	@mkdir -p deploy/crds
 	install -m 0644 $$($(GO) list -m -f '{{.Dir}}' $(PROVREQ_MOD))/config/crd/*.yaml deploy/crds/
+# Deepcopy functions and the CRDs in deploy/crds from the types in apis/
+# (controller-gen runs in its own module context: go.mod is not touched).
+generate:
+	$(GO) run $(CONTROLLER_GEN) object paths=./apis/... crd paths=./apis/... output:crd:artifacts:config=deploy/crds
 
 up: build
 	$(BIN)/localcluster up --state-dir $(STATE) --bin-dir $(BIN) --port-base $(PORT_BASE)

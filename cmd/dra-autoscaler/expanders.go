@@ -17,6 +17,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/price"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/priority"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/random"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/reserved"
 )
 
 func buildExpanders(opts *config.Options, client kubernetes.Interface, stranded fragmentation.Scorer) (expander.Chain, error) {
@@ -36,6 +37,7 @@ func buildExpanders(opts *config.Options, client kubernetes.Interface, stranded 
 		return cm.Data, true, nil
 	}
 	factories := map[string]expander.Factory{
+		reserved.Name:   strategy(reserved.New()),
 		leastwaste.Name: strategy(leastwaste.New()),
 		mostpods.Name:   strategy(mostpods.New()),
 		leastnodes.Name: strategy(leastnodes.New()),

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -29,6 +30,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/placement"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
@@ -48,6 +50,10 @@ func run(ctx context.Context, opts *config.Options) error {
 		return err
 	}
 	client, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	dyn, err := dynamic.NewForConfig(restConfig)
 	if err != nil {
 		return err
 	}
@@ -93,6 +99,9 @@ func run(ctx context.Context, opts *config.Options) error {
 
 	b := backoff.New(opts.InitialNodeGroupBackoffDuration, opts.MaxNodeGroupBackoffDuration, opts.NodeGroupBackoffResetTimeout)
 	tracker := track.New(opts.MaxNodeProvisionTime, b)
+	crs := observe.NewCapacityReservations(dyn, client.Discovery())
+	reserved := reservations.New(reservations.Options{EndMargin: opts.Reservations.EndMargin, ScaleDownReserved: opts.Reservations.ScaleDownReservedNodes,
+		LaunchTTL: opts.MaxNodeProvisionTime}, provider, crs, dyn, client, recorder, m.Reservations)
 	l := &loop.Loop{
 		Options:   opts,
 		Clock:     clock.RealClock{},
@@ -104,15 +113,16 @@ func run(ctx context.Context, opts *config.Options) error {
 		Tracker:   tracker,
 		Backoff:   b,
 		Planner: plan.New(plan.Options{MaxNodesPerScaleUp: opts.MaxNodesPerScaleUp, ScaleUpFromZero: opts.ScaleUpFromZero,
-			MaxBinpacking: opts.MaxNodeGroupBinpackingDuration}, est, chain, limits.New(opts, providerLimits), b, pricing),
+			MaxBinpacking: opts.MaxNodeGroupBinpackingDuration}, est, chain, limits.New(opts, providerLimits), b, pricing).WithCapacity(reserved),
 		Actuator: act.New(tracker, b),
 		Reporter: report.New(recorder, m, 5*time.Minute),
 		Metrics:  m,
 		ClassOf:  est.ClassKey,
 		OnPass:   h.passed,
 
-		Stranded:  stranded.New(analyzer, shapes, opts.Sharing.StrandedCapacityBudget, m.Sharing),
-		Placement: placer,
+		Stranded:     stranded.New(analyzer, shapes, opts.Sharing.StrandedCapacityBudget, m.Sharing),
+		Placement:    placer,
+		Reservations: reserved,
 	}
 	l.ScaleDown = newScaleDown(opts, runner, client, recorder, m)
 	l.Tell = loop.NewTelling(opts, client, recorder, m)
@@ -130,6 +140,9 @@ func run(ctx context.Context, opts *config.Options) error {
 			return err
 		}
 		defer l.ProvReqs.Shutdown()
+		if err := crs.Start(ctx, 2*time.Minute); err != nil {
+			return fmt.Errorf("CapacityReservation informer: %w", err)
+		}
 		h.leading.Store(true)
 		h.passed(time.Now())
 		klog.InfoS("Autoscaler running", "cloudProvider", provider.Name(), "nodeGroups", len(groups), "expanders", chain.Names())

@@ -25,7 +25,7 @@ func TestParseDefaultsAreUpstreams(t *testing.T) {
 		{"leader-elect-resource-name", o.LeaderElection.ResourceName, "cluster-autoscaler"},
 		{"leader-elect-resource-namespace", o.LeaderElection.ResourceNamespace, "kube-system"},
 		{"leader-elect-resource-lock", o.LeaderElection.ResourceLock, "leases"},
-		{"expander", o.Expanders, []string{"least-waste"}},
+		{"expander", o.Expanders, []string{"reserved", "least-waste"}},
 		{"max-nodes-total", o.MaxNodesTotal, 0},
 		{"cores-total", o.CoresTotal, Range{Min: 0, Max: 320000}},
 		{"memory-total", o.MemoryTotal, Range{Min: 0, Max: 6400000}},

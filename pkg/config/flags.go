@@ -79,6 +79,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) *rawFlags {
 	raw.scaleDown = o.ScaleDown.addFlags(fs)
 	o.ExplainOptions.addFlags(fs)
 	o.ProvisioningRequests.addFlags(fs)
+	o.Reservations.addFlags(fs)
 	return raw
 }
 
@@ -105,7 +106,7 @@ func (o *Options) complete(raw *rawFlags) error {
 }
 
 // KnownExpanders are the names --expander accepts.
-var KnownExpanders = []string{"least-waste", "most-pods", "least-nodes", "price", "priority", "random", "fragmentation"}
+var KnownExpanders = []string{"reserved", "least-waste", "most-pods", "least-nodes", "price", "priority", "random", "fragmentation"}
 
 // Validate checks the options together.
 func (o *Options) Validate() error {
@@ -164,6 +165,7 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.ScaleDown.validate()...)
 	errs = append(errs, o.ExplainOptions.validate())
 	errs = append(errs, o.ProvisioningRequests.validate())
+	errs = append(errs, o.Reservations.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -102,6 +102,7 @@ type Options struct {
 	ScaleDown ScaleDownOptions
 	ExplainOptions
 	ProvisioningRequests ProvisioningRequestOptions
+	Reservations         ReservationOptions
 }
 
 // Default returns the options with upstream's defaults.
@@ -109,7 +110,7 @@ func Default() *Options {
 	return &Options{
 		CloudProvider:                   "kwok",
 		ScanInterval:                    10 * time.Second,
-		Expanders:                       []string{"least-waste"},
+		Expanders:                       []string{"reserved", "least-waste"},
 		CoresTotal:                      Range{Min: 0, Max: 320000},
 		MemoryTotal:                     Range{Min: 0, Max: 6400000},
 		MaxNodeProvisionTime:            15 * time.Minute,
@@ -137,5 +138,6 @@ func Default() *Options {
 		ExplainOptions: DefaultExplain(),
 
 		ProvisioningRequests: DefaultProvisioningRequestOptions(),
+		Reservations:         defaultReservationOptions(),
 	}
 }

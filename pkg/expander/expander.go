@@ -25,6 +25,11 @@ type Option struct {
 	DevicesUsed int
 	// Price is the hourly price of the new nodes; negative when unknown.
 	Price float64
+	// CapacityType is how the group's nodes are bought (reserved,
+	// on-demand, spot; "" when unknown) and ReservedNodes how many of the
+	// new nodes land on capacity reservations.
+	CapacityType  string
+	ReservedNodes int
 }
 
 // Strategy narrows the options to the ones it prefers. It never returns an

@@ -28,6 +28,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/placement"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
@@ -60,6 +61,8 @@ type Loop struct {
 	ScaleDown *scaledown.Stage
 	// ProvReqs serves ProvisioningRequests; nil when the cluster has none.
 	ProvReqs *provreq.Processor
+	// Reservations counts reserved capacity (nil: none).
+	Reservations *reservations.Stage
 	// ClassOf groups equivalent pods for the fit-existing stage.
 	ClassOf func(*corev1.Pod) string
 	// Stranded measures stranded DRA capacity; Placement ranks the nodes
@@ -113,6 +116,7 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 	for _, f := range pass.Failures {
 		l.Metrics.FailedScaleUps.WithLabelValues(f.Reason).Inc()
 	}
+	l.Reservations.Update(ctx, groups, state.Pods, now)
 
 	start := time.Now()
 	built, err := snapshot.Build(ctx, l.Runner.Snapshot(), state, groups)
@@ -169,6 +173,9 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 	}
 	if len(ups) > 0 {
 		pass.Results = l.Actuator.Execute(ctx, ups, now)
+		for _, r := range pass.Results {
+			l.Reservations.Launched(r.Group.Id, r.Group.Size(), r.Added, now)
+		}
 		l.Reporter.ScaleUps(pass.Results, now)
 	}
 	l.scaleDown(ctx, pass, state, built, now)

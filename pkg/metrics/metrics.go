@@ -35,6 +35,7 @@ type Metrics struct {
 	Sharing                 *Sharing
 	ScaleDown               *ScaleDown
 	ExplainMetrics
+	Reservations *ReservationMetrics
 }
 
 // New registers every metric on a fresh registry.
@@ -81,6 +82,7 @@ func New() *Metrics {
 	m.registerSharing()
 	m.ScaleDown = newScaleDown(f)
 	m.registerExplain()
+	m.Reservations = newReservationMetrics(m.Registry)
 	// Known label values start at zero, so rates and alerts work before
 	// the first failure.
 	for _, r := range []string{"cloudProviderError", "outOfResources", "timeout"} {

@@ -182,8 +182,8 @@ func (i *Info) buildTemplate(ctx context.Context, in Input, templates TemplateBu
 }
 
 // IsReady tells whether a registered node can take pods: its Ready
-// condition is true and, when its group's nodes have devices, it has
-// published at least one ResourceSlice. A node whose drivers have not
+// condition is true, its not-ready taint is gone and, when its group's
+// nodes have devices, it has published at least one ResourceSlice. A node whose drivers have not
 // published yet is still booting for DRA purposes; counting it as ready
 // would make pods that need its devices look unplaceable and scale up
 // twice.
@@ -196,6 +196,16 @@ func IsReady(node *corev1.Node, expectsDevices bool, slices []*resourceapi.Resou
 	}
 	if !ready {
 		return false
+	}
+	// The API server taints a new node not-ready at creation and the node
+	// lifecycle controller lifts the taint up to a few seconds after the
+	// node turns Ready; until then the scheduler will not use it, and
+	// simulating it as it is would make its pods look unplaceable and
+	// scale up a second time.
+	for _, t := range node.Spec.Taints {
+		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
+			return false
+		}
 	}
 	return !expectsDevices || len(slices) > 0
 }

@@ -278,6 +278,7 @@ func TestIsReady(t *testing.T) {
 		{"ready, devices expected, none published", builder.Node("n").Obj(), true, nil, false},
 		{"ready, devices published", builder.Node("n").Obj(), true, slices, true},
 		{"not ready, devices published", builder.Node("n").NotReady().Obj(), true, slices, false},
+		{"ready, not-ready taint not lifted yet", builder.Node("n").Taint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoSchedule).Obj(), true, slices, false},
 	}
 	for _, tc := range tests {
 		if got := nodegroups.IsReady(tc.node, tc.expectsDevices, tc.slices); got != tc.want {

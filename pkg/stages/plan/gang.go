@@ -61,7 +61,9 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 		var best, first *GangOutcome
 		for _, d := range domains {
 			snap.Fork()
+			restore := p.markCapacity()
 			o, err := p.planGangIn(ctx, runner, g, d, candidates, groups, *usage, now)
+			restore()
 			if rerr := snap.Revert(); err == nil {
 				err = rerr
 			}
@@ -153,6 +155,7 @@ func (p *Planner) planGangIn(ctx context.Context, runner *framework.Runner, g *g
 		if err != nil {
 			return o, err
 		}
+		p.take(up.Group, up.Delta, up.Pods)
 		o.ScaleUps = []act.ScaleUp{up}
 		return o, nil
 	}
@@ -160,11 +163,17 @@ func (p *Planner) planGangIn(ctx context.Context, runner *framework.Runner, g *g
 	// keep the lot only if together they reach minCount.
 	sort.SliceStable(options, func(i, j int) bool { return len(options[i].Pods) > len(options[j].Pods) })
 	placed := 0
+	undo := p.markCapacity()
 	for _, opt := range options {
 		if placed >= need || len(rest) == 0 {
 			break
 		}
-		up, n, err := p.keep(ctx, rest, groupByID(groups, opt.NodeGroup), opt.NodeCount, g)
+		// Groups sharing a reservation: what earlier parts took is gone.
+		maxNodes := p.reservedRoom(groupByID(groups, opt.NodeGroup), rest, opt.NodeCount)
+		if maxNodes == 0 {
+			continue
+		}
+		up, n, err := p.keep(ctx, rest, groupByID(groups, opt.NodeGroup), maxNodes, g)
 		if err != nil {
 			return o, err
 		}
@@ -172,6 +181,7 @@ func (p *Planner) planGangIn(ctx context.Context, runner *framework.Runner, g *g
 			continue
 		}
 		placed += n
+		p.take(up.Group, up.Delta, up.Pods)
 		rest = without(rest, up.Pods)
 		usage.Add(up.Group.Template.Node, up.Delta)
 		o.ScaleUps = append(o.ScaleUps, up)
@@ -179,6 +189,7 @@ func (p *Planner) planGangIn(ctx context.Context, runner *framework.Runner, g *g
 	if placed >= need {
 		return o, nil
 	}
+	undo()
 	o.ScaleUps = nil
 	o.Message = fmt.Sprintf("gang %s needs %d more member(s) placed to reach minCount %d; existing capacity takes %d and new nodes at most %d",
 		g.Key(), g.Need(), g.MinCount, fit, placed)

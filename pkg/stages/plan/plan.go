@@ -52,6 +52,7 @@ type Planner struct {
 	pricing  cloudprovider.PricingModel // nil: no prices
 	estimate *estimator.Estimator
 	diagnose *estimator.Diagnoser
+	capacity Capacity // nil: no reservations
 }
 
 // New returns a planner.
@@ -106,6 +107,7 @@ func (p *Planner) Plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegr
 			return nil, err
 		}
 		used[g.Id] = true
+		p.take(g, best.NodeCount, best.Pods)
 		usage.Add(g.Template.Node, best.NodeCount)
 		plan.ScaleUps = append(plan.ScaleUps, act.ScaleUp{Group: g, Delta: best.NodeCount, Pods: best.Pods})
 		logger.V(2).Info("Scale-up option chosen", "nodeGroup", g.Id, "nodes", best.NodeCount, "pods", len(best.Pods), "options", len(options), "expanders", p.chain.Names())
@@ -119,6 +121,9 @@ type candidate struct {
 	info   *nodegroups.Info
 	room   int
 	reason string // the limit that sets room
+	// pods, when set, are the only pods the group may serve (its
+	// reservations cannot serve the others).
+	pods []*corev1.Pod
 }
 
 // options estimates every group that may grow, in one pass over the pods
@@ -139,13 +144,16 @@ func (p *Planner) options(ctx context.Context, groups []*nodegroups.Info, used m
 			}
 			continue
 		}
+		if !p.reserve(c, pods, reasons) {
+			continue
+		}
 		cands = append(cands, *c)
 		est = append(est, estimator.Group{Name: g.Id, Template: g.Template, MaxNodes: c.room})
 	}
 	if len(cands) == 0 {
 		return nil, nil
 	}
-	results, err := p.estimate.EstimateGroups(ctx, pods, est)
+	results, err := p.estimateCandidates(ctx, pods, cands, est)
 	if err != nil {
 		return nil, err
 	}
@@ -176,6 +184,7 @@ func (p *Planner) options(ctx context.Context, groups []*nodegroups.Info, used m
 				opt.Price = price * float64(res.NodeCount)
 			}
 		}
+		p.describe(&opt, c.info)
 		options = append(options, opt)
 	}
 	return options, nil

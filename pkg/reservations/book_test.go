@@ -1,0 +1,139 @@
+package reservations
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+)
+
+var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func tmpl(capacityType string) *corev1.Node {
+	return builder.Node("t").Label(LabelCapacityType, capacityType).Label(corev1.LabelInstanceTypeStable, "gpu-8x").Obj()
+}
+
+// nodes are n registered nodes of group, created a minute apart.
+func nodes(group string, n int) []*corev1.Node {
+	var out []*corev1.Node
+	for i := range n {
+		node := builder.Node(group + "-" + string(rune('a'+i))).Obj()
+		node.CreationTimestamp = metav1.NewTime(now.Add(time.Duration(i) * time.Minute))
+		out = append(out, node)
+	}
+	return out
+}
+
+func TestBookCounts(t *testing.T) {
+	targeted := func(id string, count int, groups ...string) *Reservation {
+		return &Reservation{ID: id, Kind: cloudprovider.ReservationTargeted, NodeGroups: groups, Count: count}
+	}
+	tests := []struct {
+		name   string
+		res    []*Reservation
+		groups []Group
+		// want is InUse and Left per reservation.
+		want map[string][2]int
+	}{{
+		name:   "registered, booting and requested nodes all count",
+		res:    []*Reservation{targeted("r", 4, "a")},
+		groups: []Group{{ID: "a", Template: tmpl("reserved"), Nodes: nodes("a", 2), Size: 3}},
+		want:   map[string][2]int{"r": {3, 1}},
+	}, {
+		name:   "groups sharing a reservation share its counter, never beyond it",
+		res:    []*Reservation{targeted("r", 3, "a", "b")},
+		groups: []Group{{ID: "a", Template: tmpl("reserved"), Size: 2}, {ID: "b", Template: tmpl("reserved"), Size: 2}},
+		want:   map[string][2]int{"r": {3, 0}},
+	}, {
+		name:   "reservations fill in order",
+		res:    []*Reservation{targeted("r1", 1, "a"), targeted("r2", 5, "a")},
+		groups: []Group{{ID: "a", Template: tmpl("reserved"), Size: 3}},
+		want:   map[string][2]int{"r1": {1, 0}, "r2": {2, 3}},
+	}, {
+		name:   "a block not started holds nothing and offers nothing",
+		res:    []*Reservation{{ID: "b", Kind: cloudprovider.ReservationCapacityBlock, NodeGroups: []string{"a"}, Count: 2, Start: now.Add(time.Minute), End: now.Add(time.Hour)}},
+		groups: []Group{{ID: "a", Template: tmpl("reserved"), Size: 1}},
+		want:   map[string][2]int{"b": {0, 0}},
+	}, {
+		name:   "an open reservation serves groups of its instance type",
+		res:    []*Reservation{{ID: "o", Kind: cloudprovider.ReservationOpen, InstanceType: "gpu-8x", Count: 4}},
+		groups: []Group{{ID: "a", Template: tmpl("on-demand"), Size: 1}, {ID: "b", Template: tmpl("on-demand"), Size: 1}},
+		want:   map[string][2]int{"o": {2, 2}},
+	}, {
+		name:   "a targeted reservation ignores the instance type",
+		res:    []*Reservation{{ID: "t", Kind: cloudprovider.ReservationTargeted, InstanceType: "gpu-8x", NodeGroups: []string{"x"}, Count: 4}},
+		groups: []Group{{ID: "a", Template: tmpl("on-demand"), Size: 1}},
+		want:   map[string][2]int{"t": {0, 4}},
+	}, {
+		name:   "the provider's count wins when higher",
+		res:    []*Reservation{{ID: "p", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"a"}, Count: 4, ReportedInUse: 3}},
+		groups: []Group{{ID: "a", Template: tmpl("reserved"), Size: 1}},
+		want:   map[string][2]int{"p": {3, 1}},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := NewBook(now, 30*time.Minute, tc.res, tc.groups)
+			for _, s := range b.Slots() {
+				got := [2]int{s.InUse, b.Left(s)}
+				if got != tc.want[s.ID] {
+					t.Errorf("%s: in use, left = %v, want %v", s.ID, got, tc.want[s.ID])
+				}
+			}
+		})
+	}
+}
+
+func TestBookTakeNeverExceeds(t *testing.T) {
+	b := NewBook(now, 30*time.Minute, []*Reservation{{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"a", "b"}, Count: 3}},
+		[]Group{{ID: "a", Template: tmpl("reserved"), Size: 1}, {ID: "b", Template: tmpl("reserved")}})
+	if got, _ := b.Take("a", 5, nil); got != 2 {
+		t.Errorf("first take got %d reserved, want 2", got)
+	}
+	if got := b.Available("b", nil); got != 0 {
+		t.Errorf("group b sees %d left after a took the rest, want 0", got)
+	}
+	if got, _ := b.Take("b", 1, nil); got != 0 {
+		t.Errorf("second take got %d, want 0", got)
+	}
+}
+
+func TestBookPinnedAndOldestNodes(t *testing.T) {
+	ns := nodes("a", 3)
+	ns[2].Labels[LabelReservation] = "r2"
+	b := NewBook(now, 0, []*Reservation{
+		{ID: "r1", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"a"}, Count: 1},
+		{ID: "r2", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"a"}, Count: 1},
+	}, []Group{{ID: "a", Template: tmpl("on-demand"), Nodes: ns, Size: 3}})
+	for node, want := range map[string]string{"a-a": "r1", "a-b": "", "a-c": "r2"} {
+		got := ""
+		if s := b.NodeSlot(node); s != nil {
+			got = s.ID
+		}
+		if got != want {
+			t.Errorf("node %s on %q, want %q", node, got, want)
+		}
+	}
+}
+
+func TestLedgerCountsLaunchesNotYetVisible(t *testing.T) {
+	l := newLedger(time.Minute)
+	l.launched("a", 1, 2, now)
+	if got := l.size("a", 1, now.Add(time.Second)); got != 3 {
+		t.Errorf("size before the provider shows the launch = %d, want 3", got)
+	}
+	l.launched("a", 1, 1, now.Add(2*time.Second))
+	if got := l.size("a", 1, now.Add(3*time.Second)); got != 4 {
+		t.Errorf("size after a second launch = %d, want 4", got)
+	}
+	if got := l.size("a", 4, now.Add(4*time.Second)); got != 4 {
+		t.Errorf("size once visible = %d, want 4", got)
+	}
+	l.launched("b", 0, 2, now)
+	if got := l.size("b", 0, now.Add(2*time.Minute)); got != 0 {
+		t.Errorf("size after the ttl = %d, want 0 (the request was given up)", got)
+	}
+}

@@ -1,0 +1,122 @@
+package reservations
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// drain moves the pods off the nodes of capacity blocks that end within
+// the margin: the node is cordoned and each pod that would still run at
+// the block's end is evicted (the Eviction API, so disruption budgets
+// hold), so that its controller recreates it and the planner finds it a
+// node elsewhere. Pods that declare they finish before the end stay, and
+// a node with nothing to move is left as it is. Failures are retried in
+// the next loop.
+func (s *Stage) drain(ctx context.Context, b *Book, objs []*crObject, pods []*corev1.Pod) {
+	if s.client == nil {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	byNode := map[string][]*corev1.Pod{}
+	for _, p := range pods {
+		if p.Spec.NodeName != "" {
+			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
+		}
+	}
+	// Only nodes still draining are remembered, so the set stays small.
+	reported := map[string]bool{}
+	defer func() { s.draining = reported }()
+	for _, slot := range b.Slots() {
+		if !slot.Started(b.now) || !slot.Ending(b.now, b.margin) {
+			continue
+		}
+		for _, node := range slot.Nodes {
+			move := mustMove(byNode[node.Name], slot.End, b.now)
+			if len(move) == 0 {
+				continue
+			}
+			if !node.Spec.Unschedulable {
+				if err := cordon(ctx, s, node.Name); err != nil {
+					logger.Error(err, "Cordoning a node of an ending capacity block failed", "node", node.Name, "reservation", slot.ID)
+					continue
+				}
+			}
+			key := node.Name + "/" + slot.ID
+			reported[key] = true
+			if !s.draining[key] {
+				logger.Info("Draining a node of an ending capacity block", "node", node.Name, "reservation", slot.ID, "end", slot.End, "pods", len(move))
+				s.event(slot.Reservation, corev1.EventTypeNormal, EventDraining,
+					fmt.Sprintf("Capacity block ends at %s: node %s cordoned, %d pod(s) evicted to run elsewhere", slot.End.UTC().Format(time.RFC3339), node.Name, len(move)))
+			}
+			for _, p := range move {
+				if err := evict(ctx, s, p); err != nil {
+					logger.V(2).Info("Eviction refused; retried next loop", "pod", klog.KObj(p), "node", node.Name, "err", err)
+				}
+			}
+		}
+	}
+}
+
+// mustMove are the pods of a node that still run at end: not DaemonSet or
+// static pods, not finished, not already going, and not declaring a run
+// that ends in time.
+func mustMove(pods []*corev1.Pod, end, now time.Time) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+			continue
+		}
+		if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "DaemonSet" {
+			continue
+		}
+		if d, ok := ExpectedRuntime(p); ok && !startOf(p, now).Add(d).After(end) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// startOf is when the pod started running (bound, if the kubelet has not
+// said), or now when nothing says.
+func startOf(p *corev1.Pod, now time.Time) time.Time {
+	if p.Status.StartTime != nil {
+		return p.Status.StartTime.Time
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return now
+}
+
+func cordon(ctx context.Context, s *Stage, node string) error {
+	patch := []byte(`{"spec":{"unschedulable":true}}`)
+	_, err := s.client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func evict(ctx context.Context, s *Stage, p *corev1.Pod) error {
+	err := s.client.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
+		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name},
+	})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,169 @@
+package plan_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/leastwaste"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/reserved"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/fakeprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
+)
+
+// reservingProvider is the fake provider with reservations.
+type reservingProvider struct {
+	*fakeprovider.Provider
+	res []cloudprovider.Reservation
+}
+
+func (p *reservingProvider) Reservations() ([]cloudprovider.Reservation, error) { return p.res, nil }
+
+func reservedGroup(id string, target int) *nodegroups.Info {
+	g := group(id, "4", 10, target)
+	g.Template.Node.Labels[reservations.LabelCapacityType] = reservations.CapacityReserved
+	return g
+}
+
+func withRuntime(pods []*corev1.Pod, d string) []*corev1.Pod {
+	for _, p := range pods {
+		p.Annotations = map[string]string{reservations.AnnotationExpectedRuntime: d}
+	}
+	return pods
+}
+
+// Each pod of 3 CPUs needs a 4-CPU node of its own. "ondemand" sorts
+// first, so without the reserved expander and the cap it would win all.
+func TestPlanReservedFirstAndCapped(t *testing.T) {
+	block := func(start, end time.Time) cloudprovider.Reservation {
+		return cloudprovider.Reservation{ID: "block", Kind: cloudprovider.ReservationCapacityBlock, NodeGroups: []string{"reserved"}, Count: 2, Start: start, End: end}
+	}
+	tests := []struct {
+		name   string
+		res    []cloudprovider.Reservation
+		groups func() []*nodegroups.Info
+		pods   []*corev1.Pod
+		want   []string
+	}{{
+		name: "two reserved, the rest on-demand",
+		res:  []cloudprovider.Reservation{{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"reserved"}, Count: 2}},
+		groups: func() []*nodegroups.Info {
+			return []*nodegroups.Info{group("ondemand", "4", 10, 0), reservedGroup("reserved", 0)}
+		},
+		pods: cpuPods("job", "3", 3),
+		want: []string{"reserved+2: job-0 job-1", "ondemand+1: job-2"},
+	}, {
+		name: "nodes requested earlier take the count",
+		res:  []cloudprovider.Reservation{{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"reserved"}, Count: 2}},
+		groups: func() []*nodegroups.Info {
+			return []*nodegroups.Info{group("ondemand", "4", 10, 0), reservedGroup("reserved", 1)}
+		},
+		pods: cpuPods("job", "3", 3),
+		want: []string{"reserved+1: job-0", "ondemand+2: job-1 job-2"},
+	}, {
+		name: "two groups share one counter",
+		res:  []cloudprovider.Reservation{{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"reserved-a", "reserved-b"}, Count: 2}},
+		groups: func() []*nodegroups.Info {
+			return []*nodegroups.Info{group("ondemand", "4", 10, 0), reservedGroup("reserved-a", 0), reservedGroup("reserved-b", 0)}
+		},
+		pods: cpuPods("job", "3", 3),
+		want: []string{"reserved-a+2: job-0 job-1", "ondemand+1: job-2"},
+	}, {
+		name: "a block not started is not used",
+		res:  []cloudprovider.Reservation{block(now.Add(10*time.Minute), now.Add(2*time.Hour))},
+		groups: func() []*nodegroups.Info {
+			return []*nodegroups.Info{group("ondemand", "4", 10, 0), reservedGroup("reserved", 0)}
+		},
+		pods: cpuPods("job", "3", 1),
+		want: []string{"ondemand+1: job-0"},
+	}, {
+		name: "a block ending within the margin serves no 2h pod",
+		res:  []cloudprovider.Reservation{block(now.Add(-time.Hour), now.Add(5*time.Minute))},
+		groups: func() []*nodegroups.Info {
+			return []*nodegroups.Info{group("ondemand", "4", 10, 0), reservedGroup("reserved", 0)}
+		},
+		pods: withRuntime(cpuPods("job", "3", 1), "2h"),
+		want: []string{"ondemand+1: job-0"},
+	}, {
+		name: "a block ending within the margin serves a 2m pod",
+		res:  []cloudprovider.Reservation{block(now.Add(-time.Hour), now.Add(5*time.Minute))},
+		groups: func() []*nodegroups.Info {
+			return []*nodegroups.Info{group("ondemand", "4", 10, 0), reservedGroup("reserved", 0)}
+		},
+		pods: withRuntime(cpuPods("job", "3", 1), "2m"),
+		want: []string{"reserved+1: job-0"},
+	}, {
+		name: "short pods get the ending block, long ones go elsewhere",
+		res:  []cloudprovider.Reservation{block(now.Add(-time.Hour), now.Add(5*time.Minute))},
+		groups: func() []*nodegroups.Info {
+			return []*nodegroups.Info{group("ondemand", "4", 10, 0), reservedGroup("reserved", 0)}
+		},
+		pods: append(withRuntime(cpuPods("long", "3", 1), "2h"), withRuntime(cpuPods("short", "3", 1), "2m")...),
+		want: []string{"reserved+1: short-0", "ondemand+1: long-0"},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			groups := tc.groups()
+			stage := reservations.New(reservations.Options{EndMargin: 30 * time.Minute, LaunchTTL: time.Minute},
+				&reservingProvider{Provider: fakeprovider.New(), res: tc.res}, nil, nil, nil, nil, nil)
+			stage.Update(e.ctx, groups, nil, now)
+			chain := expander.Chain{reserved.New(), leastwaste.New()}
+			p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{}), chain, limits.New(e.conf, nil), e.backoff, nil).WithCapacity(stage)
+			out, err := p.Plan(e.ctx, tc.pods, groups, limits.Usage{}, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, scaleUps(out)); diff != "" {
+				t.Errorf("scale-ups (-want +got):\n%s", diff)
+			}
+			for _, s := range stage.Book().Slots() {
+				if s.InUse > s.Count {
+					t.Errorf("reservation %s: %d in use of %d", s.ID, s.InUse, s.Count)
+				}
+			}
+		})
+	}
+}
+
+// A gang filled from several groups: two reserved-only groups share one
+// 2-node reservation, so together they give it 2 nodes, never 3.
+func TestPlanGangSharesTheReservationCounter(t *testing.T) {
+	e := newEnv(t)
+	ondemand := group("ondemand", "4", 1, 0)
+	groups := []*nodegroups.Info{ondemand, reservedGroup("reserved-a", 0), reservedGroup("reserved-b", 0)}
+	stage := reservations.New(reservations.Options{EndMargin: 30 * time.Minute, LaunchTTL: time.Minute},
+		&reservingProvider{Provider: fakeprovider.New(), res: []cloudprovider.Reservation{
+			{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"reserved-a", "reserved-b"}, Count: 2}}}, nil, nil, nil, nil, nil)
+	stage.Update(e.ctx, groups, nil, now)
+	chain := expander.Chain{reserved.New(), leastwaste.New()}
+	p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{}), chain, limits.New(e.conf, nil), e.backoff, nil).WithCapacity(stage)
+	g := &gang.Gang{Namespace: "ns", Name: "train", MinCount: 3, Pending: cpuPods("train", "3", 3)}
+	usage := limits.Usage{}
+	out, err := p.PlanGangs(e.ctx, e.runner, []*gang.Gang{g}, nil, groups, &usage, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total, onReserved := 0, 0
+	for _, up := range out[0].ScaleUps {
+		total += up.Delta
+		if up.Group.Id != "ondemand" {
+			onReserved += up.Delta
+		}
+	}
+	if total != 3 || onReserved != 2 {
+		t.Errorf("gang got %d nodes, %d on the reservation; want 3 and 2 (%v)", total, onReserved, out[0].Message)
+	}
+	if s := stage.Book().Slots()[0]; s.InUse != 2 {
+		t.Errorf("reservation in use %d after the plan, want 2", s.InUse)
+	}
+}
