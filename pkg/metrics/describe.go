@@ -44,8 +44,9 @@ func (m *Metrics) Describe() []Description {
 	return out
 }
 
-// collectTypes maps the metric names of v's collector fields (embedded
-// structs included) to their Prometheus type.
+// collectTypes maps the metric names of v's collector fields to their
+// Prometheus type, descending into embedded structs and into the
+// per-feature metric sets the Metrics struct points to.
 func collectTypes(v reflect.Value, types map[string]string) {
 	for i := range v.NumField() {
 		f := v.Field(i)
@@ -58,6 +59,9 @@ func collectTypes(v reflect.Value, types map[string]string) {
 		}
 		c, ok := f.Interface().(prometheus.Collector)
 		if !ok {
+			if f.Kind() == reflect.Pointer && f.Elem().Kind() == reflect.Struct {
+				collectTypes(f.Elem(), types)
+			}
 			continue
 		}
 		typ := typeOf(c)

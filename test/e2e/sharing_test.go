@@ -66,8 +66,8 @@ func (s *scenario) sliceTemplates(t *testing.T) {
 	}
 }
 
-// gpuPod is a pod of this test using template tmpl, tolerating the GPU taint.
-func (s *scenario) gpuPod(name, tmpl string) *builder.PodBuilder {
+// slicePod is a pod of this test using template tmpl, tolerating the GPU taint.
+func (s *scenario) slicePod(name, tmpl string) *builder.PodBuilder {
 	return s.pod(name).CPU("100m").Toleration(gpuTaint, "true", corev1.TaintEffectNoSchedule).ClaimFromTemplate("gpu", tmpl)
 }
 
@@ -147,20 +147,20 @@ func TestSharingPartitionedGPU(t *testing.T) {
 	s.sliceTemplates(t)
 	existing := s.ns + "-n1"
 	s.migNode(t, existing)
-	s.c.Create(s.ctx, t, s.gpuPod("five", "s5").Obj())
+	s.c.Create(s.ctx, t, s.slicePod("five", "s5").Obj())
 	if n := s.podNode(t, "five"); n != existing {
 		t.Fatalf("five on %s, want %s", n, existing)
 	}
 	g := s.sharingGroup(t, "gpu-mig-7")
 	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}})
 
-	s.c.Create(s.ctx, t, s.gpuPod("two", "s2").Obj())
+	s.c.Create(s.ctx, t, s.slicePod("two", "s2").Obj())
 	if n := s.podNode(t, "two"); n != existing {
 		t.Errorf("two on %s, want the existing node %s", n, existing)
 	}
 	s.stayAt(t, g.Name, 0)
 
-	s.c.Create(s.ctx, t, s.gpuPod("three", "s3").Obj())
+	s.c.Create(s.ctx, t, s.slicePod("three", "s3").Obj())
 	node := s.podNode(t, "three")
 	nodes, _ := s.groupNodes(s.ctx, g.Name)
 	if len(nodes) != 1 || nodes[0].Name != node {
@@ -182,7 +182,7 @@ func TestSharingConsumableCapacity(t *testing.T) {
 	g := s.sharingGroup(t, "gpu-shared-80g")
 	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}})
 	for i := range 4 {
-		s.c.Create(s.ctx, t, s.gpuPod(fmt.Sprintf("share-%d", i), "mem20").Obj())
+		s.c.Create(s.ctx, t, s.slicePod(fmt.Sprintf("share-%d", i), "mem20").Obj())
 	}
 	first := s.podNode(t, "share-0")
 	for i := range 4 {
@@ -198,7 +198,7 @@ func TestSharingConsumableCapacity(t *testing.T) {
 	if n := s.groupSize(t, g.Name); n != 1 {
 		t.Fatalf("group has %d nodes for 4 shares of one GPU, want 1", n)
 	}
-	s.c.Create(s.ctx, t, s.gpuPod("share-4", "mem20").Obj())
+	s.c.Create(s.ctx, t, s.slicePod("share-4", "mem20").Obj())
 	if n := s.podNode(t, "share-4"); n == first {
 		t.Errorf("share-4 on the full node %s", n)
 	}
@@ -233,7 +233,7 @@ func TestSharingPrioritizedListPolicy(t *testing.T) {
 			g := s.sharingGroup(t, "gpu-mig-7")
 			g.Topology = map[string]string{zoneLabel: s.ns}
 			a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, "--dra-prioritized-list-policy="+tc.policy)
-			flexible := s.gpuPod("flexible", "whole-or-2").Obj()
+			flexible := s.slicePod("flexible", "whole-or-2").Obj()
 			flexible.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
 				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 					LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "five"}},
@@ -253,7 +253,7 @@ func TestSharingPrioritizedListPolicy(t *testing.T) {
 				}
 				return false, describePod(pod), nil
 			})
-			s.c.Create(s.ctx, t, s.gpuPod("five", "s5").Label("app", "five").Obj())
+			s.c.Create(s.ctx, t, s.slicePod("five", "s5").Label("app", "five").Obj())
 			fiveNode, flexNode := s.podNode(t, "five"), s.podNode(t, "flexible")
 			res := s.allocation(t, "flexible")
 			if len(res) == 0 || res[0].Request != tc.request {
@@ -276,13 +276,3 @@ func TestSharingPrioritizedListPolicy(t *testing.T) {
 }
 
 const keptAll = "all alternatives kept; existing capacity first, in the scheduler's order"
-
-func grepLines(s, substr string) string {
-	var out []string
-	for _, l := range strings.Split(s, "\n") {
-		if strings.Contains(l, substr) && !strings.HasPrefix(l, "#") {
-			out = append(out, l)
-		}
-	}
-	return strings.Join(out, "; ")
-}
