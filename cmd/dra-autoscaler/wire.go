@@ -124,7 +124,8 @@ func run(ctx context.Context, opts *config.Options) error {
 		Placement:    placer,
 		Reservations: reserved,
 	}
-	l.ScaleDown = newScaleDown(opts, runner, client, recorder, m)
+	// Reserved nodes go last and idle paid capacity stays (issue 6).
+	l.ScaleDown = newScaleDown(opts, runner, client, recorder, m, reserved.ScaleDown())
 	l.Tell = loop.NewTelling(opts, client, recorder, m)
 	autoscale := func(ctx context.Context) error {
 		served, err := observe.Discover(client)

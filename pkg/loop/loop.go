@@ -140,8 +140,8 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 	usage := clusterUsage(state.Nodes, groups)
 	if l.ProvReqs != nil {
 		// Booked and requested capacity is taken before gangs and pods ask.
-		l.Reporter.ScaleUps(l.ProvReqs.Run(ctx, provreq.Input{Runner: l.Runner, Candidates: built.Candidates(),
-			Groups: groups, Usage: &usage, Pods: state.Pods, Now: now}), now)
+		pass.Results = l.ProvReqs.Run(ctx, provreq.Input{Runner: l.Runner, Candidates: built.Candidates(),
+			Groups: groups, Usage: &usage, Pods: state.Pods, Now: now})
 	}
 	// Gangs first: each is planned whole or not at all, and what it gets
 	// is taken before single pods are fitted.
@@ -172,10 +172,14 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 		ups = append(ups, pass.Plan.ScaleUps...)
 	}
 	if len(ups) > 0 {
-		pass.Results = l.Actuator.Execute(ctx, ups, now)
-		for _, r := range pass.Results {
-			l.Reservations.Launched(r.Group.Id, r.Group.Size(), r.Added, now)
-		}
+		pass.Results = append(pass.Results, l.Actuator.Execute(ctx, ups, now)...)
+	}
+	// ProvisioningRequests' scale-ups count as any other: for the
+	// reservations' counters and the scale-down cooldown.
+	for _, r := range pass.Results {
+		l.Reservations.Launched(r.Group.Id, r.Group.Size(), r.Added, now)
+	}
+	if len(pass.Results) > 0 {
 		l.Reporter.ScaleUps(pass.Results, now)
 	}
 	l.scaleDown(ctx, pass, state, built, now)

@@ -15,6 +15,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/disagree"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/snapshot"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
@@ -27,10 +28,6 @@ type Telling struct {
 	Disagree *disagree.Detector
 	Status   *status.Writer
 	builder  status.Builder
-	// Reservations and ScaleDown feed their status sections; features that
-	// own them set these (the provider's reservations are used otherwise).
-	Reservations func() []status.Reservation
-	ScaleDown    func() status.ScaleDownInput
 }
 
 // NewTelling wires disagreement detection and, with
@@ -69,9 +66,7 @@ func (l *Loop) writeStatus(ctx context.Context, pass *Pass, state *observe.Clust
 		in.Nodes = state.Nodes
 	}
 	in.Reservations = l.reservations(ctx)
-	if l.Tell.ScaleDown != nil {
-		in.ScaleDown = l.Tell.ScaleDown()
-	}
+	in.ScaleDown = scaleDownSection(pass.ScaleDown, groupOfNode(pass.Groups))
 	if pass.Plan != nil {
 		in.NotHelped = notHelped(pass)
 	}
@@ -94,8 +89,8 @@ func (l *Loop) writeStatus(ctx context.Context, pass *Pass, state *observe.Clust
 }
 
 func (l *Loop) reservations(ctx context.Context) []status.Reservation {
-	if l.Tell.Reservations != nil {
-		return l.Tell.Reservations()
+	if b := l.Reservations.Book(); b != nil {
+		return reservationSection(b)
 	}
 	rs, err := l.Provider.Reservations()
 	if errors.Is(err, cloudprovider.ErrNotImplemented) {
@@ -135,4 +130,18 @@ func readyNodes(nodes []*corev1.Node, built *snapshot.Result) map[string]bool {
 		}
 	}
 	return out
+}
+
+// groupOfNode maps a registered node to its group's id ("" for none).
+func groupOfNode(groups []*nodegroups.Info) func(string) string {
+	of := map[string]string{}
+	for _, g := range groups {
+		for _, n := range g.Ready {
+			of[n.Name] = g.Id
+		}
+		for _, n := range g.Booting {
+			of[n.Name] = g.Id
+		}
+	}
+	return func(node string) string { return of[node] }
 }

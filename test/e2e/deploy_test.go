@@ -86,8 +86,8 @@ var forbidden = regexp.MustCompile(`(?i)forbidden`)
 
 // The deploy/ base applies, and the autoscaler, authenticated as its
 // ServiceAccount (a TokenRequest token, real RBAC), scales up with leader
-// election and the status ConfigMap in kube-system without a single
-// forbidden call. Not parallel: it owns kube-system's lease and status.
+// election and the status ConfigMap in kube-system, then scales the empty
+// nodes down, without a single forbidden call. Not parallel: it owns kube-system's lease and status.
 func TestDeployManifestsRBAC(t *testing.T) {
 	s := newScenario(t)
 	applyDeploy(s.ctx, t, s.c)
@@ -98,7 +98,8 @@ func TestDeployManifestsRBAC(t *testing.T) {
 	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{cpu, gpu}}, "--kubeconfig="+kubeconfig,
 		"--namespace="+deployNS, "--expander=priority,least-waste", "--write-status-configmap=true",
 		"--leader-elect=true", "--leader-elect-resource-namespace="+deployNS, "--leader-elect-resource-name=cluster-autoscaler",
-		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms")
+		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms",
+		"--scale-down-unneeded-time=2s", "--scale-down-delay-after-add=0s")
 	s.c.Create(s.ctx, t, s.pod("web").CPU("3").Obj(),
 		s.pod("infer").CPU("1").ClaimFromTemplate("accel", s.gpuNICTemplate(t)).Obj())
 	framework.Eventually(s.ctx, t, 2*time.Minute, "pods bound to new nodes", func(ctx context.Context) (bool, string, error) {
@@ -116,6 +117,17 @@ func TestDeployManifestsRBAC(t *testing.T) {
 			}
 		}
 		return false, fmt.Sprintf("%d groups at %s", len(st.NodeGroups), st.Time), nil
+	})
+	// Scale-down with the same token: without their pods both nodes are
+	// empty, and are tainted, removed with their slices.
+	for _, name := range []string{"web", "infer"} {
+		if err := s.c.Client.CoreV1().Pods(s.ns).Delete(s.ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	framework.Eventually(s.ctx, t, 2*time.Minute, "empty nodes removed", func(ctx context.Context) (bool, string, error) {
+		counts, seen, err := s.nodeCounts(ctx, cpu, gpu)
+		return err == nil && counts[0] == 0 && counts[1] == 0, seen, err
 	})
 	if !strings.Contains(a.Log(), "Became leader") {
 		t.Error("never became leader")
