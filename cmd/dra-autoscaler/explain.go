@@ -12,18 +12,12 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/explain"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/placement"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/fragmentation"
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
 // explainMain is `dra-autoscaler explain [flags] <namespace>/<pod>`: the
@@ -58,30 +52,11 @@ func explainMain(ctx context.Context, args []string, out io.Writer) error {
 // explainLoop wires the loop as run does, minus what acts or talks to the
 // world: no actuator, no events, no status writes, no leader election.
 func explainLoop(ctx context.Context, opts *config.Options, client kubernetes.Interface) (*loop.Loop, func(), error) {
-	provider, err := newProvider(opts, client)
+	p, cleanup, err := newParts(ctx, opts, client)
 	if err != nil {
 		return nil, nil, err
 	}
-	cleanup := func() { _ = provider.Cleanup() }
 	fail := func(err error) (*loop.Loop, func(), error) { cleanup(); return nil, nil, err }
-	groups, sizes, err := nodegroups.Restrict(provider.NodeGroups(), opts.NodeGroups)
-	if err != nil {
-		return fail(err)
-	}
-	runner, err := framework.New(ctx, framework.Options{FeatureGates: opts.FeatureGates, ConfigFile: opts.SchedulerConfigFile})
-	if err != nil {
-		return fail(fmt.Errorf("simulated scheduler: %w", err))
-	}
-	est := estimator.New(runner, estimator.Options{})
-	placer := placement.New(runner, fragmentation.NewAnalyzer(runner), fragmentation.NewShapes(opts.Sharing.RequestShapeRetention), opts.Sharing)
-	chain, err := buildExpanders(opts, client, placer.StrandedFraction(ctx, est))
-	if err != nil {
-		return fail(err)
-	}
-	providerLimits, err := provider.GetResourceLimiter()
-	if err != nil {
-		return fail(fmt.Errorf("cloud provider limits: %w", err))
-	}
 	b := backoff.New(opts.InitialNodeGroupBackoffDuration, opts.MaxNodeGroupBackoffDuration, opts.NodeGroupBackoffResetTimeout)
 	seedBackoff(ctx, client, opts, b)
 	served, err := observe.Discover(client)
@@ -96,12 +71,10 @@ func explainLoop(ctx context.Context, opts *config.Options, client kubernetes.In
 		return fail(err)
 	}
 	l := &loop.Loop{
-		Options: opts, Clock: clock.RealClock{}, Provider: provider, Groups: groups, Sizes: sizes,
-		Observer: obs, Runner: runner, Templates: nodegroups.Templates{Runner: runner},
-		Tracker: track.New(opts.MaxNodeProvisionTime, b), Backoff: b,
-		Planner: plan.New(plan.Options{MaxNodesPerScaleUp: opts.MaxNodesPerScaleUp, ScaleUpFromZero: opts.ScaleUpFromZero,
-			MaxBinpacking: opts.MaxNodeGroupBinpackingDuration}, est, chain, limits.New(opts, providerLimits), b, nil),
-		Metrics: metrics.New(), ClassOf: est.ClassKey, Placement: placer,
+		Options: opts, Clock: clock.RealClock{}, Provider: p.provider, Groups: p.groups, Sizes: p.sizes,
+		Observer: obs, Runner: p.runner, Templates: nodegroups.Templates{Runner: p.runner},
+		Tracker: track.New(opts.MaxNodeProvisionTime, b), Backoff: b, Planner: p.planner(opts, b),
+		Metrics: metrics.New(), ClassOf: p.est.ClassKey, Placement: p.placer,
 	}
 	return l, func() { stopInformers(); obs.Shutdown(); cleanup() }, nil
 }

@@ -24,22 +24,16 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/placement"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/stranded"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/fragmentation"
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
 // run wires everything and blocks until ctx ends or leadership is lost.
@@ -57,35 +51,11 @@ func run(ctx context.Context, opts *config.Options) error {
 	if err != nil {
 		return err
 	}
-	provider, err := newProvider(opts, client)
+	p, cleanup, err := newParts(ctx, opts, client)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = provider.Cleanup() }()
-	groups, sizes, err := nodegroups.Restrict(provider.NodeGroups(), opts.NodeGroups)
-	if err != nil {
-		return err
-	}
-	runner, err := framework.New(ctx, framework.Options{FeatureGates: opts.FeatureGates, ConfigFile: opts.SchedulerConfigFile})
-	if err != nil {
-		return fmt.Errorf("simulated scheduler: %w", err)
-	}
-	est := estimator.New(runner, estimator.Options{})
-	analyzer := fragmentation.NewAnalyzer(runner)
-	shapes := fragmentation.NewShapes(opts.Sharing.RequestShapeRetention)
-	placer := placement.New(runner, analyzer, shapes, opts.Sharing)
-	chain, err := buildExpanders(opts, client, placer.StrandedFraction(ctx, est))
-	if err != nil {
-		return err
-	}
-	providerLimits, err := provider.GetResourceLimiter()
-	if err != nil {
-		return fmt.Errorf("cloud provider limits: %w", err)
-	}
-	var pricing cloudprovider.PricingModel
-	if pm, err := provider.Pricing(); err == nil {
-		pricing = pm
-	}
+	defer cleanup()
 
 	m := metrics.New()
 	h := &health{timeout: max(10*opts.ScanInterval, 5*time.Minute)}
@@ -101,31 +71,30 @@ func run(ctx context.Context, opts *config.Options) error {
 	tracker := track.New(opts.MaxNodeProvisionTime, b)
 	crs := observe.NewCapacityReservations(dyn, client.Discovery())
 	reserved := reservations.New(reservations.Options{EndMargin: opts.Reservations.EndMargin, ScaleDownReserved: opts.Reservations.ScaleDownReservedNodes,
-		LaunchTTL: opts.MaxNodeProvisionTime}, provider, crs, dyn, client, recorder, m.Reservations)
+		LaunchTTL: opts.MaxNodeProvisionTime}, p.provider, crs, dyn, client, recorder, m.Reservations)
 	l := &loop.Loop{
 		Options:   opts,
 		Clock:     clock.RealClock{},
-		Provider:  provider,
-		Groups:    groups,
-		Sizes:     sizes,
-		Runner:    runner,
-		Templates: nodegroups.Templates{Runner: runner},
+		Provider:  p.provider,
+		Groups:    p.groups,
+		Sizes:     p.sizes,
+		Runner:    p.runner,
+		Templates: nodegroups.Templates{Runner: p.runner},
 		Tracker:   tracker,
 		Backoff:   b,
-		Planner: plan.New(plan.Options{MaxNodesPerScaleUp: opts.MaxNodesPerScaleUp, ScaleUpFromZero: opts.ScaleUpFromZero,
-			MaxBinpacking: opts.MaxNodeGroupBinpackingDuration}, est, chain, limits.New(opts, providerLimits), b, pricing).WithCapacity(reserved),
-		Actuator: act.New(tracker, b),
-		Reporter: report.New(recorder, m, 5*time.Minute),
-		Metrics:  m,
-		ClassOf:  est.ClassKey,
-		OnPass:   h.passed,
+		Planner:   p.planner(opts, b).WithCapacity(reserved),
+		Actuator:  act.New(tracker, b),
+		Reporter:  report.New(recorder, m, 5*time.Minute),
+		Metrics:   m,
+		ClassOf:   p.est.ClassKey,
+		OnPass:    h.passed,
 
-		Stranded:     stranded.New(analyzer, shapes, opts.Sharing.StrandedCapacityBudget, m.Sharing),
-		Placement:    placer,
+		Stranded:     stranded.New(p.analyzer, p.shapes, opts.Sharing.StrandedCapacityBudget, m.Sharing),
+		Placement:    p.placer,
 		Reservations: reserved,
 	}
 	// Reserved nodes go last and idle paid capacity stays (issue 6).
-	l.ScaleDown = newScaleDown(opts, runner, client, recorder, m, reserved.ScaleDown())
+	l.ScaleDown = newScaleDown(opts, p.runner, client, recorder, m, reserved.ScaleDown())
 	l.Tell = loop.NewTelling(opts, client, recorder, m)
 	autoscale := func(ctx context.Context) error {
 		served, err := observe.Discover(client)
@@ -146,7 +115,7 @@ func run(ctx context.Context, opts *config.Options) error {
 		}
 		h.leading.Store(true)
 		h.passed(time.Now())
-		klog.InfoS("Autoscaler running", "cloudProvider", provider.Name(), "nodeGroups", len(groups), "expanders", chain.Names())
+		klog.InfoS("Autoscaler running", "cloudProvider", p.provider.Name(), "nodeGroups", len(p.groups), "expanders", p.chain.Names())
 		l.Run(ctx)
 		return nil
 	}

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/placement"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/fragmentation"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+)
+
+// parts are what the running autoscaler and `explain` build alike, so the
+// explanation simulates exactly what the loop would: the provider and its
+// groups, the simulated scheduler, the estimator, the placement policy, the
+// expanders and the limits.
+type parts struct {
+	provider cloudprovider.CloudProvider
+	groups   []cloudprovider.NodeGroup
+	sizes    map[string]config.NodeGroupSpec
+	runner   *framework.Runner
+	est      *estimator.Estimator
+	analyzer *fragmentation.Analyzer
+	shapes   *fragmentation.Shapes
+	placer   *placement.Placer
+	chain    expander.Chain
+	limiter  *limits.Limiter
+	pricing  cloudprovider.PricingModel // nil: the provider has no prices
+}
+
+// newParts builds the parts; on error nothing is left to clean up,
+// otherwise the caller calls cleanup when done.
+func newParts(ctx context.Context, opts *config.Options, client kubernetes.Interface) (p *parts, cleanup func(), err error) {
+	provider, err := newProvider(opts, client)
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup = func() { _ = provider.Cleanup() }
+	defer func() {
+		if err != nil {
+			cleanup()
+		}
+	}()
+	p = &parts{provider: provider}
+	if p.groups, p.sizes, err = nodegroups.Restrict(provider.NodeGroups(), opts.NodeGroups); err != nil {
+		return nil, nil, err
+	}
+	if p.runner, err = framework.New(ctx, framework.Options{FeatureGates: opts.FeatureGates, ConfigFile: opts.SchedulerConfigFile}); err != nil {
+		return nil, nil, fmt.Errorf("simulated scheduler: %w", err)
+	}
+	p.est = estimator.New(p.runner, estimator.Options{})
+	p.analyzer = fragmentation.NewAnalyzer(p.runner)
+	p.shapes = fragmentation.NewShapes(opts.Sharing.RequestShapeRetention)
+	p.placer = placement.New(p.runner, p.analyzer, p.shapes, opts.Sharing)
+	if p.chain, err = buildExpanders(opts, client, p.placer.StrandedFraction(ctx, p.est)); err != nil {
+		return nil, nil, err
+	}
+	providerLimits, err := provider.GetResourceLimiter()
+	if err != nil {
+		return nil, nil, fmt.Errorf("cloud provider limits: %w", err)
+	}
+	p.limiter = limits.New(opts, providerLimits)
+	if pm, perr := provider.Pricing(); perr == nil {
+		p.pricing = pm
+	}
+	return p, cleanup, nil
+}
+
+// planner is the scale-up planner over these parts.
+func (p *parts) planner(opts *config.Options, b *backoff.Backoff) *plan.Planner {
+	return plan.New(plan.Options{MaxNodesPerScaleUp: opts.MaxNodesPerScaleUp, ScaleUpFromZero: opts.ScaleUpFromZero,
+		MaxBinpacking: opts.MaxNodeGroupBinpackingDuration}, p.est, p.chain, p.limiter, b, p.pricing)
+}
