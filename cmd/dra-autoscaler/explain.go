@@ -29,11 +29,7 @@ func explainMain(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	restConfig, err := restConfig(opts.Kubeconfig)
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(restConfig)
+	_, client, err := clients(opts.Kubeconfig)
 	if err != nil {
 		return err
 	}

@@ -39,11 +39,7 @@ import (
 // run wires everything and blocks until ctx ends or leadership is lost.
 // Every piece of bad configuration fails here, before any scaling.
 func run(ctx context.Context, opts *config.Options) error {
-	restConfig, err := restConfig(opts.Kubeconfig)
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(restConfig)
+	restConfig, client, err := clients(opts.Kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -123,6 +119,20 @@ func run(ctx context.Context, opts *config.Options) error {
 		return autoscale(ctx)
 	}
 	return leaderElect(ctx, opts, client, recorder, autoscale)
+}
+
+// clients are the REST config and clientset for --kubeconfig (in-cluster
+// configuration without it).
+func clients(kubeconfig string) (*rest.Config, kubernetes.Interface, error) {
+	cfg, err := restConfig(kubeconfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("client: %w", err)
+	}
+	return cfg, client, nil
 }
 
 func restConfig(kubeconfig string) (*rest.Config, error) {

@@ -1,8 +1,7 @@
 package loop
 
 import (
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/scaledown"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
@@ -15,17 +14,9 @@ func reservationSection(b *reservations.Book) []status.Reservation {
 	slots := b.Slots()
 	out := make([]status.Reservation, 0, len(slots))
 	for _, s := range slots {
-		r := status.Reservation{ID: s.ID, Kind: string(s.Kind), Source: string(s.Source), NodeGroups: s.NodeGroups,
-			Count: s.Count, InUse: s.InUse}
-		if !s.Start.IsZero() {
-			t := metav1.NewTime(s.Start)
-			r.Start = &t
-		}
-		if !s.End.IsZero() {
-			t := metav1.NewTime(s.End)
-			r.End = &t
-		}
-		out = append(out, r)
+		r := cloudprovider.Reservation{ID: s.ID, Kind: s.Kind, NodeGroups: s.NodeGroups, Count: s.Count, InUse: s.InUse,
+			Start: s.Start, End: s.End}
+		out = append(out, status.ReservationsFrom([]cloudprovider.Reservation{r}, string(s.Source))...)
 	}
 	return out
 }

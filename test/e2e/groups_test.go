@@ -142,8 +142,14 @@ func (s *scenario) podsSeen(ctx context.Context) (bound int, seen string, err er
 
 // events returns the messages of events with reason on the pod.
 func (s *scenario) events(ctx context.Context, pod, reason string) ([]string, error) {
-	list, err := s.c.Client.CoreV1().Events(s.ns).List(ctx, metav1.ListOptions{
-		FieldSelector: "involvedObject.name=" + pod + ",reason=" + reason})
+	return eventMessages(ctx, s.c, s.ns, pod, reason)
+}
+
+// eventMessages are the messages of the events with reason about the
+// object name in namespace (the default namespace for cluster-scoped ones).
+func eventMessages(ctx context.Context, c *framework.Cluster, namespace, name, reason string) ([]string, error) {
+	list, err := c.Client.CoreV1().Events(namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: "involvedObject.name=" + name + ",reason=" + reason})
 	if err != nil {
 		return nil, err
 	}

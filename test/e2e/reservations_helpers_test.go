@@ -165,16 +165,7 @@ func metricValue(text, name string, labels ...string) float64 {
 // clusterEvents are the messages of events with reason about a
 // cluster-scoped object (they live in the default namespace).
 func clusterEvents(ctx context.Context, c *framework.Cluster, name, reason string) ([]string, error) {
-	list, err := c.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
-		FieldSelector: "involvedObject.name=" + name + ",reason=" + reason})
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range list.Items {
-		out = append(out, e.Message)
-	}
-	return out, nil
+	return eventMessages(ctx, c, metav1.NamespaceDefault, name, reason)
 }
 
 func reservationsDynamic(t *testing.T, c *framework.Cluster) dynamic.Interface {

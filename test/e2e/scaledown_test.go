@@ -151,16 +151,7 @@ func (s *scenario) nodeStays(t *testing.T, d time.Duration, names ...string) {
 // nodeEvents returns the messages of events with reason about a node
 // (cluster-scoped objects' events go to the default namespace).
 func (s *scenario) nodeEvents(ctx context.Context, node, reason string) ([]string, error) {
-	list, err := s.c.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
-		FieldSelector: "involvedObject.name=" + node + ",reason=" + reason})
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range list.Items {
-		out = append(out, e.Message)
-	}
-	return out, nil
+	return eventMessages(ctx, s.c, metav1.NamespaceDefault, node, reason)
 }
 
 // metricAtLeast waits until a metric sample (name with labels, as
