@@ -102,23 +102,17 @@ func (d *Drainer) gracePeriod(pod *corev1.Pod) int64 {
 func (d *Drainer) evict(ctx context.Context, node string, pod *corev1.Pod) error {
 	logger := klog.FromContext(ctx)
 	grace := d.gracePeriod(pod)
-	eviction := &policyv1.Eviction{
-		ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
-		DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: &grace, Preconditions: &metav1.Preconditions{UID: &pod.UID}},
-	}
 	deadline := d.clock.Now().Add(d.opts.MaxPodEvictionTime)
 	for attempt := 1; ; attempt++ {
-		err := d.client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, eviction)
+		evicted, err := EvictOnce(ctx, d.client, pod, &grace)
 		switch {
-		case err == nil:
+		case evicted:
 			d.recorder.Eventf(pod, corev1.EventTypeNormal, "ScaleDown", "deleting pod for node scale down (node %s)", node)
 			if d.OnEvicted != nil {
 				d.OnEvicted(pod)
 			}
 			return nil
-		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-			// Gone already, or replaced by a pod of the same name (the
-			// UID precondition failed): nothing left to evict.
+		case err == nil:
 			return nil
 		case apierrors.IsTooManyRequests(err):
 			logger.V(2).Info("Eviction refused by a PodDisruptionBudget, retrying", "pod", klog.KObj(pod), "node", node, "attempt", attempt)
@@ -133,6 +127,25 @@ func (d *Drainer) evict(ctx context.Context, node string, pod *corev1.Pod) error
 			return fmt.Errorf("evict pod %s/%s: %w", pod.Namespace, pod.Name, ctx.Err())
 		}
 	}
+}
+
+// EvictOnce asks once for the pod's eviction through the Eviction API
+// (disruption budgets hold), for this very pod (UID precondition), with
+// grace (nil: the pod's own). evicted is false with a nil error when the
+// pod is gone already or was replaced by one of the same name.
+func EvictOnce(ctx context.Context, client kubernetes.Interface, pod *corev1.Pod, grace *int64) (evicted bool, err error) {
+	eviction := &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name},
+		DeleteOptions: &metav1.DeleteOptions{GracePeriodSeconds: grace, Preconditions: &metav1.Preconditions{UID: &pod.UID}},
+	}
+	err = client.PolicyV1().Evictions(pod.Namespace).Evict(ctx, eviction)
+	switch {
+	case err == nil:
+		return true, nil
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return false, nil
+	}
+	return false, err
 }
 
 // waitGone waits until the pod no longer runs on the node: deleted, or

@@ -6,11 +6,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/drain"
 )
 
 // drain moves the pods off the nodes of capacity blocks that end within
@@ -112,11 +113,6 @@ func cordon(ctx context.Context, s *Stage, node string) error {
 }
 
 func evict(ctx context.Context, s *Stage, p *corev1.Pod) error {
-	err := s.client.PolicyV1().Evictions(p.Namespace).Evict(ctx, &policyv1.Eviction{
-		ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name},
-	})
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
+	_, err := drain.EvictOnce(ctx, s.client, p, nil)
 	return err
 }
