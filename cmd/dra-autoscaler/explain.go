@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
@@ -29,11 +31,15 @@ func explainMain(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	_, client, err := clients(opts.Kubeconfig)
+	restConfig, client, err := clients(opts.Kubeconfig)
 	if err != nil {
 		return err
 	}
-	l, cleanup, err := explainLoop(ctx, opts, client)
+	dyn, err := dynamic.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	l, cleanup, err := explainLoop(ctx, opts, client, dyn)
 	if err != nil {
 		return err
 	}
@@ -47,7 +53,7 @@ func explainMain(ctx context.Context, args []string, out io.Writer) error {
 
 // explainLoop wires the loop as run does, minus what acts or talks to the
 // world: no actuator, no events, no status writes, no leader election.
-func explainLoop(ctx context.Context, opts *config.Options, client kubernetes.Interface) (*loop.Loop, func(), error) {
+func explainLoop(ctx context.Context, opts *config.Options, client kubernetes.Interface, dyn dynamic.Interface) (*loop.Loop, func(), error) {
 	p, cleanup, err := newParts(ctx, opts, client)
 	if err != nil {
 		return nil, nil, err
@@ -66,11 +72,22 @@ func explainLoop(ctx context.Context, opts *config.Options, client kubernetes.In
 		stopInformers()
 		return fail(err)
 	}
+	crs := observe.NewCapacityReservations(dyn, client.Discovery())
+	if err := crs.Start(informerCtx, 2*time.Minute); err != nil {
+		stopInformers()
+		return fail(fmt.Errorf("CapacityReservation informer: %w", err))
+	}
+	m := metrics.New()
+	// Read-only: without clients and recorder the reservations are counted
+	// as the loop counts them, but no status, event or drain is written.
+	reserved := reservations.New(reservations.Options{EndMargin: opts.Reservations.EndMargin,
+		ScaleDownReserved: opts.Reservations.ScaleDownReservedNodes, LaunchTTL: opts.MaxNodeProvisionTime},
+		p.provider, crs, nil, nil, nil, m.Reservations)
 	l := &loop.Loop{
 		Options: opts, Clock: clock.RealClock{}, Provider: p.provider, Groups: p.groups, Sizes: p.sizes,
 		Observer: obs, Runner: p.runner, Templates: nodegroups.Templates{Runner: p.runner},
-		Tracker: track.New(opts.MaxNodeProvisionTime, b), Backoff: b, Planner: p.planner(opts, b),
-		Metrics: metrics.New(), ClassOf: p.est.ClassKey, Placement: p.placer,
+		Tracker: track.New(opts.MaxNodeProvisionTime, b), Backoff: b, Planner: p.planner(opts, b).WithCapacity(reserved),
+		Metrics: m, ClassOf: p.est.ClassKey, Placement: p.placer, Reservations: reserved,
 	}
 	return l, func() { stopInformers(); obs.Shutdown(); cleanup() }, nil
 }

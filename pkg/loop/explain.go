@@ -50,6 +50,7 @@ func (l *Loop) Explain(ctx context.Context, key types.NamespacedName) (*explain.
 	if err != nil {
 		return nil, err
 	}
+	l.Reservations.Update(ctx, groups, state.Pods, now)
 	built, err := snapshot.Build(ctx, l.Runner.Snapshot(), state, groups)
 	if built == nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
