@@ -44,10 +44,11 @@ func newParts(ctx context.Context, opts *config.Options, client kubernetes.Inter
 	if err != nil {
 		return nil, nil, err
 	}
-	cleanup = func() { _ = provider.Cleanup() }
+	// The returns below clear the named results: keep the provider's own.
+	closeProvider := func() { _ = provider.Cleanup() }
 	defer func() {
 		if err != nil {
-			cleanup()
+			closeProvider()
 		}
 	}()
 	p = &parts{provider: provider}
@@ -72,7 +73,7 @@ func newParts(ctx context.Context, opts *config.Options, client kubernetes.Inter
 	if pm, perr := provider.Pricing(); perr == nil {
 		p.pricing = pm
 	}
-	return p, cleanup, nil
+	return p, closeProvider, nil
 }
 
 // planner is the scale-up planner over these parts.
