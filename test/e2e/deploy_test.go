@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -86,8 +87,9 @@ var forbidden = regexp.MustCompile(`(?i)forbidden`)
 
 // The deploy/ base applies, and the autoscaler, authenticated as its
 // ServiceAccount (a TokenRequest token, real RBAC), scales up with leader
-// election and the status ConfigMap in kube-system, then scales the empty
-// nodes down, without a single forbidden call. Not parallel: it owns kube-system's lease and status.
+// election and the status ConfigMap in kube-system, then scales down (an
+// empty node removed, a node drained by eviction and removed), without a
+// single forbidden call. Not parallel: it owns kube-system's lease and status.
 func TestDeployManifestsRBAC(t *testing.T) {
 	s := newScenario(t)
 	applyDeploy(s.ctx, t, s.c)
@@ -95,13 +97,16 @@ func TestDeployManifestsRBAC(t *testing.T) {
 	// A GPU group too: its nodes' ResourceSlices are published with the
 	// ServiceAccount's rights as well.
 	cpu, gpu := s.cpuGroup("cpu", 4), s.gpuGroup("gpu", 2, 2)
+	// The web pod goes to a CPU node, which the scale-down then drains.
+	gpu.Template.Taints = []corev1.Taint{{Key: gpuTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
 	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{cpu, gpu}}, "--kubeconfig="+kubeconfig,
 		"--namespace="+deployNS, "--expander=priority,least-waste", "--write-status-configmap=true",
 		"--leader-elect=true", "--leader-elect-resource-namespace="+deployNS, "--leader-elect-resource-name=cluster-autoscaler",
 		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms",
 		"--scale-down-unneeded-time=2s", "--scale-down-delay-after-add=0s")
-	s.c.Create(s.ctx, t, s.pod("web").CPU("3").Obj(),
-		s.pod("infer").CPU("1").ClaimFromTemplate("accel", s.gpuNICTemplate(t)).Obj())
+	s.replicaSet(t, "web", s.pod("web").CPU("1").Obj())
+	s.c.Create(s.ctx, t, s.pod("infer").CPU("1").Toleration(gpuTaint, "true", corev1.TaintEffectNoSchedule).
+		ClaimFromTemplate("accel", s.gpuNICTemplate(t)).Obj())
 	framework.Eventually(s.ctx, t, 2*time.Minute, "pods bound to new nodes", func(ctx context.Context) (bool, string, error) {
 		n, seen, err := s.podsSeen(ctx)
 		return n == 2, seen, err
@@ -118,17 +123,26 @@ func TestDeployManifestsRBAC(t *testing.T) {
 		}
 		return false, fmt.Sprintf("%d groups at %s", len(st.NodeGroups), st.Time), nil
 	})
-	// Scale-down with the same token: without their pods both nodes are
-	// empty, and are tainted, removed with their slices.
-	for _, name := range []string{"web", "infer"} {
-		if err := s.c.Client.CoreV1().Pods(s.ns).Delete(s.ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
-			t.Fatal(err)
-		}
+	// Scale-down with the same token: the GPU node, empty once its pod is
+	// gone, is removed with its slices; the CPU node is drained (the web
+	// pod evicted through the Eviction API) onto a half-busy node, then
+	// removed.
+	web, _, err := s.appPods(s.ctx, "web")
+	if err != nil || len(web) != 1 {
+		t.Fatalf("web pods %v (%v)", web, err)
 	}
-	framework.Eventually(s.ctx, t, 2*time.Minute, "empty nodes removed", func(ctx context.Context) (bool, string, error) {
-		counts, seen, err := s.nodeCounts(ctx, cpu, gpu)
-		return err == nil && counts[0] == 0 && counts[1] == 0, seen, err
+	to := s.existingNode(t, cpu, "to", nil)
+	s.c.Create(s.ctx, t, s.pod("busy").CPU("2").Node(to).Obj())
+	if err := s.c.Client.CoreV1().Pods(s.ns).Delete(s.ctx, "infer", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitNodeGone(t, web[0].Spec.NodeName, 2*time.Minute)
+	s.boundTo(t, "web", to, time.Minute)
+	framework.Eventually(s.ctx, t, time.Minute, "the GPU node removed", func(ctx context.Context) (bool, string, error) {
+		counts, seen, err := s.nodeCounts(ctx, gpu)
+		return err == nil && counts[0] == 0, seen, err
 	})
+	metricAtLeast(t, s, a, "cluster_autoscaler_evicted_pods_total", 1, 10*time.Second)
 	if !strings.Contains(a.Log(), "Became leader") {
 		t.Error("never became leader")
 	}
