@@ -25,7 +25,7 @@ func (l *Loop) scaleDown(ctx context.Context, pass *Pass, state *observe.Cluster
 		}
 	}
 	start := time.Now()
-	res, err := l.ScaleDown.Run(ctx, scaledown.Input{State: state, PDBs: l.Observer, Groups: pass.Groups, Nodes: built.Nodes, Now: now})
+	res, err := l.ScaleDown.Run(ctx, scaledown.Input{State: state, PDBs: l.Observer, Owners: l.Observer.ControllerExists, Groups: pass.Groups, Nodes: built.Nodes, Now: now})
 	l.Metrics.Observe("scaleDown", start)
 	if err != nil {
 		l.Metrics.Errors.WithLabelValues("simulationError").Inc()

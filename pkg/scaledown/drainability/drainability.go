@@ -28,6 +28,7 @@ const (
 // Reasons a pod blocks the removal of its node (upstream's names).
 const (
 	NotReplicated          = "NotReplicated"
+	ControllerNotFound     = "ControllerNotFound"
 	LocalStorageRequested  = "LocalStorageRequested"
 	NotSafeToEvict         = "NotSafeToEvictAnnotation"
 	UnmovableKubeSystemPod = "UnmovableKubeSystemPod"
@@ -56,7 +57,14 @@ type Rules struct {
 	// not DaemonSet pods and have no PodDisruptionBudget
 	// (--skip-nodes-with-system-pods).
 	SkipNodesWithSystemPods bool
+	// Owners, when set, tells whether a pod's controller still exists;
+	// a pod whose controller is gone would not be recreated once evicted.
+	Owners OwnerLookup
 }
+
+// OwnerLookup tells whether the controller ref in namespace exists; known
+// is false when it cannot tell (a kind it does not watch).
+type OwnerLookup func(namespace string, ref *metav1.OwnerReference) (exists, known bool)
 
 // Outcome is the verdict on one pod, with the blocking reason and, for bad
 // input (a malformed annotation), a warning to tell the pod's owner.
@@ -83,8 +91,15 @@ func (r Rules) Check(pod *corev1.Pod, hasPDB bool) Outcome {
 		return Outcome{Verdict: Blocks, Reason: NotSafeToEvict,
 			Detail: fmt.Sprintf("pod %s/%s has %s=%q", pod.Namespace, pod.Name, SafeToEvictAnnotation, pod.Annotations[SafeToEvictAnnotation]), Warning: warning}
 	}
-	if metav1.GetControllerOfNoCopy(pod) == nil {
+	ref := metav1.GetControllerOfNoCopy(pod)
+	if ref == nil {
 		return Outcome{Verdict: Blocks, Reason: NotReplicated, Detail: fmt.Sprintf("pod %s/%s has no controller", pod.Namespace, pod.Name)}
+	}
+	if r.Owners != nil {
+		if exists, known := r.Owners(pod.Namespace, ref); known && !exists {
+			return Outcome{Verdict: Blocks, Reason: ControllerNotFound,
+				Detail: fmt.Sprintf("pod %s/%s: its controller %s %s no longer exists", pod.Namespace, pod.Name, ref.Kind, ref.Name)}
+		}
 	}
 	if r.SkipNodesWithSystemPods && pod.Namespace == metav1.NamespaceSystem && !hasPDB {
 		return Outcome{Verdict: Blocks, Reason: UnmovableKubeSystemPod,

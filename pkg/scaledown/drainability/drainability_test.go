@@ -33,6 +33,16 @@ func TestCheck(t *testing.T) {
 	emptyDir := corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
 	memDir := corev1.Volume{Name: "shm", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{Medium: corev1.StorageMediumMemory}}}
 	strict := Rules{SkipNodesWithLocalStorage: true, SkipNodesWithSystemPods: true}
+	// The owner lookup knows ReplicaSet "rs" only, and cannot tell for Jobs.
+	owners := strict
+	owners.Owners = func(_ string, ref *metav1.OwnerReference) (bool, bool) {
+		if ref.Kind == "Job" {
+			return false, false
+		}
+		return ref.Kind == "ReplicaSet" && ref.Name == "rs", true
+	}
+	orphan := builder.Pod("app", "p").OwnedBy("apps/v1", "ReplicaSet", "gone").Node("n1").Obj()
+	ofJob := builder.Pod("app", "p").OwnedBy("batch/v1", "Job", "j").Node("n1").Obj()
 	tests := []struct {
 		name    string
 		rules   Rules
@@ -43,6 +53,10 @@ func TestCheck(t *testing.T) {
 		warning bool
 	}{
 		{name: "replicated pod moves", rules: strict, pod: rs("app", "p"), verdict: Moves},
+		{name: "pod whose controller exists moves", rules: owners, pod: rs("app", "p"), verdict: Moves},
+		{name: "pod whose controller is gone blocks", rules: owners, pod: orphan, verdict: Blocks, reason: ControllerNotFound},
+		{name: "controller unknown to the lookup is not judged", rules: owners, pod: ofJob, verdict: Moves},
+		{name: "without a lookup a gone controller is not seen", rules: strict, pod: orphan, verdict: Moves},
 		{name: "pod without controller blocks", rules: strict, pod: builder.Pod("app", "p").Node("n1").Obj(), verdict: Blocks, reason: NotReplicated},
 		{name: "DaemonSet pod stays", rules: strict, pod: builder.PodFromDaemonSet(ds, "agent-x", "n1"), verdict: Stays},
 		{name: "mirror pod stays", rules: strict, pod: annotated(builder.Pod("kube-system", "etcd").Node("n1").Obj(), corev1.MirrorPodAnnotationKey, "x"), verdict: Stays},

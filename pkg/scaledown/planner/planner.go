@@ -78,7 +78,9 @@ type Input struct {
 	// those among them being drained. Both count against the limits.
 	Deleting       map[string]bool
 	InFlightDrains int
-	Now            time.Time
+	// Owners tells whether pods' controllers exist (nil: not checked).
+	Owners drainability.OwnerLookup
+	Now    time.Time
 }
 
 // Removal is a node to remove now.
@@ -256,7 +258,9 @@ func (p *Planner) screen(plan *Plan, pdbs *drainability.PDBs, g *Group, node *co
 			c.moving = append(c.moving, pod)
 			continue
 		}
-		out := p.opts.Rules.Check(bound, pdbs.Covered(bound))
+		rules := p.opts.Rules
+		rules.Owners = in.Owners
+		out := rules.Check(bound, pdbs.Covered(bound))
 		if out.Warning != "" {
 			plan.Warnings = append(plan.Warnings, Warning{Object: bound, Reason: "InvalidAnnotation", Message: out.Warning})
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/actuator"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/drainability"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/eligibility"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/planner"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
@@ -68,8 +69,10 @@ func (s *Stage) NoteScaleUp(at time.Time) {
 
 // Input is what one pass hands the stage.
 type Input struct {
-	State  *observe.ClusterState
-	PDBs   PDBLister
+	State *observe.ClusterState
+	PDBs  PDBLister
+	// Owners tells whether pods' controllers exist (nil: not checked).
+	Owners drainability.OwnerLookup
 	Groups []*nodegroups.Info
 	// Nodes are the registered nodes in the snapshot.
 	Nodes []string
@@ -107,7 +110,7 @@ func (s *Stage) Run(ctx context.Context, in Input) (*Result, error) {
 	deleting, drains := s.actuator.Deleting()
 	pin := planner.Input{
 		Pods: in.State.Pods, PodsByNode: map[string][]*corev1.Pod{}, PDBs: pdbs, PodGroups: in.State.PodGroups,
-		Deleting: deleting, InFlightDrains: drains, Now: in.Now,
+		Deleting: deleting, InFlightDrains: drains, Owners: in.Owners, Now: in.Now,
 	}
 	for _, p := range in.State.Pods {
 		if p.Spec.NodeName != "" {
