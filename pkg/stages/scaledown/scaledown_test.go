@@ -37,6 +37,34 @@ var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
 type noPDBs struct{}
 
+// testStage is a stage over a real simulated scheduler and a fake
+// clientset holding objs; the snapshot holds objs too.
+func testStage(t *testing.T, opts config.ScaleDownOptions, clk clock.Clock, objs ...runtime.Object) (*Stage, *actuator.Actuator, *record.FakeRecorder, *metrics.Metrics) {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	runner, err := framework.New(ctx, framework.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var loaded []any
+	for _, o := range objs {
+		loaded = append(loaded, o)
+	}
+	snapshottest.Load(t, runner.Snapshot(), loaded...)
+	var apiObjs []runtime.Object
+	for _, o := range objs {
+		if _, isPod := o.(*corev1.Pod); !isPod {
+			apiObjs = append(apiObjs, o)
+		}
+	}
+	client := fake.NewClientset(apiObjs...)
+	rec := record.NewFakeRecorder(100)
+	m := metrics.New()
+	p := planner.New(runner, planner.Options{Thresholds: eligibility.Thresholds{Utilization: 0.5, GPU: 0.5}, MaxParallelism: 10, MaxNonEmptyCandidates: 30})
+	a := actuator.New(client, drain.New(client, rec, clk, drain.Options{MaxPodEvictionTime: time.Second}), rec, clk)
+	return New(opts, 10*time.Second, p, a, client, rec, m.ScaleDown), a, rec, m
+}
+
 func (noPDBs) PodDisruptionBudgets() ([]*policyv1.PodDisruptionBudget, error) { return nil, nil }
 
 // TestCooldowns: with the unneeded time at zero, the empty node would go
@@ -66,29 +94,18 @@ func TestCooldowns(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
-			runner, err := framework.New(ctx, framework.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
 			g := fakeprovider.NewGroup("g", 0, 5)
 			node := builder.Node("n1").Obj()
 			node.Spec.ProviderID = g.AddInstance(cloudprovider.InstanceRunning, nil)
 			g.SetTarget(1)
-			client := fake.NewClientset([]runtime.Object{node}...)
 			opts := config.DefaultScaleDown()
 			opts.UnneededTime = 0
-			m := metrics.New()
-			rec := record.NewFakeRecorder(100)
-			p := planner.New(runner, planner.Options{Thresholds: eligibility.Thresholds{Utilization: 0.5, GPU: 0.5}, MaxParallelism: 10, MaxNonEmptyCandidates: 30})
 			// The actuator's clock is the loop's: outcomes are stamped t0.
-			fc := testclock.NewFakeClock(t0)
-			a := actuator.New(client, drain.New(client, rec, fc, drain.Options{MaxPodEvictionTime: time.Second}), rec, fc)
-			s := New(opts, 10*time.Second, p, a, client, rec, m.ScaleDown)
+			s, a, _, m := testStage(t, opts, testclock.NewFakeClock(t0), node)
 			in := func(now time.Time) Input {
 				return Input{State: &observe.ClusterState{Nodes: []*corev1.Node{node}}, PDBs: noPDBs{},
 					Groups: []*nodegroups.Info{{Group: g, Id: "g", Max: 5, Target: 1, Ready: []*corev1.Node{node}}}, Nodes: []string{"n1"}, Now: now}
 			}
-			snapshottest.Load(t, runner.Snapshot(), node)
 
 			second := tc.prepare(s, g)
 			first, err := s.Run(ctx, in(t0))
@@ -126,19 +143,9 @@ func TestCooldowns(t *testing.T) {
 // Bad input is evented once per warnEvery, not every pass.
 func TestWarningsDeduplicated(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	runner, err := framework.New(ctx, framework.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	node := builder.Node("n1").Obj()
 	node.Annotations = map[string]string{eligibility.ScaleDownDisabledAnnotation: "maybe"}
-	snapshottest.Load(t, runner.Snapshot(), node)
-	client := fake.NewClientset(node)
-	rec := record.NewFakeRecorder(100)
-	m := metrics.New()
-	p := planner.New(runner, planner.Options{Thresholds: eligibility.Thresholds{Utilization: 0.5, GPU: 0.5}, MaxParallelism: 10, MaxNonEmptyCandidates: 30})
-	a := actuator.New(client, drain.New(client, rec, clock.RealClock{}, drain.Options{MaxPodEvictionTime: time.Second}), rec, clock.RealClock{})
-	s := New(config.DefaultScaleDown(), 10*time.Second, p, a, client, rec, m.ScaleDown)
+	s, _, rec, m := testStage(t, config.DefaultScaleDown(), clock.RealClock{}, node)
 	g := fakeprovider.NewGroup("g", 0, 5)
 	for _, at := range []time.Duration{0, time.Minute, 11 * time.Minute} {
 		in := Input{State: &observe.ClusterState{Nodes: []*corev1.Node{node}}, PDBs: noPDBs{},
@@ -166,20 +173,10 @@ func TestWarningsDeduplicated(t *testing.T) {
 // taken off on the first pass; other nodes' taints are not ours.
 func TestLeftoverTaintsCleaned(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	runner, err := framework.New(ctx, framework.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ours := builder.Node("ours").Taint(drain.ToBeDeletedTaint, "1", corev1.TaintEffectNoSchedule).CPU("4").Obj()
 	theirs := builder.Node("theirs").Taint(drain.ToBeDeletedTaint, "1", corev1.TaintEffectNoSchedule).Obj()
 	busy := builder.Pod("app", "busy").CPU("3").Node("ours").Obj()
-	snapshottest.Load(t, runner.Snapshot(), ours, theirs, busy)
-	client := fake.NewClientset(ours, theirs)
-	rec := record.NewFakeRecorder(100)
-	m := metrics.New()
-	p := planner.New(runner, planner.Options{Thresholds: eligibility.Thresholds{Utilization: 0.5, GPU: 0.5}, MaxParallelism: 10, MaxNonEmptyCandidates: 30})
-	a := actuator.New(client, drain.New(client, rec, clock.RealClock{}, drain.Options{MaxPodEvictionTime: time.Second}), rec, clock.RealClock{})
-	s := New(config.DefaultScaleDown(), 10*time.Second, p, a, client, rec, m.ScaleDown)
+	s, _, _, _ := testStage(t, config.DefaultScaleDown(), clock.RealClock{}, ours, theirs, busy)
 	g := fakeprovider.NewGroup("g", 0, 5)
 	in := Input{State: &observe.ClusterState{Nodes: []*corev1.Node{ours, theirs}, Pods: []*corev1.Pod{busy}}, PDBs: noPDBs{},
 		Groups: []*nodegroups.Info{{Group: g, Id: "g", Max: 5, Target: 1, Ready: []*corev1.Node{ours}}}, Nodes: []string{"ours", "theirs"}, Now: t0}
@@ -187,7 +184,7 @@ func TestLeftoverTaintsCleaned(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]bool{"ours": false, "theirs": true} {
-		n, err := client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		n, err := s.client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
