@@ -89,6 +89,14 @@ func reservation(name string, spec map[string]any) *unstructured.Unstructured {
 	}}
 }
 
+// createCapacityBlock creates a CapacityBlock reservation of count nodes
+// for group between start and end.
+func createCapacityBlock(ctx context.Context, t *testing.T, crs dynamic.NamespaceableResourceInterface, name, group string, count int64, start, end time.Time) {
+	t.Helper()
+	createReservation(ctx, t, crs, reservation(name, map[string]any{"type": "CapacityBlock", "nodeGroups": []any{group},
+		"count": count, "start": rfc3339(start), "end": rfc3339(end)}))
+}
+
 // createReservation creates it and deletes it when the test ends.
 func createReservation(ctx context.Context, t *testing.T, crs dynamic.NamespaceableResourceInterface, obj *unstructured.Unstructured) {
 	t.Helper()

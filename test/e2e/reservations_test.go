@@ -168,8 +168,7 @@ func TestReservationsCapacityBlockStart(t *testing.T) {
 	blk, ond := s.oneGPUGroups("gpu-block", "gpu-ondemand", time.Second)
 	name := s.ns + "-block"
 	now := time.Now()
-	createReservation(s.ctx, t, crs, reservation(name, map[string]any{"type": "CapacityBlock", "nodeGroups": []any{blk.Name},
-		"count": int64(1), "start": rfc3339(now.Add(10 * time.Minute)), "end": rfc3339(now.Add(3 * time.Hour))}))
+	createCapacityBlock(s.ctx, t, crs, name, blk.Name, 1, now.Add(10*time.Minute), now.Add(3*time.Hour))
 	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{blk, ond}})
 	tmpl := s.gpuTemplate(t)
 
@@ -206,8 +205,7 @@ func TestReservationsCapacityBlockEnding(t *testing.T) {
 	crs := reservationsClient(t, s.c)
 	blk, ond := s.oneGPUGroups("gpu-block", "gpu-ondemand", time.Second)
 	now := time.Now()
-	createReservation(s.ctx, t, crs, reservation(s.ns+"-block", map[string]any{"type": "CapacityBlock", "nodeGroups": []any{blk.Name},
-		"count": int64(2), "start": rfc3339(now.Add(-time.Hour)), "end": rfc3339(now.Add(5 * time.Minute))}))
+	createCapacityBlock(s.ctx, t, crs, s.ns+"-block", blk.Name, 2, now.Add(-time.Hour), now.Add(5*time.Minute))
 	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{blk, ond}}, "--reservation-end-margin=30m")
 	tmpl := s.gpuTemplate(t)
 
@@ -237,8 +235,7 @@ func TestReservationsCapacityBlockDrain(t *testing.T) {
 	blk, ond := s.oneGPUGroups("gpu-block", "gpu-ondemand", time.Second)
 	name := s.ns + "-block"
 	now := time.Now()
-	createReservation(s.ctx, t, crs, reservation(name, map[string]any{"type": "CapacityBlock", "nodeGroups": []any{blk.Name},
-		"count": int64(1), "start": rfc3339(now.Add(-time.Hour)), "end": rfc3339(now.Add(3 * time.Hour))}))
+	createCapacityBlock(s.ctx, t, crs, name, blk.Name, 1, now.Add(-time.Hour), now.Add(3*time.Hour))
 	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{blk, ond}}, "--reservation-end-margin=30m")
 	tmpl := s.gpuTemplate(t)
 	pod := s.gpuPod("train", tmpl, "")
