@@ -7,6 +7,7 @@
 package cloudprovider
 
 import (
+	"context"
 	"errors"
 	"time"
 
@@ -36,7 +37,7 @@ type CloudProvider interface {
 	// the provider knows of, or ErrNotImplemented.
 	Reservations() ([]Reservation, error)
 	// Refresh is called at the start of every loop, before anything else.
-	Refresh() error
+	Refresh(ctx context.Context) error
 	// Cleanup is called once when the autoscaler stops.
 	Cleanup() error
 }
@@ -51,19 +52,25 @@ type NodeGroup interface {
 	// registered nodes while instances boot.
 	TargetSize() (int, error)
 	// IncreaseSize asks for delta more nodes; partial success is possible.
-	IncreaseSize(delta int) error
+	// It returns the ids (providerIDs) of the instances this call created,
+	// as far as the provider knows them when it returns: a provider whose
+	// instances appear later (a controller creates them) returns none, and
+	// the autoscaler then never removes a registered node on the request's
+	// behalf. The ids are returned with an error too, on partial success.
+	IncreaseSize(ctx context.Context, delta int) (created []string, err error)
 	// AtomicIncreaseSize asks for delta more nodes, all or none: the
 	// provider either obtains every node or leaves the group as it was.
-	AtomicIncreaseSize(delta int) error
+	// Created ids as for IncreaseSize.
+	AtomicIncreaseSize(ctx context.Context, delta int) (created []string, err error)
 	// DeleteNodes removes the nodes (already drained) and decreases the
 	// target size; it refuses to go below MinSize.
-	DeleteNodes(nodes []*corev1.Node) error
+	DeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 	// ForceDeleteNodes removes the nodes even below MinSize (for instances
 	// that failed to register).
-	ForceDeleteNodes(nodes []*corev1.Node) error
+	ForceDeleteNodes(ctx context.Context, nodes []*corev1.Node) error
 	// DecreaseTargetSize lowers the target by delta (negative) without
 	// removing registered nodes: it gives up requests still in flight.
-	DecreaseTargetSize(delta int) error
+	DecreaseTargetSize(ctx context.Context, delta int) error
 	// Debug is a one-line description for logs.
 	Debug() string
 	// Nodes lists the group's instances with their state.
@@ -83,6 +90,11 @@ type Instance struct {
 	Id string
 	// Status is nil when the provider does not know the state.
 	Status *InstanceStatus
+	// CreatedAt is when the instance was requested, as the provider
+	// records it (zero when unknown). Provision deadlines are counted from
+	// it, so that a restarted autoscaler gives up an instance exactly when
+	// the old one would have.
+	CreatedAt time.Time
 }
 
 // InstanceState is where an instance is in its life.

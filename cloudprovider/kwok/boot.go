@@ -51,11 +51,11 @@ func (d delay) wait(ctx context.Context) bool {
 // startInstanceLocked adds an instance and, unless it never registers,
 // the goroutine that registers its Node after the boot delay and publishes
 // its slices after the further driver delay. Both delays start now.
-func (g *nodeGroup) startInstanceLocked(neverRegister bool) {
+func (g *nodeGroup) startInstanceLocked(neverRegister bool) *instance {
 	inst := g.newInstanceLocked()
 	if neverRegister {
 		g.p.logger.V(2).Info("Instance will never register (injected fault)", "nodeGroup", g.cfg.Name, "node", inst.name)
-		return
+		return inst
 	}
 	boot := newDelay(g.p.clock, g.cfg.BootDelay.Duration)
 	drivers := newDelay(g.p.clock, g.cfg.BootDelay.Duration+g.cfg.DriverDelay.Duration)
@@ -77,6 +77,7 @@ func (g *nodeGroup) startInstanceLocked(neverRegister bool) {
 			g.publishSlices(ctx, node, g.cfg.buildSlices(node.Name))
 		}
 	})
+	return inst
 }
 
 // goLocked runs fn in a goroutine owned by inst and by the provider:

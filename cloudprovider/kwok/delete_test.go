@@ -21,7 +21,7 @@ func grown(t *testing.T, minSize, n, registered int, faults FaultsConfig) (*env,
 	g.Faults = faults
 	e := newEnv(t, &Config{NodeGroups: []NodeGroupConfig{g}, Reservations: nil})
 	ng := e.group(t, "gpu")
-	_ = ng.IncreaseSize(n)
+	_, _ = ng.IncreaseSize(t.Context(), n)
 	eventually(t, "nodes and slices", func() bool {
 		nodes := e.nodes(t)
 		for _, node := range nodes {
@@ -59,9 +59,9 @@ func TestDeleteNodes(t *testing.T) {
 			victim, survivor := nodes[0], nodes[1]
 			var err error
 			if tc.force {
-				err = ng.ForceDeleteNodes([]*corev1.Node{&victim})
+				err = ng.ForceDeleteNodes(t.Context(), []*corev1.Node{&victim})
 			} else {
-				err = ng.DeleteNodes([]*corev1.Node{&victim})
+				err = ng.DeleteNodes(t.Context(), []*corev1.Node{&victim})
 			}
 			if (err != nil) != (tc.wantErr != "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Fatalf("error %v, want %q", err, tc.wantErr)
@@ -92,7 +92,7 @@ func TestDeleteNodesOfOtherGroupRefused(t *testing.T) {
 		builder.Node("foreign").Obj(),
 		builder.Node("cpu-abcde").Label(LabelNodeGroup, "cpu").Obj(),
 	} {
-		if err := ng.DeleteNodes([]*corev1.Node{node}); err == nil || !strings.Contains(err.Error(), "does not belong") {
+		if err := ng.DeleteNodes(t.Context(), []*corev1.Node{node}); err == nil || !strings.Contains(err.Error(), "does not belong") {
 			t.Errorf("DeleteNodes(%s) = %v, want a refusal", node.Name, err)
 		}
 	}
@@ -122,13 +122,13 @@ func TestDeleteInstancesWithoutNode(t *testing.T) {
 	if failed == "" || pending == "" {
 		t.Fatalf("instances %+v lack a failed and a pending one", instances)
 	}
-	if err := ng.DeleteNodes([]*corev1.Node{fakeNode(failed)}); err != nil {
+	if err := ng.DeleteNodes(t.Context(), []*corev1.Node{fakeNode(failed)}); err != nil {
 		t.Fatalf("deleting the failed instance: %v", err)
 	}
 	if got := targetSize(t, ng); got != 2 {
 		t.Errorf("target after deleting the failed instance = %d, want 2", got)
 	}
-	if err := ng.ForceDeleteNodes([]*corev1.Node{fakeNode(pending)}); err != nil {
+	if err := ng.ForceDeleteNodes(t.Context(), []*corev1.Node{fakeNode(pending)}); err != nil {
 		t.Fatalf("deleting the unregistered instance: %v", err)
 	}
 	if got := targetSize(t, ng); got != 1 {
@@ -147,21 +147,21 @@ func TestDecreaseTargetSize(t *testing.T) {
 	g.BootDelay = metav1.Duration{Duration: 10 * time.Second}
 	e := newEnv(t, &Config{NodeGroups: []NodeGroupConfig{g}})
 	ng := e.group(t, "gpu")
-	if err := ng.IncreaseSize(1); err != nil {
+	if _, err := ng.IncreaseSize(t.Context(), 1); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Step(10 * time.Second)
 	eventually(t, "first node", func() bool { r, _, _ := states(t, ng); return r == 1 })
-	if err := ng.IncreaseSize(3); err != nil {
+	if _, err := ng.IncreaseSize(t.Context(), 3); err != nil {
 		t.Fatal(err)
 	}
 
 	for _, delta := range []int{0, 1, -4} {
-		if err := ng.DecreaseTargetSize(delta); err == nil {
+		if err := ng.DecreaseTargetSize(t.Context(), delta); err == nil {
 			t.Errorf("DecreaseTargetSize(%d) succeeded", delta)
 		}
 	}
-	if err := ng.DecreaseTargetSize(-2); err != nil {
+	if err := ng.DecreaseTargetSize(t.Context(), -2); err != nil {
 		t.Fatalf("DecreaseTargetSize(-2): %v", err)
 	}
 	if got := targetSize(t, ng); got != 2 {
@@ -169,7 +169,7 @@ func TestDecreaseTargetSize(t *testing.T) {
 	}
 	e.clock.Step(10 * time.Second)
 	eventually(t, "second node", func() bool { r, _, _ := states(t, ng); return r == 2 })
-	if err := ng.DecreaseTargetSize(-1); err == nil {
+	if err := ng.DecreaseTargetSize(t.Context(), -1); err == nil {
 		t.Error("DecreaseTargetSize removed a registered node")
 	}
 	if n := len(e.nodes(t)); n != 2 {
@@ -184,7 +184,7 @@ func TestCleanupStopsBootGoroutines(t *testing.T) {
 	g.BootDelay = metav1.Duration{Duration: time.Minute}
 	e := newEnv(t, &Config{NodeGroups: []NodeGroupConfig{g}})
 	ng := e.group(t, "gpu")
-	if err := ng.IncreaseSize(3); err != nil {
+	if _, err := ng.IncreaseSize(t.Context(), 3); err != nil {
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
@@ -198,7 +198,7 @@ func TestCleanupStopsBootGoroutines(t *testing.T) {
 	if n := len(e.nodes(t)); n != 0 {
 		t.Errorf("%d nodes appeared after Cleanup", n)
 	}
-	if err := ng.IncreaseSize(1); err == nil {
+	if _, err := ng.IncreaseSize(t.Context(), 1); err == nil {
 		t.Error("IncreaseSize after Cleanup succeeded")
 	}
 }

@@ -1,9 +1,11 @@
 package kwok
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
@@ -40,9 +42,11 @@ type instance struct {
 	registered bool
 	// registeredSeq is p.seq when it registered (see Refresh).
 	registeredSeq uint64
-	// created orders instances by request, for DecreaseTargetSize.
-	created uint64
-	failure *cloudprovider.InstanceErrorInfo
+	// created orders instances by request, for DecreaseTargetSize;
+	// createdAt is when it was requested (Instance.CreatedAt).
+	created   uint64
+	createdAt time.Time
+	failure   *cloudprovider.InstanceErrorInfo
 	// stop ends the instance's goroutine and done is closed when it has
 	// returned; both nil when no goroutine runs (never-registering ones).
 	stop func()
@@ -98,8 +102,8 @@ func (g *nodeGroup) Debug() string {
 // some of them, the others are still created, the refused ones appear in
 // Nodes() with an OutOfResources error, and the call returns an error
 // wrapping ErrOutOfResources.
-func (g *nodeGroup) IncreaseSize(delta int) error {
-	return g.increase(delta, false)
+func (g *nodeGroup) IncreaseSize(ctx context.Context, delta int) ([]string, error) {
+	return g.increase(ctx, delta, false)
 }
 
 // AtomicIncreaseSize requests delta nodes, all or none: when the quota
@@ -107,33 +111,38 @@ func (g *nodeGroup) IncreaseSize(delta int) error {
 // provider cannot know in advance (faults.neverRegisterAfter) still strike:
 // every instance is created and the extra ones never register, which is
 // the partial failure that gang handling must survive.
-func (g *nodeGroup) AtomicIncreaseSize(delta int) error {
-	return g.increase(delta, true)
+func (g *nodeGroup) AtomicIncreaseSize(ctx context.Context, delta int) ([]string, error) {
+	return g.increase(ctx, delta, true)
 }
 
-func (g *nodeGroup) increase(delta int, atomic bool) error {
+func (g *nodeGroup) increase(ctx context.Context, delta int, atomic bool) ([]string, error) {
 	if delta <= 0 {
-		return fmt.Errorf("node group %s: size increase must be positive, got %d", g.cfg.Name, delta)
+		return nil, fmt.Errorf("node group %s: size increase must be positive, got %d", g.cfg.Name, delta)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("node group %s: %w", g.cfg.Name, err)
 	}
 	p := g.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		return fmt.Errorf("node group %s: provider is shut down", g.cfg.Name)
+		return nil, fmt.Errorf("node group %s: provider is shut down", g.cfg.Name)
 	}
 	live := g.liveLocked()
 	if live+delta > g.cfg.MaxSize {
-		return fmt.Errorf("node group %s: size increase too large: target %d + %d exceeds maxSize %d", g.cfg.Name, live, delta, g.cfg.MaxSize)
+		return nil, fmt.Errorf("node group %s: size increase too large: target %d + %d exceeds maxSize %d", g.cfg.Name, live, delta, g.cfg.MaxSize)
 	}
 	granted := delta
 	if limit := g.cfg.Faults.OutOfResourcesAfter; limit != nil {
 		granted = max(0, min(delta, *limit-live))
 	}
 	if atomic && granted < delta {
-		return fmt.Errorf("node group %s: atomic increase by %d refused, only %d available, nothing created: %w", g.cfg.Name, delta, granted, ErrOutOfResources)
+		return nil, fmt.Errorf("node group %s: atomic increase by %d refused, only %d available, nothing created: %w", g.cfg.Name, delta, granted, ErrOutOfResources)
 	}
+	created := make([]string, 0, granted)
 	for i := range granted {
-		g.startInstanceLocked(g.neverRegisters(live + i))
+		inst := g.startInstanceLocked(g.neverRegisters(live + i))
+		created = append(created, providerID(g.cfg.Name, inst.name))
 	}
 	refused := delta - granted
 	for range refused {
@@ -145,9 +154,9 @@ func (g *nodeGroup) increase(delta int, atomic bool) error {
 	}
 	p.logger.Info("Increased node group", "nodeGroup", g.cfg.Name, "delta", delta, "created", granted, "failed", refused, "atomic", atomic, "target", live+granted)
 	if refused > 0 {
-		return fmt.Errorf("node group %s: %d of %d new instances failed: %w", g.cfg.Name, refused, delta, ErrOutOfResources)
+		return created, fmt.Errorf("node group %s: %d of %d new instances failed: %w", g.cfg.Name, refused, delta, ErrOutOfResources)
 	}
-	return nil
+	return created, nil
 }
 
 // neverRegisters applies the registration faults to the index-th live
@@ -164,7 +173,7 @@ func (g *nodeGroup) newInstanceLocked() *instance {
 		name = g.cfg.Name + "-" + utilrand.String(5)
 	}
 	g.p.seq++
-	inst := &instance{name: name, created: g.p.seq}
+	inst := &instance{name: name, created: g.p.seq, createdAt: g.p.clock.Now()}
 	g.instances[name] = inst
 	return inst
 }
@@ -175,16 +184,19 @@ func (g *nodeGroup) addFailedLocked(info *cloudprovider.InstanceErrorInfo) {
 
 // DeleteNodes removes the nodes and their slices and lowers the target; it
 // refuses to take the group below minSize.
-func (g *nodeGroup) DeleteNodes(nodes []*corev1.Node) error {
-	return g.deleteNodes(nodes, false)
+func (g *nodeGroup) DeleteNodes(ctx context.Context, nodes []*corev1.Node) error {
+	return g.deleteNodes(ctx, nodes, false)
 }
 
 // ForceDeleteNodes is DeleteNodes without the minSize check.
-func (g *nodeGroup) ForceDeleteNodes(nodes []*corev1.Node) error {
-	return g.deleteNodes(nodes, true)
+func (g *nodeGroup) ForceDeleteNodes(ctx context.Context, nodes []*corev1.Node) error {
+	return g.deleteNodes(ctx, nodes, true)
 }
 
-func (g *nodeGroup) deleteNodes(nodes []*corev1.Node, force bool) error {
+func (g *nodeGroup) deleteNodes(ctx context.Context, nodes []*corev1.Node, force bool) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("node group %s: %w", g.cfg.Name, err)
+	}
 	p := g.p
 	p.mu.Lock()
 	victims, unknown := []*instance{}, []string{}
@@ -250,9 +262,12 @@ func containsInstance(list []*instance, inst *instance) bool {
 
 // DecreaseTargetSize gives up -delta requests that have not registered
 // yet, newest first. It never removes a registered node.
-func (g *nodeGroup) DecreaseTargetSize(delta int) error {
+func (g *nodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 	if delta >= 0 {
 		return fmt.Errorf("node group %s: size decrease must be negative, got %d", g.cfg.Name, delta)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("node group %s: %w", g.cfg.Name, err)
 	}
 	p := g.p
 	p.mu.Lock()
@@ -295,7 +310,7 @@ func (g *nodeGroup) Nodes() ([]cloudprovider.Instance, error) {
 	defer g.p.mu.Unlock()
 	out := make([]cloudprovider.Instance, 0, len(g.instances))
 	for _, inst := range g.instances {
-		out = append(out, cloudprovider.Instance{Id: providerID(g.cfg.Name, inst.name), Status: inst.status()})
+		out = append(out, cloudprovider.Instance{Id: providerID(g.cfg.Name, inst.name), Status: inst.status(), CreatedAt: inst.createdAt})
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].Id < out[b].Id })
 	return out, nil

@@ -21,7 +21,7 @@ func TestIncreaseSizeBootAndDriverDelays(t *testing.T) {
 	e := newEnv(t, &Config{NodeGroups: []NodeGroupConfig{g}})
 	ng := e.group(t, "gpu-8x")
 
-	if err := ng.IncreaseSize(2); err != nil {
+	if _, err := ng.IncreaseSize(t.Context(), 2); err != nil {
 		t.Fatalf("IncreaseSize: %v", err)
 	}
 	if got := targetSize(t, ng); got != 2 {
@@ -131,7 +131,7 @@ func TestIncreaseSizeFaults(t *testing.T) {
 			e := newEnv(t, &Config{NodeGroups: []NodeGroupConfig{g}})
 			ng := e.group(t, "gpu")
 			if tc.existing > 0 {
-				if err := ng.IncreaseSize(tc.existing); err != nil {
+				if _, err := ng.IncreaseSize(t.Context(), tc.existing); err != nil {
 					t.Fatalf("setup IncreaseSize(%d): %v", tc.existing, err)
 				}
 				e.clock.Step(time.Second)
@@ -140,9 +140,9 @@ func TestIncreaseSizeFaults(t *testing.T) {
 
 			var err error
 			if tc.atomic {
-				err = ng.AtomicIncreaseSize(tc.delta)
+				_, err = ng.AtomicIncreaseSize(t.Context(), tc.delta)
 			} else {
-				err = ng.IncreaseSize(tc.delta)
+				_, err = ng.IncreaseSize(t.Context(), tc.delta)
 			}
 			switch {
 			case tc.wantErr == "" && err != nil:

@@ -72,10 +72,10 @@ func TestReservations(t *testing.T) {
 		},
 	}
 	e := newEnv(t, cfg)
-	if err := e.group(t, "gpu-reserved").IncreaseSize(3); err != nil {
+	if _, err := e.group(t, "gpu-reserved").IncreaseSize(t.Context(), 3); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.group(t, "gpu-shared").IncreaseSize(1); err != nil {
+	if _, err := e.group(t, "gpu-shared").IncreaseSize(t.Context(), 1); err != nil {
 		t.Fatal(err)
 	}
 

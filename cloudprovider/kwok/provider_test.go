@@ -30,7 +30,7 @@ func TestRefreshRebuildsState(t *testing.T) {
 		t.Fatalf("target before Refresh = %d, want 0", got)
 	}
 
-	if err := e.p.Refresh(); err != nil {
+	if err := e.p.Refresh(t.Context()); err != nil {
 		t.Fatalf("Refresh: %v", err)
 	}
 	if got, got2 := targetSize(t, ng), targetSize(t, cpuNG); got != 2 || got2 != 1 {
@@ -52,7 +52,7 @@ func TestRefreshRebuildsState(t *testing.T) {
 	if err := e.client.CoreV1().Nodes().Delete(context.Background(), withSlices.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.p.Refresh(); err != nil {
+	if err := e.p.Refresh(t.Context()); err != nil {
 		t.Fatalf("second Refresh: %v", err)
 	}
 	if got := targetSize(t, ng); got != 1 {
@@ -70,7 +70,7 @@ func TestRefreshKeepsNodesRegisteredDuringList(t *testing.T) {
 	g.BootDelay = metav1.Duration{Duration: time.Hour}
 	e := newEnv(t, &Config{NodeGroups: []NodeGroupConfig{g}})
 	ng := e.group(t, "gpu")
-	if err := ng.IncreaseSize(1); err != nil {
+	if _, err := ng.IncreaseSize(t.Context(), 1); err != nil {
 		t.Fatal(err)
 	}
 	e.p.mu.Lock()
@@ -83,7 +83,7 @@ func TestRefreshKeepsNodesRegisteredDuringList(t *testing.T) {
 		ng.markRegistered(inst) // the boot goroutine, racing the List
 		return true, &corev1.NodeList{}, nil
 	})
-	if err := e.p.Refresh(); err != nil {
+	if err := e.p.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if got := targetSize(t, ng); got != 1 {

@@ -18,7 +18,7 @@ import (
 // An adopted node whose slices are missing (the previous process stopped
 // during the driver delay) gets them published once the rest of its driver
 // delay, counted from the node's creation, has passed.
-func (p *Provider) Refresh() error {
+func (p *Provider) Refresh(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -27,7 +27,7 @@ func (p *Provider) Refresh() error {
 	listedAt := p.seq
 	p.mu.Unlock()
 
-	list, err := p.client.CoreV1().Nodes().List(p.ctx, metav1.ListOptions{LabelSelector: LabelNodeGroup})
+	list, err := p.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LabelNodeGroup})
 	if err != nil {
 		return fmt.Errorf("kwok provider: listing nodes: %w", err)
 	}
@@ -67,7 +67,7 @@ func (p *Provider) Refresh() error {
 			switch {
 			case inst == nil:
 				p.seq++
-				g.instances[name] = &instance{name: name, registered: true, registeredSeq: p.seq, created: p.seq}
+				g.instances[name] = &instance{name: name, registered: true, registeredSeq: p.seq, created: p.seq, createdAt: node.CreationTimestamp.Time}
 				adopted[g] = append(adopted[g], node)
 				p.logger.Info("Adopted existing node", "nodeGroup", g.cfg.Name, "node", name)
 			case !inst.registered && inst.live():
@@ -83,12 +83,12 @@ func (p *Provider) Refresh() error {
 	if len(adopted) == 0 {
 		return nil
 	}
-	return p.republishSlices(adopted)
+	return p.republishSlices(ctx, adopted)
 }
 
 // republishSlices publishes the slices adopted nodes lack.
-func (p *Provider) republishSlices(adopted map[*nodeGroup][]*corev1.Node) error {
-	slices, err := p.client.ResourceV1().ResourceSlices().List(p.ctx, metav1.ListOptions{})
+func (p *Provider) republishSlices(ctx context.Context, adopted map[*nodeGroup][]*corev1.Node) error {
+	slices, err := p.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return fmt.Errorf("kwok provider: listing ResourceSlices of adopted nodes: %w", err)
 	}

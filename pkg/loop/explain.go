@@ -27,7 +27,7 @@ import (
 // it were pending, and its state says so.
 func (l *Loop) Explain(ctx context.Context, key types.NamespacedName) (*explain.Report, error) {
 	now := l.Clock.Now()
-	if err := l.Provider.Refresh(); err != nil {
+	if err := l.Provider.Refresh(ctx); err != nil {
 		return nil, fmt.Errorf("refresh cloud provider: %w", err)
 	}
 	state, err := l.Observer.Observe()

@@ -98,7 +98,7 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 	pass := &Pass{StartedAt: now}
 	defer l.Metrics.Observe("main", now)
 	l.Metrics.Activity("main", now)
-	if err := l.Provider.Refresh(); err != nil {
+	if err := l.Provider.Refresh(ctx); err != nil {
 		return l.fail(pass, "cloudProviderError", fmt.Errorf("refresh cloud provider: %w", err))
 	}
 	state, err := l.Observer.Observe()

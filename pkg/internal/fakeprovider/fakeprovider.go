@@ -5,8 +5,10 @@
 package fakeprovider
 
 import (
+	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -39,6 +41,7 @@ type Group struct {
 	templateErr error
 	errs        map[string]error
 	partial     int
+	hideCreated bool
 	calls       []Call
 }
 
@@ -132,21 +135,28 @@ func (g *Group) TargetSize() (int, error) {
 	return g.target, nil
 }
 
-func (g *Group) IncreaseSize(delta int) error { return g.increase("IncreaseSize", delta, false) }
-
-func (g *Group) AtomicIncreaseSize(delta int) error {
-	return g.increase("AtomicIncreaseSize", delta, true)
+func (g *Group) IncreaseSize(ctx context.Context, delta int) ([]string, error) {
+	return g.increase(ctx, "IncreaseSize", delta, false)
 }
 
-func (g *Group) increase(method string, delta int, atomic bool) error {
+func (g *Group) AtomicIncreaseSize(ctx context.Context, delta int) ([]string, error) {
+	return g.increase(ctx, "AtomicIncreaseSize", delta, true)
+}
+
+// increase adds instances and returns their ids, unless HideCreated was
+// set (a provider whose instances appear only later).
+func (g *Group) increase(ctx context.Context, method string, delta int, atomic bool) ([]string, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.calls = append(g.calls, Call{Method: method, Delta: delta})
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	if delta <= 0 {
-		return fmt.Errorf("%s: delta %d must be positive", method, delta)
+		return nil, fmt.Errorf("%s: delta %d must be positive", method, delta)
 	}
 	if g.target+delta > g.max {
-		return fmt.Errorf("%s: %d+%d exceeds max %d", method, g.target, delta, g.max)
+		return nil, fmt.Errorf("%s: %d+%d exceeds max %d", method, g.target, delta, g.max)
 	}
 	add := delta
 	err := g.err(method)
@@ -156,16 +166,41 @@ func (g *Group) increase(method string, delta int, atomic bool) error {
 			add = min(g.partial, delta)
 		}
 	}
+	var created []string
 	for range add {
-		g.addInstance(cloudprovider.InstanceCreating, nil)
+		created = append(created, g.addInstance(cloudprovider.InstanceCreating, nil))
 	}
 	g.target += add
-	return err
+	if g.hideCreated {
+		created = nil
+	}
+	return created, err
 }
 
-func (g *Group) DeleteNodes(nodes []*corev1.Node) error { return g.delete("DeleteNodes", nodes, false) }
+// HideCreated makes IncreaseSize return no instance ids, like a provider
+// whose instances a controller creates after the call.
+func (g *Group) HideCreated() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.hideCreated = true
+}
 
-func (g *Group) ForceDeleteNodes(nodes []*corev1.Node) error {
+// SetCreatedAt sets when the instance id was created (Instance.CreatedAt).
+func (g *Group) SetCreatedAt(id string, at time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i := range g.instances {
+		if g.instances[i].Id == id {
+			g.instances[i].CreatedAt = at
+		}
+	}
+}
+
+func (g *Group) DeleteNodes(_ context.Context, nodes []*corev1.Node) error {
+	return g.delete("DeleteNodes", nodes, false)
+}
+
+func (g *Group) ForceDeleteNodes(_ context.Context, nodes []*corev1.Node) error {
 	return g.delete("ForceDeleteNodes", nodes, true)
 }
 
@@ -197,7 +232,7 @@ func (g *Group) delete(method string, nodes []*corev1.Node, force bool) error {
 	return nil
 }
 
-func (g *Group) DecreaseTargetSize(delta int) error {
+func (g *Group) DecreaseTargetSize(_ context.Context, delta int) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.calls = append(g.calls, Call{Method: "DecreaseTargetSize", Delta: delta})
@@ -309,6 +344,6 @@ func (p *Provider) Reservations() ([]cloudprovider.Reservation, error) {
 	return nil, cloudprovider.ErrNotImplemented
 }
 
-func (p *Provider) Refresh() error { return p.RefreshErr }
+func (p *Provider) Refresh(context.Context) error { return p.RefreshErr }
 
 func (p *Provider) Cleanup() error { return nil }

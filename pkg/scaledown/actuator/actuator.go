@@ -163,7 +163,7 @@ func (a *Actuator) removeEmpty(ctx context.Context, batch []Deletion) {
 	for i, d := range ready {
 		nodes[i] = d.Node
 	}
-	if err := ready[0].Group.DeleteNodes(nodes); err != nil {
+	if err := ready[0].Group.DeleteNodes(ctx, nodes); err != nil {
 		for _, d := range ready {
 			a.fail(ctx, d, true, "delete", fmt.Errorf("node group %s: %w", d.Group.Id(), err))
 		}
@@ -186,7 +186,7 @@ func (a *Actuator) removeDrained(ctx context.Context, d Deletion) {
 		a.fail(ctx, d, false, "drain", err)
 		return
 	}
-	if err := d.Group.DeleteNodes([]*corev1.Node{d.Node}); err != nil {
+	if err := d.Group.DeleteNodes(ctx, []*corev1.Node{d.Node}); err != nil {
 		a.fail(ctx, d, false, "delete", fmt.Errorf("node group %s: %w", d.Group.Id(), err))
 		return
 	}

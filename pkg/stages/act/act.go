@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
@@ -93,7 +92,7 @@ func (a *Actuator) unit(ctx context.Context, parts []ScaleUp, now time.Time) []R
 		for _, id := range r.instances {
 			nodes = append(nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: id}, Spec: corev1.NodeSpec{ProviderID: id}})
 		}
-		if err := r.Group.Group.ForceDeleteNodes(nodes); err != nil {
+		if err := r.Group.Group.ForceDeleteNodes(ctx, nodes); err != nil {
 			logger.Error(err, "Undoing a part of a failed gang scale-up failed", "nodeGroup", r.Group.Id, "instances", r.instances)
 			continue
 		}
@@ -114,14 +113,11 @@ func (a *Actuator) one(ctx context.Context, up ScaleUp, now time.Time) Result {
 	if err != nil {
 		return Result{ScaleUp: up, Err: fmt.Errorf("node group %s: target size: %w", up.Group.Id, err)}
 	}
-	var known map[string]bool
-	if up.Gang != "" {
-		known = instanceIDs(g)
-	}
+	var created []string
 	if up.Atomic {
-		err = g.AtomicIncreaseSize(up.Delta)
+		created, err = g.AtomicIncreaseSize(ctx, up.Delta)
 	} else {
-		err = g.IncreaseSize(up.Delta)
+		created, err = g.IncreaseSize(ctx, up.Delta)
 	}
 	after, terr := g.TargetSize()
 	added := 0
@@ -133,14 +129,10 @@ func (a *Actuator) one(ctx context.Context, up ScaleUp, now time.Time) Result {
 	// Whatever was added is tracked, even on a partial failure, so it is
 	// given up cleanly if it never registers.
 	a.tracker.Requested(up.Group.Id, added, now)
-	var created []string
 	if up.Gang != "" {
-		for id := range instanceIDs(g) {
-			if !known[id] {
-				created = append(created, id)
-			}
-		}
 		a.tracker.RequestedGang(up.Gang, up.Group.Id, created, now)
+	} else {
+		created = nil // only a gang's parts are undone together
 	}
 	if err != nil {
 		a.backoff.Fail(up.Group.Id, track.ReasonCloudProvider, now)
@@ -149,18 +141,4 @@ func (a *Actuator) one(ctx context.Context, up ScaleUp, now time.Time) Result {
 	}
 	logger.Info("Scale-up", "from", before, "to", before+added, "pods", len(up.Pods), "gang", up.Gang)
 	return Result{ScaleUp: up, Added: added, instances: created}
-}
-
-// instanceIDs lists the group's instances, to tell which ones a scale-up
-// created.
-func instanceIDs(g cloudprovider.NodeGroup) map[string]bool {
-	ids := map[string]bool{}
-	instances, err := g.Nodes()
-	if err != nil {
-		return ids
-	}
-	for _, in := range instances {
-		ids[in.Id] = true
-	}
-	return ids
 }

@@ -96,7 +96,7 @@ func (t *Tracker) giveUpGang(ctx context.Context, key string, r *gangRequest, mi
 		}
 		f := Failure{Group: group, Reason: ReasonGangTimeout, Deleted: len(ids),
 			Message: fmt.Sprintf("gang %s: %d node(s) did not register within %s; all %d of its nodes in this group removed", key, missing, t.maxProvision, len(ids))}
-		if err := g.Group.ForceDeleteNodes(nodes); err != nil {
+		if err := g.Group.ForceDeleteNodes(ctx, nodes); err != nil {
 			f.Message += fmt.Sprintf("; removing them failed: %v", err)
 			f.Deleted = 0
 		}

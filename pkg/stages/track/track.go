@@ -147,7 +147,7 @@ func (t *Tracker) updateGroup(ctx context.Context, g *nodegroups.Info, now time.
 	if !expired {
 		return nil
 	}
-	deleted, err := removeUnregistered(g)
+	deleted, err := removeUnregistered(ctx, g)
 	f := &Failure{Group: g.Id, Reason: ReasonTimeout, Deleted: deleted,
 		Message: fmt.Sprintf("%d node(s) did not register within %s", g.Upcoming(), t.maxProvision)}
 	if err != nil {
@@ -187,7 +187,7 @@ func (t *Tracker) failedInstances(ctx context.Context, g *nodegroups.Info, now t
 	}
 	f := &Failure{Group: g.Id, Reason: reason, Deleted: len(failed),
 		Message: fmt.Sprintf("%d instance(s) failed to start: %s", len(failed), msg)}
-	if err := g.Group.ForceDeleteNodes(failed); err != nil {
+	if err := g.Group.ForceDeleteNodes(ctx, failed); err != nil {
 		f.Message += fmt.Sprintf("; removing them failed: %v", err)
 	}
 	// The requests stay: their healthy instances may still register, and
@@ -211,7 +211,7 @@ func (t *Tracker) fail(group string, f *Failure, now time.Time) {
 
 // removeUnregistered deletes the group's instances that have no Node yet,
 // then lowers the target by whatever is still unaccounted for.
-func removeUnregistered(g *nodegroups.Info) (int, error) {
+func removeUnregistered(ctx context.Context, g *nodegroups.Info) (int, error) {
 	registered := map[string]bool{}
 	for _, n := range append(append([]*corev1.Node(nil), g.Ready...), g.Booting...) {
 		registered[n.Spec.ProviderID] = true
@@ -227,12 +227,12 @@ func removeUnregistered(g *nodegroups.Info) (int, error) {
 		}
 	}
 	if len(gone) > 0 {
-		if err := g.Group.ForceDeleteNodes(gone); err != nil {
+		if err := g.Group.ForceDeleteNodes(ctx, gone); err != nil {
 			return 0, err
 		}
 	}
 	if rest := g.Upcoming() - len(gone); rest > 0 {
-		if err := g.Group.DecreaseTargetSize(-rest); err != nil {
+		if err := g.Group.DecreaseTargetSize(ctx, -rest); err != nil {
 			return len(gone), err
 		}
 	}

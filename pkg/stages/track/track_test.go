@@ -45,11 +45,11 @@ func TestRequestsFulfilledOldestFirst(t *testing.T) {
 	b.Fail("gpu", track.ReasonTimeout, t0.Add(-time.Hour))
 	tr := track.New(maxProvision, b)
 	g := fakeprovider.NewGroup("gpu", 0, 10)
-	if err := g.IncreaseSize(2); err != nil {
+	if _, err := g.IncreaseSize(t.Context(), 2); err != nil {
 		t.Fatal(err)
 	}
 	tr.Requested("gpu", 2, t0)
-	if err := g.IncreaseSize(3); err != nil {
+	if _, err := g.IncreaseSize(t.Context(), 3); err != nil {
 		t.Fatal(err)
 	}
 	tr.Requested("gpu", 3, t0.Add(time.Minute))
