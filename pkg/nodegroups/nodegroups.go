@@ -27,16 +27,20 @@ type Info struct {
 	// Ready are the group's registered nodes that can take pods as the
 	// template says: Ready and with their DRA drivers' slices published.
 	Ready []*corev1.Node
-	// Booting are registered nodes that are not ready yet; the simulation
+	// Booting are registered nodes that are not usable yet; the simulation
 	// treats them as the template would be, under their own name.
-	Booting []*corev1.Node
+	// NotUsable says why, by node name (see Usable).
+	Booting   []*corev1.Node
+	NotUsable map[string]string
 	// Template is what a new node of the group looks like; nil with
 	// TemplateErr set when neither a healthy node nor the provider gives one.
 	Template    *cloudprovider.NodeTemplate
 	TemplateErr error
 	// TemplateSource says where the template came from, for logs and
-	// explanations: "node/<name>" or "provider".
-	TemplateSource string
+	// explanations: "node/<name>" or "provider"; TemplateSkipped lists the
+	// registered nodes that were not used and why ("node/<name>: ...").
+	TemplateSource  string
+	TemplateSkipped []string
 
 	declared    *cloudprovider.NodeTemplate
 	declaredErr error
@@ -136,11 +140,18 @@ func Collect(ctx context.Context, in Input, templates TemplateBuilder) ([]*Info,
 			continue
 		}
 		info := byID[g.Id()]
-		expectsDevices := info.declared != nil && len(info.declared.ResourceSlices) > 0
-		if IsReady(node, expectsDevices, in.SlicesByNode[node.Name]) {
+		var expected []*resourceapi.ResourceSlice
+		if info.declared != nil {
+			expected = info.declared.ResourceSlices
+		}
+		if ok, why := Usable(node, expected, in.SlicesByNode[node.Name]); ok {
 			info.Ready = append(info.Ready, node)
 		} else {
 			info.Booting = append(info.Booting, node)
+			if info.NotUsable == nil {
+				info.NotUsable = map[string]string{}
+			}
+			info.NotUsable[node.Name] = why
 		}
 	}
 	for _, info := range infos {
@@ -158,8 +169,14 @@ func Collect(ctx context.Context, in Input, templates TemplateBuilder) ([]*Info,
 func (i *Info) buildTemplate(ctx context.Context, in Input, templates TemplateBuilder) {
 	// A real node shows what the group really gets (kubelet-computed
 	// allocatable, the devices the drivers really publish).
+	// Nodes still booting (NotReady, start-up taints, incomplete pools)
+	// never are: they would teach the group a shape it does not have.
+	for _, node := range i.Booting {
+		i.TemplateSkipped = append(i.TemplateSkipped, "node/"+node.Name+": "+i.NotUsable[node.Name])
+	}
 	for _, node := range i.Ready {
 		if node.DeletionTimestamp != nil || node.Spec.Unschedulable {
+			i.TemplateSkipped = append(i.TemplateSkipped, "node/"+node.Name+": being deleted or cordoned")
 			continue
 		}
 		tmpl, err := templates.FromNode(ctx, node, in.SlicesByNode[node.Name], in.PodsByNode[node.Name])
@@ -167,6 +184,7 @@ func (i *Info) buildTemplate(ctx context.Context, in Input, templates TemplateBu
 			i.Template, i.TemplateSource = tmpl, "node/"+node.Name
 			return
 		}
+		i.TemplateSkipped = append(i.TemplateSkipped, "node/"+node.Name+": "+err.Error())
 		klog.FromContext(ctx).V(2).Info("Node unusable as template", "nodeGroup", i.Id, "node", node.Name, "err", err)
 	}
 	if i.declaredErr != nil || i.declared == nil {
@@ -179,33 +197,4 @@ func (i *Info) buildTemplate(ctx context.Context, in Input, templates TemplateBu
 		return
 	}
 	i.TemplateSource = "provider"
-}
-
-// IsReady tells whether a registered node can take pods: its Ready
-// condition is true, its not-ready taint is gone and, when its group's
-// nodes have devices, it has published at least one ResourceSlice. A node whose drivers have not
-// published yet is still booting for DRA purposes; counting it as ready
-// would make pods that need its devices look unplaceable and scale up
-// twice.
-func IsReady(node *corev1.Node, expectsDevices bool, slices []*resourceapi.ResourceSlice) bool {
-	ready := false
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			ready = c.Status == corev1.ConditionTrue
-		}
-	}
-	if !ready {
-		return false
-	}
-	// The API server taints a new node not-ready at creation and the node
-	// lifecycle controller lifts the taint up to a few seconds after the
-	// node turns Ready; until then the scheduler will not use it, and
-	// simulating it as it is would make its pods look unplaceable and
-	// scale up a second time.
-	for _, t := range node.Spec.Taints {
-		if t.Key == corev1.TaintNodeNotReady || t.Key == corev1.TaintNodeUnreachable {
-			return false
-		}
-	}
-	return !expectsDevices || len(slices) > 0
 }

@@ -263,26 +263,48 @@ func TestCollectTargetSizeError(t *testing.T) {
 	}
 }
 
-func TestIsReady(t *testing.T) {
+func TestUsable(t *testing.T) {
 	slices := []*resourceapi.ResourceSlice{gpuSlice("n")}
+	expected := []*resourceapi.ResourceSlice{gpuSlice("template")}
+	slice := func(name, driver string, gen, count int64) *resourceapi.ResourceSlice {
+		return builder.ResourceSlice(name, "n", driver, "n").Pool(gen, count).Devices(builder.Device(name)).Obj()
+	}
 	tests := []struct {
-		name           string
-		node           *corev1.Node
-		expectsDevices bool
-		slices         []*resourceapi.ResourceSlice
-		want           bool
+		name     string
+		node     *corev1.Node
+		expected []*resourceapi.ResourceSlice
+		slices   []*resourceapi.ResourceSlice
+		want     string // "" for usable
 	}{
-		{"ready, no devices expected", builder.Node("n").Obj(), false, nil, true},
-		{"not ready", builder.Node("n").NotReady().Obj(), false, nil, false},
-		{"no Ready condition", func() *corev1.Node { n := builder.Node("n").Obj(); n.Status.Conditions = nil; return n }(), false, nil, false},
-		{"ready, devices expected, none published", builder.Node("n").Obj(), true, nil, false},
-		{"ready, devices published", builder.Node("n").Obj(), true, slices, true},
-		{"not ready, devices published", builder.Node("n").NotReady().Obj(), true, slices, false},
-		{"ready, not-ready taint not lifted yet", builder.Node("n").Taint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoSchedule).Obj(), true, slices, false},
+		{"ready, no devices expected", builder.Node("n").Obj(), nil, nil, ""},
+		{"not ready", builder.Node("n").NotReady().Obj(), nil, nil, "node is not Ready"},
+		{"no Ready condition", func() *corev1.Node { n := builder.Node("n").Obj(); n.Status.Conditions = nil; return n }(), nil, nil, "node is not Ready"},
+		{"ready, devices expected, none published", builder.Node("n").Obj(), expected, nil, "driver gpu.example.com: no ResourceSlice published"},
+		{"ready, devices published", builder.Node("n").Obj(), expected, slices, ""},
+		{"not ready, devices published", builder.Node("n").NotReady().Obj(), expected, slices, "node is not Ready"},
+		{"ready, not-ready taint not lifted yet", builder.Node("n").Taint(corev1.TaintNodeNotReady, "", corev1.TaintEffectNoSchedule).Obj(), expected, slices,
+			"node still has the start-up taint node.kubernetes.io/not-ready"},
+		{"unreachable", builder.Node("n").Taint(corev1.TaintNodeUnreachable, "", corev1.TaintEffectNoExecute).Obj(), nil, nil,
+			"node still has the start-up taint node.kubernetes.io/unreachable"},
+		{"upstream start-up taint", builder.Node("n").Taint("startup-taint.cluster-autoscaler.kubernetes.io/gpu-driver", "", corev1.TaintEffectNoSchedule).Obj(), nil, nil,
+			"node still has the start-up taint startup-taint.cluster-autoscaler.kubernetes.io/gpu-driver"},
+		{"a user's taint is not a start-up taint", builder.Node("n").Taint("dedicated", "training", corev1.TaintEffectNoSchedule).Obj(), nil, nil, ""},
+		{"incomplete pool: 1 of 3 slices", builder.Node("n").Obj(), expected,
+			[]*resourceapi.ResourceSlice{slice("a", "gpu.example.com", 1, 3)}, "driver gpu.example.com: pool n has 1 of 3 slices"},
+		{"complete pool of 2", builder.Node("n").Obj(), expected,
+			[]*resourceapi.ResourceSlice{slice("a", "gpu.example.com", 1, 2), slice("b", "gpu.example.com", 1, 2)}, ""},
+		{"old generation does not count toward the new one", builder.Node("n").Obj(), expected,
+			[]*resourceapi.ResourceSlice{slice("a", "gpu.example.com", 1, 2), slice("b", "gpu.example.com", 2, 2)}, "driver gpu.example.com: pool n has 1 of 2 slices"},
+		{"another driver's slices do not stand in", builder.Node("n").Obj(), expected,
+			[]*resourceapi.ResourceSlice{slice("a", "nic.example.com", 1, 1)}, "driver gpu.example.com: no ResourceSlice published"},
+		{"second expected driver missing", builder.Node("n").Obj(),
+			[]*resourceapi.ResourceSlice{gpuSlice("template"), builder.ResourceSlice("t-nic", "template", "nic.example.com", "template").Obj()},
+			slices, "driver nic.example.com: no ResourceSlice published"},
 	}
 	for _, tc := range tests {
-		if got := nodegroups.IsReady(tc.node, tc.expectsDevices, tc.slices); got != tc.want {
-			t.Errorf("%s: IsReady = %v, want %v", tc.name, got, tc.want)
+		ok, why := nodegroups.Usable(tc.node, tc.expected, tc.slices)
+		if ok != (tc.want == "") || why != tc.want {
+			t.Errorf("%s: Usable = %v, %q, want %q", tc.name, ok, why, tc.want)
 		}
 	}
 }

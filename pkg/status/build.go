@@ -82,7 +82,7 @@ func (b *Builder) Build(in Input) *Status {
 
 func (b *Builder) group(g *nodegroups.Info, in Input, now metav1.Time) NodeGroup {
 	target, minSize, maxSize := g.Target, g.Min, g.Max
-	ng := NodeGroup{Name: g.Id, TemplateSource: g.TemplateSource}
+	ng := NodeGroup{Name: g.Id, TemplateSource: g.TemplateSource, TemplateSkipped: g.TemplateSkipped}
 	health := HealthHealthy
 	if g.Template == nil {
 		health = HealthUnhealthy

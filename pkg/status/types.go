@@ -111,9 +111,12 @@ type NodeGroup struct {
 	ScaleDown ScaleDown `json:"scaleDown"`
 	// Ours: where the template came from and the DRA pools a new node
 	// of the group would bring.
-	TemplateSource string    `json:"templateSource,omitempty"`
-	TemplateError  string    `json:"templateError,omitempty"`
-	DRAPools       []DRAPool `json:"draPools,omitempty"`
+	TemplateSource string `json:"templateSource,omitempty"`
+	// TemplateSkipped are the registered nodes not used as the template,
+	// and why ("node/<name>: driver d: pool p has 1 of 3 slices").
+	TemplateSkipped []string  `json:"templateSkipped,omitempty"`
+	TemplateError   string    `json:"templateError,omitempty"`
+	DRAPools        []DRAPool `json:"draPools,omitempty"`
 }
 
 // DRAPool is one resource pool of a group's template node.
