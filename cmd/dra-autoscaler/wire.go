@@ -64,7 +64,9 @@ func run(ctx context.Context, opts *config.Options) error {
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "cluster-autoscaler"})
 
 	b := backoff.New(opts.InitialNodeGroupBackoffDuration, opts.MaxNodeGroupBackoffDuration, opts.NodeGroupBackoffResetTimeout)
-	tracker := track.New(opts.MaxNodeProvisionTime, b)
+	// The tracker taints and re-lists a registered node before it removes
+	// it for a failed scale-up, so no running pod dies with it.
+	tracker := track.New(opts.MaxNodeProvisionTime, b).WithClient(client)
 	crs := observe.NewCapacityReservations(dyn, client.Discovery())
 	reserved := reservations.New(reservations.Options{EndMargin: opts.Reservations.EndMargin, ScaleDownReserved: opts.Reservations.ScaleDownReservedNodes,
 		LaunchTTL: opts.MaxNodeProvisionTime}, p.provider, crs, dyn, client, recorder, m.Reservations)
@@ -80,7 +82,7 @@ func run(ctx context.Context, opts *config.Options) error {
 		Backoff:   b,
 		Planner:   p.planner(opts, b).WithCapacity(reserved),
 		Actuator:  act.New(tracker, b),
-		Reporter:  report.New(recorder, m, 5*time.Minute),
+		Reporter:  report.New(recorder, m, 5*time.Minute).WithStatusObject(opts.Namespace, opts.StatusConfigMapName),
 		Metrics:   m,
 		ClassOf:   p.est.ClassKey,
 		OnPass:    h.passed,

@@ -116,6 +116,7 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 	for _, f := range pass.Failures {
 		l.Metrics.FailedScaleUps.WithLabelValues(f.Reason).Inc()
 	}
+	l.Reporter.Instances(pass.Failures, l.Tracker.TakeErrors())
 	l.Reservations.Update(ctx, groups, state.Pods, now)
 
 	start := time.Now()

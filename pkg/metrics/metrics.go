@@ -32,6 +32,7 @@ type Metrics struct {
 	NodeGroupsCount         prometheus.Gauge
 	UnneededPodsNotHelped   *prometheus.GaugeVec
 	ScaleUpOptionsEvaluated prometheus.Counter
+	InstanceErrors          *prometheus.CounterVec
 	Sharing                 *Sharing
 	ScaleDown               *ScaleDown
 	ExplainMetrics
@@ -80,6 +81,7 @@ func New() *Metrics {
 		f(c)
 	}
 	m.registerSharing()
+	m.registerInstances()
 	m.ScaleDown = newScaleDown(f)
 	m.registerExplain()
 	m.Reservations = newReservationMetrics(m.Registry)

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
@@ -36,8 +35,6 @@ type Result struct {
 	// partial failure).
 	Added int
 	Err   error
-	// instances are the provider ids that appeared with this scale-up.
-	instances []string
 }
 
 // Actuator talks to the provider.
@@ -68,36 +65,38 @@ func (a *Actuator) Execute(ctx context.Context, ups []ScaleUp, now time.Time) []
 }
 
 func (a *Actuator) unit(ctx context.Context, parts []ScaleUp, now time.Time) []Result {
+	var attempt uint64
+	if parts[0].Gang != "" {
+		// Each try of a gang has its own deadline.
+		attempt = a.tracker.StartGang(parts[0].Gang, now)
+	}
 	results := make([]Result, 0, len(parts))
 	failed := false
 	for _, up := range parts {
-		r := a.one(ctx, up, now)
+		r := a.one(ctx, up, attempt, now)
 		results = append(results, r)
 		if r.Err != nil {
 			failed = true
 			break
 		}
 	}
-	if !failed || len(parts) == 1 && results[0].Added == 0 {
+	if !failed || attempt == 0 {
 		return results
 	}
-	logger := klog.FromContext(ctx).WithValues("gang", parts[0].Gang)
-	a.tracker.ForgetGang(parts[0].Gang)
+	// A part failed: the nodes the others added are given up at once,
+	// through the tracker's rules (only the instances this attempt
+	// created; a registered node that took other pods is released).
+	groups := make([]*nodegroups.Info, 0, len(results))
+	for _, r := range results {
+		groups = append(groups, r.Group)
+	}
+	a.tracker.UndoGang(ctx, attempt, groups, now)
 	for i := range results {
 		r := &results[i]
-		if len(r.instances) == 0 {
+		if r.Added == 0 {
 			continue
 		}
-		nodes := make([]*corev1.Node, 0, len(r.instances))
-		for _, id := range r.instances {
-			nodes = append(nodes, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: id}, Spec: corev1.NodeSpec{ProviderID: id}})
-		}
-		if err := r.Group.Group.ForceDeleteNodes(ctx, nodes); err != nil {
-			logger.Error(err, "Undoing a part of a failed gang scale-up failed", "nodeGroup", r.Group.Id, "instances", r.instances)
-			continue
-		}
-		a.tracker.Requested(r.Group.Id, -r.Added, now)
-		logger.Info("Undid a part of a failed gang scale-up", "nodeGroup", r.Group.Id, "removed", len(nodes))
+		klog.FromContext(ctx).Info("Undid a part of a failed gang scale-up", "gang", r.Gang, "nodeGroup", r.Group.Id, "removed", r.Added)
 		if r.Err == nil {
 			r.Err = fmt.Errorf("node group %s: undone because another part of gang %s failed", r.Group.Id, r.Gang)
 		}
@@ -106,7 +105,7 @@ func (a *Actuator) unit(ctx context.Context, parts []ScaleUp, now time.Time) []R
 	return results
 }
 
-func (a *Actuator) one(ctx context.Context, up ScaleUp, now time.Time) Result {
+func (a *Actuator) one(ctx context.Context, up ScaleUp, attempt uint64, now time.Time) Result {
 	logger := klog.FromContext(ctx).WithValues("nodeGroup", up.Group.Id, "delta", up.Delta, "atomic", up.Atomic)
 	g := up.Group.Group
 	before, err := g.TargetSize()
@@ -121,24 +120,23 @@ func (a *Actuator) one(ctx context.Context, up ScaleUp, now time.Time) Result {
 	}
 	after, terr := g.TargetSize()
 	added := 0
-	if terr == nil {
+	switch {
+	case terr == nil:
 		added = max(after-before, 0)
-	} else if err == nil {
+	case err == nil:
 		added = up.Delta
+	default:
+		added = len(created)
 	}
 	// Whatever was added is tracked, even on a partial failure, so it is
-	// given up cleanly if it never registers.
-	a.tracker.Requested(up.Group.Id, added, now)
-	if up.Gang != "" {
-		a.tracker.RequestedGang(up.Gang, up.Group.Id, created, now)
-	} else {
-		created = nil // only a gang's parts are undone together
-	}
+	// given up cleanly if it never becomes usable; by the ids the provider
+	// returned, never by guessing which instances are new.
+	a.tracker.Launched(track.Request{Group: up.Group.Id, Delta: max(added, len(created)), Gang: up.Gang, Attempt: attempt, Instances: created}, now)
 	if err != nil {
 		a.backoff.Fail(up.Group.Id, track.ReasonCloudProvider, now)
 		logger.Error(err, "Scale-up failed; node group backed off", "added", added)
-		return Result{ScaleUp: up, Added: added, instances: created, Err: fmt.Errorf("node group %s: increase by %d: %w", up.Group.Id, up.Delta, err)}
+		return Result{ScaleUp: up, Added: added, Err: fmt.Errorf("node group %s: increase by %d: %w", up.Group.Id, up.Delta, err)}
 	}
 	logger.Info("Scale-up", "from", before, "to", before+added, "pods", len(up.Pods), "gang", up.Gang)
-	return Result{ScaleUp: up, Added: added, instances: created}
+	return Result{ScaleUp: up, Added: added}
 }

@@ -61,7 +61,10 @@ type Reporter struct {
 	mu       sync.Mutex
 	sent     map[types.UID]sentEvent
 	limit    limiter
+	status   *corev1.ObjectReference
 }
+
+func metaName(name string) metav1.ObjectMeta { return metav1.ObjectMeta{Name: name} }
 
 type sentEvent struct {
 	message string

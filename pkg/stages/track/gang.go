@@ -6,113 +6,204 @@ import (
 	"sort"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 )
 
 // ReasonGangTimeout labels a gang scale-up given up because some of its
-// nodes never registered.
+// nodes did not become usable in time.
 const ReasonGangTimeout = "gangTimeout"
 
-// gangRequest is the instances created for one gang, across groups. The
-// gang runs only when all of them register; if they do not in time, all
-// of them go, the registered ones too: half a gang's capacity is waste.
-type gangRequest struct {
-	instances  map[string][]string // group -> provider ids
+// gangAttempt is one try at a gang's scale-up, across groups, with its own
+// deadline: a retry is a new attempt and never inherits an older clock.
+// The gang runs only when every node of the attempt is usable; if that
+// does not happen in time the attempt is undone: what never became usable
+// goes, and so do its usable nodes that hold no work (half a gang's
+// capacity is waste); usable nodes the scheduler filled with other pods
+// are released instead.
+type gangAttempt struct {
+	gang       string
+	seq        uint64
+	ids        map[string][]string // group -> every instance id created
 	expectedBy time.Time
 }
 
-// RequestedGang records the instances created for gang in group.
-func (t *Tracker) RequestedGang(gang, group string, instances []string, now time.Time) {
-	if len(instances) == 0 {
-		return
-	}
+// StartGang opens a new attempt at gang's scale-up and returns its number,
+// for Launched's Request.Attempt.
+func (t *Tracker) StartGang(gang string, now time.Time) uint64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	r := t.gangs[gang]
-	if r == nil {
-		r = &gangRequest{instances: map[string][]string{}, expectedBy: now.Add(t.maxProvision)}
-		t.gangs[gang] = r
-	}
-	r.instances[group] = append(r.instances[group], instances...)
+	t.seq++
+	t.gangs = append(t.gangs, &gangAttempt{gang: gang, seq: t.seq, ids: map[string][]string{}, expectedBy: now.Add(t.maxProvision)})
+	return t.seq
 }
 
-// updateGangs forgets gangs whose instances all registered and removes
-// every instance of gangs past their deadline.
-func (t *Tracker) updateGangs(ctx context.Context, groups []*nodegroups.Info, now time.Time) []Failure {
-	registered := map[string]bool{}
-	byID := map[string]*nodegroups.Info{}
-	for _, g := range groups {
-		byID[g.Id] = g
-		for _, n := range append(append([]*corev1.Node(nil), g.Ready...), g.Booting...) {
-			registered[n.Spec.ProviderID] = true
+// addToGang records ids as part of attempt seq. t.mu is held.
+func (t *Tracker) addToGangLocked(seq uint64, group string, ids []string) {
+	for _, a := range t.gangs {
+		if a.seq == seq {
+			a.ids[group] = append(a.ids[group], ids...)
 		}
 	}
+}
+
+// updateGangs forgets attempts whose nodes are all usable and undoes those
+// past their deadline or with an instance that failed.
+func (t *Tracker) updateGangs(ctx context.Context, views map[string]*view, now time.Time) []Failure {
 	t.mu.Lock()
-	keys := make([]string, 0, len(t.gangs))
-	for k := range t.gangs {
-		keys = append(keys, k)
-	}
+	attempts := append([]*gangAttempt(nil), t.gangs...)
 	t.mu.Unlock()
-	sort.Strings(keys)
 	var failures []Failure
-	for _, key := range keys {
-		t.mu.Lock()
-		r := t.gangs[key]
-		t.mu.Unlock()
-		missing := 0
-		for _, ids := range r.instances {
-			for _, id := range ids {
-				if !registered[id] {
-					missing++
-				}
-			}
+	for _, a := range attempts {
+		missing, failed, judged := t.gangState(a, views)
+		if !judged {
+			continue // a group's instances could not be listed: wait
 		}
 		switch {
 		case missing == 0:
-			t.mu.Lock()
-			delete(t.gangs, key)
-			t.mu.Unlock()
-		case now.After(r.expectedBy):
-			failures = append(failures, t.giveUpGang(ctx, key, r, missing, byID, now)...)
+			t.forgetAttempt(a.seq)
+		case failed || now.After(a.expectedBy):
+			failures = append(failures, t.undo(ctx, a, views, now)...)
 		}
 	}
 	return failures
 }
 
-func (t *Tracker) giveUpGang(ctx context.Context, key string, r *gangRequest, missing int, byID map[string]*nodegroups.Info, now time.Time) []Failure {
-	logger := klog.FromContext(ctx).WithValues("gang", key)
-	var failures []Failure
-	for group, ids := range r.instances {
-		g := byID[group]
-		if g == nil {
-			continue
+// gangState counts the attempt's nodes not usable yet (named or not), and
+// whether one of them failed for good.
+func (t *Tracker) gangState(a *gangAttempt, views map[string]*view) (missing int, failed, judged bool) {
+	for group, ids := range a.ids {
+		v := views[group]
+		if v == nil || v.listErr != nil {
+			return 0, false, false
 		}
-		nodes := make([]*corev1.Node, 0, len(ids))
 		for _, id := range ids {
-			nodes = append(nodes, nodeFor(id))
+			x := v.byID[id]
+			switch {
+			case x == nil || x.gone || x.errInfo != nil:
+				missing++
+				failed = true
+			case !x.usable:
+				missing++
+			}
 		}
-		f := Failure{Group: group, Reason: ReasonGangTimeout, Deleted: len(ids),
-			Message: fmt.Sprintf("gang %s: %d node(s) did not register within %s; all %d of its nodes in this group removed", key, missing, t.maxProvision, len(ids))}
-		if err := g.Group.ForceDeleteNodes(ctx, nodes); err != nil {
-			f.Message += fmt.Sprintf("; removing them failed: %v", err)
-			f.Deleted = 0
-		}
-		t.fail(group, &f, now)
-		failures = append(failures, f)
-		logger.Info("Gang scale-up timed out; every node added for it is removed", "nodeGroup", group, "removed", len(ids))
 	}
-	t.mu.Lock()
-	delete(t.gangs, key)
-	t.mu.Unlock()
-	return failures
-}
-
-// ForgetGang drops a gang's request (its scale-up was undone at once).
-func (t *Tracker) ForgetGang(gang string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.gangs, gang)
+	for _, rs := range t.requests {
+		for _, r := range rs {
+			if r.Attempt == a.seq {
+				missing += r.anonymous()
+			}
+		}
+	}
+	return missing, failed, true
+}
+
+// UndoGang undoes attempt at once (a part of its scale-up failed when it
+// was asked for), over the groups as this pass saw them.
+func (t *Tracker) UndoGang(ctx context.Context, attempt uint64, groups []*nodegroups.Info, now time.Time) {
+	t.mu.Lock()
+	var a *gangAttempt
+	for _, x := range t.gangs {
+		if x.seq == attempt {
+			a = x
+		}
+	}
+	t.mu.Unlock()
+	if a == nil {
+		return
+	}
+	views := map[string]*view{}
+	for _, g := range groups {
+		views[g.Id] = observe(g)
+	}
+	// The failed part was backed off by whoever saw it fail; the
+	// others are not to blame.
+	t.undoParts(ctx, a, views, now)
+}
+
+// undo gives the attempt up and backs off the groups whose nodes failed
+// it; the groups whose nodes all came are not to blame.
+func (t *Tracker) undo(ctx context.Context, a *gangAttempt, views map[string]*view, now time.Time) []Failure {
+	logger := klog.FromContext(ctx).WithValues("gang", a.gang)
+	blamed := map[string]int{}
+	for group, ids := range a.ids {
+		v := views[group]
+		for _, id := range ids {
+			if x := v.byID[id]; x == nil || !x.usable {
+				blamed[group]++
+			}
+		}
+	}
+	t.mu.Lock()
+	for _, rs := range t.requests {
+		for _, r := range rs {
+			if r.Attempt == a.seq && r.anonymous() > 0 {
+				blamed[r.Group] += r.anonymous()
+			}
+		}
+	}
+	t.mu.Unlock()
+	deleted := t.undoParts(ctx, a, views, now)
+	groups := make([]string, 0, len(blamed))
+	for g := range blamed {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	var failures []Failure
+	for _, group := range groups {
+		f := Failure{Group: group, Reason: ReasonGangTimeout, Deleted: deleted[group],
+			Message: fmt.Sprintf("gang %s: %d node(s) did not become usable within %s; the gang's nodes that hold no work were removed", a.gang, blamed[group], t.maxProvision)}
+		t.backoff.Fail(group, f.Reason, now)
+		failures = append(failures, f)
+		logger.Info("Gang scale-up given up; its nodes that hold no work are removed, the others released", "nodeGroup", group, "missing", blamed[group], "removed", deleted[group])
+	}
+	return failures
+}
+
+// undoParts gives up every instance of the attempt and drops its requests;
+// it returns how many instances were removed per group.
+func (t *Tracker) undoParts(ctx context.Context, a *gangAttempt, views map[string]*view, now time.Time) map[string]int {
+	anonymous := map[string]int{}
+	t.mu.Lock()
+	for g, rs := range t.requests {
+		keep := rs[:0]
+		for _, r := range rs {
+			if r.Attempt == a.seq {
+				anonymous[g] += r.anonymous()
+				continue
+			}
+			keep = append(keep, r)
+		}
+		t.requests[g] = keep
+	}
+	t.mu.Unlock()
+	deleted := map[string]int{}
+	for group, ids := range a.ids {
+		v := views[group]
+		if v == nil {
+			continue
+		}
+		n, err := t.giveUp(ctx, v, ids, anonymous[group], ReasonGangTimeout, now)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Removing the nodes of a given-up gang scale-up failed; retried later", "gang", a.gang, "nodeGroup", group)
+		}
+		deleted[group] = n
+	}
+	t.forgetAttempt(a.seq)
+	return deleted
+}
+
+func (t *Tracker) forgetAttempt(seq uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	keep := t.gangs[:0]
+	for _, a := range t.gangs {
+		if a.seq != seq {
+			keep = append(keep, a)
+		}
+	}
+	t.gangs = keep
 }

@@ -1,8 +1,17 @@
-// Package track follows every scale-up until its nodes register. A request
-// that is not fulfilled within --max-node-provision-time, or whose
-// instances the provider reports as failed, is given up: the instances
-// that never registered are deleted, the target size goes back down, and
-// the group is backed off so the next-best group serves the pods.
+// Package track follows every scale-up until its nodes are usable. Each
+// request has its own deadline (--max-node-provision-time from when it was
+// made), and each instance one of its own, counted from the creation time
+// the provider records (or the Node's), so a restarted autoscaler gives up
+// exactly what the old one would have. An instance that never registers,
+// or registers but never becomes usable (NotReady, start-up taints,
+// incomplete DRA pools), is given up: removed, the group backed off so the
+// next-best group serves the pods.
+//
+// Giving up never destroys work: a registered node is removed only after
+// it was tainted and a fresh list of its pods shows nothing but DaemonSet
+// and mirror pods; otherwise it is released, kept and left to scale-down.
+// Only instances a request created are ever touched, named by the ids the
+// provider returned; a removal that fails is retried with backoff.
 package track
 
 import (
@@ -12,11 +21,9 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
-	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 )
@@ -24,25 +31,39 @@ import (
 // Failure reasons, as failed_scale_ups_total labels them.
 const (
 	ReasonTimeout        = "timeout"
+	ReasonNotUsable      = "nodeNotUsable"
 	ReasonOutOfResources = "outOfResources"
 	ReasonCloudProvider  = "cloudProviderError"
 )
 
 // Request is one scale-up in flight.
 type Request struct {
-	Group      string
+	Group string
+	// Delta is how many of its nodes are still expected.
 	Delta      int
 	Time       time.Time
 	ExpectedBy time.Time
+	// Gang names the gang this request is a part of ("" for none).
+	Gang string
+	// Instances are the ids of the expected nodes the provider named when
+	// it was asked; the rest of Delta is counted, not named.
+	Instances []string
+	// Attempt numbers the gang scale-up (one per try of a gang), 0 for none.
+	Attempt uint64
 }
+
+// anonymous is how much of Delta the provider did not name.
+func (r *Request) anonymous() int { return max(r.Delta-len(r.Instances), 0) }
 
 // Failure is a scale-up given up in this loop.
 type Failure struct {
 	Group   string
 	Reason  string
 	Message string
-	// Deleted are the instances removed because they never registered.
+	// Deleted are the instances removed because they never became usable.
 	Deleted int
+	// Nodes names the instances given up (node names where registered).
+	Nodes []string
 }
 
 // Tracker holds the requests in flight. Safe for concurrent reads (the
@@ -50,38 +71,52 @@ type Failure struct {
 type Tracker struct {
 	maxProvision time.Duration
 	backoff      *backoff.Backoff
-	mu           sync.Mutex
-	requests     map[string][]*Request
-	gangs        map[string]*gangRequest
+	client       kubernetes.Interface
+
+	mu       sync.Mutex
+	requests map[string][]*Request
+	gangs    []*gangAttempt
+	seq      uint64
+	// usable are the instances seen usable: one that later turns NotReady
+	// is a scale-down matter, not a failed provision.
+	usable   map[string]bool
+	removals []*removal
+	errors   []RemovalError
 }
 
 // New returns a tracker that gives requests maxProvision to register.
 func New(maxProvision time.Duration, b *backoff.Backoff) *Tracker {
-	return &Tracker{maxProvision: maxProvision, backoff: b, requests: map[string][]*Request{}, gangs: map[string]*gangRequest{}}
+	return &Tracker{maxProvision: maxProvision, backoff: b, requests: map[string][]*Request{}, usable: map[string]bool{}}
 }
 
-// Requested records that group was asked for delta more nodes at now; a
-// negative delta withdraws nodes of the newest requests (an undone part of
-// a gang scale-up).
+// WithClient lets the tracker taint registered nodes and list their pods
+// before it removes them; without a client it never removes a registered
+// node, it only releases it.
+func (t *Tracker) WithClient(c kubernetes.Interface) *Tracker {
+	t.client = c
+	return t
+}
+
+// Requested records that group was asked for delta more nodes at now,
+// none of them named by the provider.
 func (t *Tracker) Requested(group string, delta int, now time.Time) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if delta > 0 {
-		t.requests[group] = append(t.requests[group], &Request{Group: group, Delta: delta, Time: now, ExpectedBy: now.Add(t.maxProvision)})
+	t.Launched(Request{Group: group, Delta: delta}, now)
+}
+
+// Launched records a request: Group, Delta, and the Instances the provider
+// named (and Gang, for a part of a gang). Its deadline starts now.
+func (t *Tracker) Launched(r Request, now time.Time) {
+	if r.Delta <= 0 {
 		return
 	}
-	reqs := t.requests[group]
-	for drop := -delta; drop > 0 && len(reqs) > 0; {
-		last := reqs[len(reqs)-1]
-		if last.Delta <= drop {
-			drop -= last.Delta
-			reqs = reqs[:len(reqs)-1]
-			continue
-		}
-		last.Delta -= drop
-		drop = 0
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r.Instances = append([]string(nil), r.Instances...)
+	r.Time, r.ExpectedBy = now, now.Add(t.maxProvision)
+	t.requests[r.Group] = append(t.requests[r.Group], &r)
+	if r.Attempt != 0 {
+		t.addToGangLocked(r.Attempt, r.Group, r.Instances)
 	}
-	t.requests[group] = reqs
 }
 
 // InFlight returns the requests of every group, oldest first.
@@ -91,7 +126,9 @@ func (t *Tracker) InFlight() []Request {
 	var out []Request
 	for _, rs := range t.requests {
 		for _, r := range rs {
-			out = append(out, *r)
+			c := *r
+			c.Instances = append([]string(nil), r.Instances...)
+			out = append(out, c)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
@@ -100,147 +137,127 @@ func (t *Tracker) InFlight() []Request {
 	return out
 }
 
-// Update matches requests with what registered, and gives up on requests
-// past their deadline or with failed instances.
+// Update matches requests with what became usable, gives up instances and
+// requests past their deadline, undoes failed gangs and retries removals
+// that failed before.
 func (t *Tracker) Update(ctx context.Context, groups []*nodegroups.Info, now time.Time) []Failure {
-	// Gangs first: their instances go as a whole, before the per-group
-	// bookkeeping below sees them.
-	failures := t.updateGangs(ctx, groups, now)
+	views := make(map[string]*view, len(groups))
 	for _, g := range groups {
-		if f := t.updateGroup(ctx, g, now); f != nil {
+		v := observe(g)
+		if v.listErr != nil {
+			klog.FromContext(ctx).Error(v.listErr, "Listing instances failed; nothing of the group is given up in this pass", "nodeGroup", g.Id)
+			t.recordError(RemovalError{Group: g.Id, Op: "list", Err: v.listErr})
+		}
+		views[g.Id] = v
+		t.markUsable(v)
+	}
+	t.retryRemovals(ctx, views, now)
+	// Gangs first: an attempt past its deadline is undone as a whole
+	// before its instances are judged one by one.
+	failures := t.updateGangs(ctx, views, now)
+	for _, g := range groups {
+		failures = append(failures, t.giveUpInstances(ctx, views[g.Id], now)...)
+	}
+	for _, g := range groups {
+		if f := t.updateRequests(ctx, views[g.Id], now); f != nil {
 			failures = append(failures, *f)
 		}
 	}
 	return failures
 }
 
-func (t *Tracker) updateGroup(ctx context.Context, g *nodegroups.Info, now time.Time) *Failure {
-	logger := klog.FromContext(ctx).WithValues("nodeGroup", g.Id)
-	if f := t.failedInstances(ctx, g, now); f != nil {
-		return f
+func (t *Tracker) markUsable(v *view) {
+	if v.listErr != nil {
+		return
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, in := range v.byID {
+		if in.usable {
+			t.usable[id] = true
+		}
+	}
+}
+
+// updateRequests matches the group's requests, oldest first, with what
+// became usable, and gives up each request that is past its own deadline.
+func (t *Tracker) updateRequests(ctx context.Context, v *view, now time.Time) *Failure {
+	g := v.info
+	logger := klog.FromContext(ctx).WithValues("nodeGroup", g.Id)
 	t.mu.Lock()
 	reqs := t.requests[g.Id]
-	// Nodes that registered fulfil the oldest requests first.
-	outstanding := 0
+	hadRequests := len(reqs) > 0
+	// Named instances are done when usable, and dropped when gone or
+	// given up (the failure was reported when that happened).
+	anonymous := 0
 	for _, r := range reqs {
-		outstanding += r.Delta
-	}
-	for done := outstanding - g.Upcoming(); done > 0 && len(reqs) > 0; {
-		if reqs[0].Delta <= done {
-			done -= reqs[0].Delta
-			reqs = reqs[1:]
-			continue
+		if v.listErr == nil {
+			before := len(r.Instances)
+			r.Instances = v.stillExpected(r.Instances)
+			r.Delta -= before - len(r.Instances)
 		}
-		reqs[0].Delta -= done
-		done = 0
+		anonymous += r.anonymous()
 	}
-	t.requests[g.Id] = reqs
-	expired := len(reqs) > 0 && now.After(reqs[0].ExpectedBy)
-	hadRequests := outstanding > 0
+	// Unnamed nodes are counted: usable nodes fulfil the oldest first.
+	for done := anonymous - v.anonymousUpcoming(reqs); done > 0; {
+		r := firstAnonymous(reqs)
+		if r == nil {
+			break
+		}
+		n := min(done, r.anonymous())
+		r.Delta -= n
+		done -= n
+	}
+	var expired []*Request
+	keep := reqs[:0]
+	for _, r := range reqs {
+		switch {
+		case r.Delta == 0:
+		case r.Gang == "" && now.After(r.ExpectedBy) && v.listErr == nil:
+			expired = append(expired, r)
+		default:
+			keep = append(keep, r)
+		}
+	}
+	t.requests[g.Id] = keep
 	t.mu.Unlock()
-	if hadRequests && len(reqs) == 0 {
+	if hadRequests && len(keep) == 0 && len(expired) == 0 {
 		t.backoff.Succeeded(g.Id)
-		logger.V(2).Info("Scale-up complete: every requested node registered")
+		logger.V(2).Info("Scale-up complete: every requested node is usable")
 		return nil
 	}
-	if !expired {
+	if len(expired) == 0 {
 		return nil
 	}
-	deleted, err := removeUnregistered(ctx, g)
+	missing, deleted := 0, 0
+	var errs []error
+	for _, r := range expired {
+		missing += r.Delta
+		// What the provider did not name: instances no request names
+		// first, then the target not backed by any instance.
+		extra := v.unnamed(keep, r.anonymous())
+		d, err := t.giveUp(ctx, v, append(r.Instances, extra...), r.anonymous()-len(extra), ReasonTimeout, now)
+		deleted += d
+		if err != nil {
+			errs = append(errs, err)
+		}
+	}
 	f := &Failure{Group: g.Id, Reason: ReasonTimeout, Deleted: deleted,
-		Message: fmt.Sprintf("%d node(s) did not register within %s", g.Upcoming(), t.maxProvision)}
-	if err != nil {
-		f.Message += fmt.Sprintf("; removing them failed: %v", err)
-	}
-	t.fail(g.Id, f, now)
-	logger.Info("Scale-up timed out; nodes that never registered are removed and the group is backed off",
-		"upcoming", g.Upcoming(), "deleted", deleted, "err", err)
-	return f
-}
-
-// failedInstances handles instances the provider reports as failed to
-// create (quota, capacity): they are removed and the group backed off at
-// once, without waiting for the provision timeout.
-func (t *Tracker) failedInstances(ctx context.Context, g *nodegroups.Info, now time.Time) *Failure {
-	instances, err := g.Group.Nodes()
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Listing instances failed", "nodeGroup", g.Id)
-		return nil
-	}
-	var failed []*corev1.Node
-	reason, msg := "", ""
-	for _, in := range instances {
-		if in.Status == nil || in.Status.ErrorInfo == nil {
-			continue
-		}
-		failed = append(failed, nodeFor(in.Id))
-		if reason == "" {
-			reason, msg = ReasonCloudProvider, in.Status.ErrorInfo.ErrorMessage
-			if in.Status.ErrorInfo.ErrorClass == cloudprovider.OutOfResourcesErrorClass {
-				reason = ReasonOutOfResources
-			}
-		}
-	}
-	if len(failed) == 0 {
-		return nil
-	}
-	f := &Failure{Group: g.Id, Reason: reason, Deleted: len(failed),
-		Message: fmt.Sprintf("%d instance(s) failed to start: %s", len(failed), msg)}
-	if err := g.Group.ForceDeleteNodes(ctx, failed); err != nil {
-		f.Message += fmt.Sprintf("; removing them failed: %v", err)
-	}
-	// The requests stay: their healthy instances may still register, and
-	// the provision timeout still guards them. Only the failed ones go.
-	if _, off := t.backoff.Get(g.Id, now); off {
-		// The actuator already backed the group off and counted the
-		// failure when the request itself failed: only clean up.
-		return nil
+		Message: fmt.Sprintf("%d node(s) did not become usable within %s", missing, t.maxProvision)}
+	if len(errs) > 0 {
+		f.Message += fmt.Sprintf("; removing them failed: %v", errs[0])
 	}
 	t.backoff.Fail(g.Id, f.Reason, now)
-	klog.FromContext(ctx).Info("Instances failed to start; removed and group backed off", "nodeGroup", g.Id, "failed", len(failed), "reason", reason, "message", msg)
+	logger.Info("Scale-up timed out; its nodes that never became usable are given up and the group is backed off",
+		"missing", missing, "deleted", deleted)
 	return f
 }
 
-func (t *Tracker) fail(group string, f *Failure, now time.Time) {
-	t.mu.Lock()
-	delete(t.requests, group)
-	t.mu.Unlock()
-	t.backoff.Fail(group, f.Reason, now)
-}
-
-// removeUnregistered deletes the group's instances that have no Node yet,
-// then lowers the target by whatever is still unaccounted for.
-func removeUnregistered(ctx context.Context, g *nodegroups.Info) (int, error) {
-	registered := map[string]bool{}
-	for _, n := range append(append([]*corev1.Node(nil), g.Ready...), g.Booting...) {
-		registered[n.Spec.ProviderID] = true
-	}
-	instances, err := g.Group.Nodes()
-	if err != nil {
-		return 0, err
-	}
-	var gone []*corev1.Node
-	for _, in := range instances {
-		if !registered[in.Id] {
-			gone = append(gone, nodeFor(in.Id))
+func firstAnonymous(reqs []*Request) *Request {
+	for _, r := range reqs {
+		if r.anonymous() > 0 {
+			return r
 		}
 	}
-	if len(gone) > 0 {
-		if err := g.Group.ForceDeleteNodes(ctx, gone); err != nil {
-			return 0, err
-		}
-	}
-	if rest := g.Upcoming() - len(gone); rest > 0 {
-		if err := g.Group.DecreaseTargetSize(ctx, -rest); err != nil {
-			return len(gone), err
-		}
-	}
-	return len(gone), nil
-}
-
-// nodeFor stands for an instance that has no Node object: providers find
-// their instances by providerID.
-func nodeFor(providerID string) *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: providerID}, Spec: corev1.NodeSpec{ProviderID: providerID}}
+	return nil
 }

@@ -173,9 +173,9 @@ func TestFailedInstances(t *testing.T) {
 		wantFailures int // backoff failure count afterwards
 	}{
 		{"out of resources", []*cloudprovider.InstanceErrorInfo{outOfStock}, false,
-			&track.Failure{Group: "gpu", Reason: track.ReasonOutOfResources, Deleted: 1, Message: "1 instance(s) failed to start: no H100 in zone a"}, 1},
+			&track.Failure{Group: "gpu", Reason: track.ReasonOutOfResources, Deleted: 1, Nodes: []string{"fake://gpu/0"}, Message: "1 instance(s) failed to start: no H100 in zone a"}, 1},
 		{"other errors; the first one is the reason", []*cloudprovider.InstanceErrorInfo{quota, outOfStock}, false,
-			&track.Failure{Group: "gpu", Reason: track.ReasonCloudProvider, Deleted: 2, Message: "2 instance(s) failed to start: quota exceeded"}, 1},
+			&track.Failure{Group: "gpu", Reason: track.ReasonCloudProvider, Deleted: 2, Nodes: []string{"fake://gpu/0", "fake://gpu/1"}, Message: "2 instance(s) failed to start: quota exceeded"}, 1},
 		{"already backed off: cleaned up, not counted twice", []*cloudprovider.InstanceErrorInfo{quota}, true, nil, 1},
 	}
 	for _, tc := range tests {
