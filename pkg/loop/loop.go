@@ -126,7 +126,9 @@ func (l *Loop) run(ctx context.Context, pass *Pass, now time.Time) (*Pass, error
 	}
 	verdict := health.Check(state.Nodes, now, health.Options{MaxUnreadyPercentage: l.Options.Health.MaxTotalUnreadyPercentage,
 		OkUnreadyCount: l.Options.Health.OkTotalUnreadyCount, StartupTime: l.Options.MaxNodeProvisionTime})
-	pass.Unsafe = verdict.Reason
+	if pass.Unsafe = verdict.Reason; !verdict.Healthy {
+		klog.FromContext(ctx).Info("Cluster unhealthy; planning only, no scale-up or scale-down", "reason", verdict.Reason)
+	}
 	slicesByNode, podsByNode := indexByNode(state)
 	groups, err := nodegroups.Collect(ctx, nodegroups.Input{Groups: l.Groups, Sizes: l.Sizes, Provider: l.Provider,
 		Nodes: state.Nodes, SlicesByNode: slicesByNode, PodsByNode: podsByNode, DaemonSets: state.DaemonSets}, l.Templates)
