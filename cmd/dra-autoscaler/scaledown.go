@@ -26,6 +26,8 @@ func newScaleDown(opts *config.Options, runner *framework.Runner, client kuberne
 		Thresholds:            eligibility.Thresholds{Utilization: sd.UtilizationThreshold, GPU: sd.GPUUtilizationThreshold},
 		Rules:                 drainability.Rules{SkipNodesWithLocalStorage: sd.SkipNodesWithLocalStorage, SkipNodesWithSystemPods: sd.SkipNodesWithSystemPods},
 		UnneededTime:          sd.UnneededTime,
+		UnreadyEnabled:        sd.UnreadyEnabled,
+		UnreadyTime:           sd.UnreadyTime,
 		MaxParallelism:        sd.MaxParallelism,
 		MaxDrainParallelism:   sd.MaxDrainParallelism,
 		MaxNonEmptyCandidates: sd.NonEmptyCandidatesCount,

@@ -37,6 +37,10 @@ func TestParseDefaultsAreUpstreams(t *testing.T) {
 		{"node-group-backoff-reset-timeout", o.NodeGroupBackoffResetTimeout, 3 * time.Hour},
 		{"priority-expander-configmap", o.PriorityExpanderConfigMap, "cluster-autoscaler-priority-expander"},
 		{"nodes", len(o.NodeGroups), 0},
+		{"max-total-unready-percentage", o.Health.MaxTotalUnreadyPercentage, 45.0},
+		{"ok-total-unready-count", o.Health.OkTotalUnreadyCount, 3},
+		{"scale-down-unready-enabled", o.ScaleDown.UnreadyEnabled, true},
+		{"scale-down-unready-time", o.ScaleDown.UnreadyTime, 20 * time.Minute},
 	}
 	for _, tc := range tests {
 		if diff := cmp.Diff(tc.want, tc.got); diff != "" {
@@ -69,6 +73,11 @@ func TestParseValues(t *testing.T) {
 			[]time.Duration{30 * time.Second, 5 * time.Minute}},
 		{"leader election off allows any renew deadline", []string{"--leader-elect=false", "--leader-elect-renew-deadline=1m"},
 			func(o *Options) any { return o.LeaderElection.LeaderElect }, false},
+		{"unready accounting", []string{"--max-total-unready-percentage=12.5", "--ok-total-unready-count=0",
+			"--scale-down-unready-enabled=false", "--scale-down-unready-time=1h"},
+			func(o *Options) any {
+				return []any{o.Health.MaxTotalUnreadyPercentage, o.Health.OkTotalUnreadyCount, o.ScaleDown.UnreadyEnabled, o.ScaleDown.UnreadyTime}
+			}, []any{12.5, 0, false, time.Hour}},
 		{"lease name", []string{"--leader-elect-resource-name=ca", "--leader-elect-resource-namespace=autoscaling"},
 			func(o *Options) any {
 				return []string{o.LeaderElection.ResourceName, o.LeaderElection.ResourceNamespace}
@@ -123,6 +132,12 @@ func TestParseErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--address=8085"}, []string{"--address"}},
 		{[]string{"--cloud-provider="}, []string{"--cloud-provider", "required"}},
 		{[]string{"--leader-elect-renew-deadline=15s"}, []string{"--leader-elect-renew-deadline", "--leader-elect-lease-duration"}},
+		{[]string{"--max-total-unready-percentage=101"}, []string{"--max-total-unready-percentage=101", "between 0 and 100"}},
+		{[]string{"--max-total-unready-percentage=-1"}, []string{"--max-total-unready-percentage=-1", "between 0 and 100"}},
+		{[]string{"--max-total-unready-percentage=half"}, []string{"max-total-unready-percentage"}},
+		{[]string{"--ok-total-unready-count=-1"}, []string{"--ok-total-unready-count=-1", "negative"}},
+		{[]string{"--scale-down-unready-time=0s"}, []string{"--scale-down-unready-time=0s", "positive"}},
+		{[]string{"--scale-down-unready-enabled=sometimes"}, []string{"scale-down-unready-enabled"}},
 		{[]string{"stray"}, []string{"unexpected arguments", "stray"}},
 	}
 	for _, tc := range tests {

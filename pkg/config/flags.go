@@ -75,6 +75,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) *rawFlags {
 	fs.StringVar(&o.SchedulerConfigFile, "scheduler-config-file", o.SchedulerConfigFile, "KubeSchedulerConfiguration of the simulated scheduler; empty means the default profile.")
 	fs.StringVar(&o.FeatureGates, "feature-gates", o.FeatureGates, "Feature gates of the simulated scheduler, as the cluster's scheduler has them (Gate=true,...).")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
+	o.Health.addFlags(fs)
 	o.Sharing.addFlags(fs)
 	raw.scaleDown = o.ScaleDown.addFlags(fs)
 	o.ExplainOptions.addFlags(fs)
@@ -161,6 +162,7 @@ func (o *Options) Validate() error {
 	if o.LeaderElection.LeaderElect && o.LeaderElection.RenewDeadline.Duration >= o.LeaderElection.LeaseDuration.Duration {
 		add("--leader-elect-renew-deadline must be shorter than --leader-elect-lease-duration")
 	}
+	errs = append(errs, o.Health.validate()...)
 	errs = append(errs, o.Sharing.validate()...)
 	errs = append(errs, o.ScaleDown.validate()...)
 	errs = append(errs, o.ExplainOptions.validate())

@@ -98,6 +98,7 @@ type Options struct {
 	// cluster's scheduler.
 	FeatureGates string
 
+	Health    HealthOptions
 	Sharing   SharingOptions
 	ScaleDown ScaleDownOptions
 	ExplainOptions
@@ -133,6 +134,7 @@ func Default() *Options {
 		},
 		Address:        ":8085",
 		Namespace:      "kube-system",
+		Health:         DefaultHealth(),
 		Sharing:        DefaultSharing(),
 		ScaleDown:      DefaultScaleDown(),
 		ExplainOptions: DefaultExplain(),

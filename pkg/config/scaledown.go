@@ -19,6 +19,10 @@ type ScaleDownOptions struct {
 	DelayAfterFailure time.Duration
 	// UnneededTime is how long a node must stay unneeded before removal.
 	UnneededTime time.Duration
+	// UnreadyEnabled lets scale-down remove unready nodes, once they
+	// have been unneeded for UnreadyTime (instead of UnneededTime).
+	UnreadyEnabled bool
+	UnreadyTime    time.Duration
 	// UtilizationThreshold and GPUUtilizationThreshold: nodes under them
 	// (nodes with DRA devices under the second) are candidates.
 	UtilizationThreshold    float64
@@ -47,6 +51,8 @@ func DefaultScaleDown() ScaleDownOptions {
 		DelayAfterAdd:             10 * time.Minute,
 		DelayAfterFailure:         3 * time.Minute,
 		UnneededTime:              10 * time.Minute,
+		UnreadyEnabled:            true,
+		UnreadyTime:               20 * time.Minute,
 		UtilizationThreshold:      0.5,
 		GPUUtilizationThreshold:   0.5,
 		MaxParallelism:            10,
@@ -71,6 +77,8 @@ func (o *ScaleDownOptions) addFlags(fs *pflag.FlagSet) *scaleDownFlags {
 	fs.DurationVar(&o.DelayAfterDelete, "scale-down-delay-after-delete", o.DelayAfterDelete, "How long after a node deletion scale-down evaluation resumes; 0 means --scan-interval.")
 	fs.DurationVar(&o.DelayAfterFailure, "scale-down-delay-after-failure", o.DelayAfterFailure, "How long after a failed scale-down scale-down evaluation resumes.")
 	fs.DurationVar(&o.UnneededTime, "scale-down-unneeded-time", o.UnneededTime, "How long a node must be unneeded before it is removed.")
+	fs.BoolVar(&o.UnreadyEnabled, "scale-down-unready-enabled", o.UnreadyEnabled, "Remove unneeded nodes that are unready.")
+	fs.DurationVar(&o.UnreadyTime, "scale-down-unready-time", o.UnreadyTime, "How long an unready node must be unneeded before it is removed.")
 	fs.Float64Var(&o.UtilizationThreshold, "scale-down-utilization-threshold", o.UtilizationThreshold, "Nodes without accelerators whose utilization (the highest of CPU, memory and DRA device use) is under this are considered for removal.")
 	fs.Float64Var(&o.GPUUtilizationThreshold, "scale-down-gpu-utilization-threshold", o.GPUUtilizationThreshold, "Nodes with accelerators (DRA devices) whose utilization is under this are considered for removal.")
 	fs.IntVar(&o.MaxParallelism, "max-scale-down-parallelism", o.MaxParallelism, "Maximum number of nodes removed at the same time.")
@@ -108,6 +116,9 @@ func (o *ScaleDownOptions) validate() []error {
 		if d < 0 {
 			add("--%s: must not be negative", name)
 		}
+	}
+	if o.UnreadyTime <= 0 {
+		add("--scale-down-unready-time=%s: must be positive", o.UnreadyTime)
 	}
 	if o.MaxPodEvictionTime <= 0 {
 		add("--max-pod-eviction-time=%s: must be positive", o.MaxPodEvictionTime)

@@ -9,7 +9,9 @@ package loop
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +25,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/disagree"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/health"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
@@ -90,20 +93,41 @@ type Pass struct {
 	// upcoming nodes, and where.
 	Fits          map[*corev1.Pod]string
 	Disagreements []disagree.Disagreement
+	// Unsafe says why the cluster was too unhealthy to autoscale (too
+	// many unready nodes): the pass planned but neither scaled up nor
+	// down. Empty when it was safe.
+	Unsafe string
 }
 
-// RunOnce is one pass of the loop.
-func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
+// RunOnce is one pass of the loop. A panic inside it (a scheduler plugin
+// on a malformed object, a provider's bug) ends the pass as an error
+// instead of the process: nothing more acts in it, and the next pass
+// starts afresh from what it observes.
+func (l *Loop) RunOnce(ctx context.Context) (pass *Pass, err error) {
 	now := l.Clock.Now()
-	pass := &Pass{StartedAt: now}
+	pass = &Pass{StartedAt: now}
 	defer l.Metrics.Observe("main", now)
+	defer func() {
+		if r := recover(); r != nil {
+			pass, err = l.recovered(ctx, pass, r)
+		}
+	}()
 	l.Metrics.Activity("main", now)
+	return l.run(ctx, pass, now)
+}
+
+func (l *Loop) run(ctx context.Context, pass *Pass, now time.Time) (*Pass, error) {
 	if err := l.Provider.Refresh(ctx); err != nil {
 		return l.fail(pass, "cloudProviderError", fmt.Errorf("refresh cloud provider: %w", err))
 	}
 	state, err := l.Observer.Observe()
 	if err != nil {
 		return l.fail(pass, "apiCallError", fmt.Errorf("observe: %w", err))
+	}
+	verdict := health.Check(state.Nodes, now, health.Options{MaxUnreadyPercentage: l.Options.Health.MaxTotalUnreadyPercentage,
+		OkUnreadyCount: l.Options.Health.OkTotalUnreadyCount, StartupTime: l.Options.MaxNodeProvisionTime})
+	if pass.Unsafe = verdict.Reason; !verdict.Healthy {
+		klog.FromContext(ctx).Info("Cluster unhealthy; planning only, no scale-up or scale-down", "reason", verdict.Reason)
 	}
 	slicesByNode, podsByNode := indexByNode(state)
 	groups, err := nodegroups.Collect(ctx, nodegroups.Input{Groups: l.Groups, Sizes: l.Sizes, Provider: l.Provider,
@@ -117,14 +141,16 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 		l.Metrics.FailedScaleUps.WithLabelValues(f.Reason).Inc()
 	}
 	l.Reporter.Instances(pass.Failures, l.Tracker.TakeErrors())
-	l.Reservations.Update(ctx, groups, state.Pods, now)
 
+	// A snapshot missing part of the cluster would make every decision
+	// on a wrong picture: the pass stops before anything acts.
 	start := time.Now()
 	built, err := snapshot.Build(ctx, l.Runner.Snapshot(), state, groups)
-	if err != nil {
-		klog.FromContext(ctx).Error(err, "Snapshot incomplete; continuing with what could be loaded")
-	}
 	l.Metrics.Observe("snapshot", start)
+	if err != nil {
+		return l.fail(pass, "snapshotError", fmt.Errorf("snapshot: %w", err))
+	}
+	l.Reservations.Update(ctx, groups, state.Pods, now)
 
 	pending := fitexisting.Select(state.Pods, fitexisting.Selection{
 		NewPodScaleUpDelay: l.Options.NewPodScaleUpDelay,
@@ -139,7 +165,7 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 	loose = l.sharing(ctx, state, groups, built, loose, now)
 
 	usage := clusterUsage(state.Nodes, groups)
-	if l.ProvReqs != nil {
+	if l.ProvReqs != nil && pass.Unsafe == "" {
 		// Booked and requested capacity is taken before gangs and pods ask.
 		pass.Results = l.ProvReqs.Run(ctx, provreq.Input{Runner: l.Runner, Candidates: built.Candidates(),
 			Groups: groups, Usage: &usage, Pods: state.Pods, Now: now})
@@ -172,7 +198,10 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 		}
 		ups = append(ups, pass.Plan.ScaleUps...)
 	}
-	if len(ups) > 0 {
+	switch {
+	case len(ups) > 0 && pass.Unsafe != "":
+		klog.FromContext(ctx).Info("Cluster unhealthy; planned scale-ups not made", "reason", pass.Unsafe, "scaleUps", len(ups))
+	case len(ups) > 0:
 		pass.Results = append(pass.Results, l.Actuator.Execute(ctx, ups, now)...)
 	}
 	// ProvisioningRequests' scale-ups count as any other: for the
@@ -183,11 +212,17 @@ func (l *Loop) RunOnce(ctx context.Context) (*Pass, error) {
 	if len(pass.Results) > 0 {
 		l.Reporter.ScaleUps(pass.Results, now)
 	}
-	l.scaleDown(ctx, pass, state, built, now)
+	if pass.Unsafe == "" {
+		l.scaleDown(ctx, pass, state, built, now)
+	}
 	l.report(pass, state, waiting, now)
 	l.tell(ctx, pass, state, built, now)
-	l.Metrics.ClusterSafeToAutoscale.Set(1)
-	l.Metrics.Activity("autoscaling", now)
+	if pass.Unsafe != "" {
+		l.Metrics.ClusterSafeToAutoscale.Set(0)
+	} else {
+		l.Metrics.ClusterSafeToAutoscale.Set(1)
+		l.Metrics.Activity("autoscaling", now)
+	}
 	if l.OnPass != nil {
 		l.OnPass(l.Clock.Now())
 	}
@@ -226,10 +261,30 @@ func clusterUsage(nodes []*corev1.Node, groups []*nodegroups.Info) limits.Usage 
 }
 
 func (l *Loop) fail(pass *Pass, kind string, err error) (*Pass, error) {
+	var pe *framework.PanicError
+	if errors.As(err, &pe) {
+		kind = "panic"
+	}
 	l.Metrics.Errors.WithLabelValues(kind).Inc()
 	l.Metrics.ClusterSafeToAutoscale.Set(0)
 	l.writeStatus(context.Background(), pass, nil, err, l.Clock.Now())
 	return pass, err
+}
+
+// recovered ends a pass that panicked: the error and its stack are
+// logged, counted as a panic, and the snapshot's forks left open by the
+// unwinding are closed so the next pass can reset it.
+func (l *Loop) recovered(ctx context.Context, pass *Pass, r any) (*Pass, error) {
+	err := fmt.Errorf("panic in the pass: %v", r)
+	klog.FromContext(ctx).Error(err, "Recovered from a panic; the pass stops, the next one runs as usual", "stack", string(debug.Stack()))
+	if snap := l.Runner.Snapshot(); snap != nil {
+		for snap.Depth() > 0 {
+			if rerr := snap.Revert(); rerr != nil {
+				break
+			}
+		}
+	}
+	return l.fail(pass, "panic", err)
 }
 
 // Run runs passes until ctx ends: every scan interval, and soon after new

@@ -2,12 +2,14 @@ package loop_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
@@ -42,9 +44,10 @@ func cpuGroup(id, cpu string) *fakeprovider.Group {
 	}, nil)
 }
 
-// newLoop wires the real stages over a fake clientset holding objs, the
-// fake provider and a fake clock, as cmd/dra-autoscaler does.
-func newLoop(t *testing.T, ctx context.Context, clock *testclock.FakeClock, recorder record.EventRecorder, provider *fakeprovider.Provider, objs ...*corev1.Pod) *loop.Loop {
+// newLoop wires the real stages over a fake clientset holding objs (pods
+// and nodes), the fake provider and a fake clock, as cmd/dra-autoscaler
+// does.
+func newLoop(t *testing.T, ctx context.Context, clock *testclock.FakeClock, recorder record.EventRecorder, provider *fakeprovider.Provider, objs ...runtime.Object) *loop.Loop {
 	t.Helper()
 	opts := config.Default()
 	runner, err := framework.New(ctx, framework.Options{})
@@ -53,7 +56,16 @@ func newLoop(t *testing.T, ctx context.Context, clock *testclock.FakeClock, reco
 	}
 	client := fake.NewClientset()
 	for _, o := range objs {
-		if _, err := client.CoreV1().Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{}); err != nil {
+		var err error
+		switch o := o.(type) {
+		case *corev1.Pod:
+			_, err = client.CoreV1().Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *corev1.Node:
+			_, err = client.CoreV1().Nodes().Create(ctx, o, metav1.CreateOptions{})
+		default:
+			err = fmt.Errorf("newLoop: unexpected %T", o)
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 	}

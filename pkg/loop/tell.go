@@ -53,14 +53,18 @@ func (l *Loop) tell(ctx context.Context, pass *Pass, state *observe.ClusterState
 }
 
 // writeStatus writes the status of a pass; failure is the error that
-// ended it, if any.
+// ended it, if any. A pass that found the cluster unsafe to autoscale is
+// unhealthy too, and says why.
 func (l *Loop) writeStatus(ctx context.Context, pass *Pass, state *observe.ClusterState, failure error, now time.Time) {
 	if l.Tell == nil || l.Tell.Status == nil {
 		return
 	}
-	in := status.Input{Now: now, Healthy: failure == nil, Groups: pass.Groups, Backoff: l.Backoff.Get}
-	if failure != nil {
+	in := status.Input{Now: now, Healthy: failure == nil && pass.Unsafe == "", Groups: pass.Groups, Backoff: l.Backoff.Get}
+	switch {
+	case failure != nil:
 		in.Message = failure.Error()
+	case pass.Unsafe != "":
+		in.Message = "not autoscaling: " + pass.Unsafe
 	}
 	if state != nil {
 		in.Nodes = state.Nodes

@@ -57,7 +57,7 @@ func New() *Metrics {
 	m.LastActivity = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "last_activity",
 		Help: "Unix time of the last activity of each kind (main, autoscaling, scaleUp)."}, []string{"activity"})
 	m.Errors = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "errors_total",
-		Help: "Number of errors in the loop, by type."}, []string{"type"})
+		Help: "Number of errors in the loop, by type (cloudProviderError, apiCallError, simulationError, snapshotError, panic)."}, []string{"type"})
 	m.NodeGroupMinCount = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "node_group_min_count",
 		Help: "Minimum size of each node group."}, []string{"node_group"})
 	m.NodeGroupMaxCount = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "node_group_max_count",
@@ -67,7 +67,7 @@ func New() *Metrics {
 	m.NodeGroupBackedOff = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "node_group_backed_off",
 		Help: "1 while a node group is backed off after a failed scale-up."}, []string{"node_group", "reason"})
 	m.ClusterSafeToAutoscale = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "cluster_safe_to_autoscale",
-		Help: "1 when the last loop could observe and simulate the cluster."})
+		Help: "1 when the last loop could observe and simulate the cluster and few enough of its nodes were unready to act."})
 	m.NodeGroupsCount = prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "node_groups_count",
 		Help: "Number of node groups the autoscaler manages."})
 	m.UnneededPodsNotHelped = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "pods_not_helped_count",
@@ -90,7 +90,7 @@ func New() *Metrics {
 	for _, r := range []string{"cloudProviderError", "outOfResources", "timeout"} {
 		m.FailedScaleUps.WithLabelValues(r)
 	}
-	for _, e := range []string{"cloudProviderError", "apiCallError", "simulationError"} {
+	for _, e := range []string{"cloudProviderError", "apiCallError", "simulationError", "snapshotError", "panic"} {
 		m.Errors.WithLabelValues(e)
 	}
 	return m

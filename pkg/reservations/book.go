@@ -65,8 +65,9 @@ func NewBook(now time.Time, margin time.Duration, res []*Reservation, groups []G
 		unplacedNodes[g.ID] = nodes
 		coming[g.ID] = max(g.Size-len(nodes), 0)
 	}
-	// Pinned nodes first, then active reservations, then those that have
-	// ended (they take only registered nodes, which are drained).
+	// Pinned nodes first, then active reservations, then capacity blocks
+	// that have ended (they take only registered nodes, which are
+	// drained). Other reservations that ended hold nothing any more.
 	byID := map[string]*Slot{}
 	for _, s := range b.slots {
 		byID[s.ID] = s
@@ -75,7 +76,7 @@ func NewBook(now time.Time, margin time.Duration, res []*Reservation, groups []G
 		var rest []*corev1.Node
 		for _, n := range unplacedNodes[id] {
 			s := byID[n.Labels[LabelReservation]]
-			if s != nil && s.Started(now) && s.InUse < s.Count && s.Serves(id, b.groups[id].Template) {
+			if s != nil && s.Started(now) && (s.Active(now) || s.IsBlock()) && s.InUse < s.Count && s.Serves(id, b.groups[id].Template) {
 				b.assign(s, n)
 				continue
 			}
@@ -85,7 +86,7 @@ func NewBook(now time.Time, margin time.Duration, res []*Reservation, groups []G
 	}
 	for _, pass := range []bool{true, false} {
 		for _, s := range b.slots {
-			if s.Active(now) != pass || !s.Started(now) {
+			if s.Active(now) != pass || !s.Started(now) || !pass && !s.IsBlock() {
 				continue
 			}
 			for _, id := range b.servedGroups(s) {

@@ -28,6 +28,14 @@ func nodes(group string, n int) []*corev1.Node {
 	return out
 }
 
+// pinned labels the nodes with reservation id.
+func pinned(ns []*corev1.Node, id string) []*corev1.Node {
+	for _, n := range ns {
+		n.Labels[LabelReservation] = id
+	}
+	return ns
+}
+
 func TestBookCounts(t *testing.T) {
 	targeted := func(id string, count int, groups ...string) *Reservation {
 		return &Reservation{ID: id, Kind: cloudprovider.ReservationTargeted, NodeGroups: groups, Count: count}
@@ -68,6 +76,24 @@ func TestBookCounts(t *testing.T) {
 		res:    []*Reservation{{ID: "t", Kind: cloudprovider.ReservationTargeted, InstanceType: "gpu-8x", NodeGroups: []string{"x"}, Count: 4}},
 		groups: []Group{{ID: "a", Template: tmpl("on-demand"), Size: 1}},
 		want:   map[string][2]int{"t": {0, 4}},
+	}, {
+		name: "an open reservation that ended holds nothing",
+		res: []*Reservation{{ID: "o", Kind: cloudprovider.ReservationOpen, NodeGroups: []string{"a"}, Count: 4,
+			Start: now.Add(-2 * time.Hour), End: now.Add(-time.Minute), ReportedInUse: 2}},
+		groups: []Group{{ID: "a", Template: tmpl("on-demand"), Nodes: nodes("a", 2), Size: 2}},
+		want:   map[string][2]int{"o": {0, 0}},
+	}, {
+		name: "a targeted reservation that ended holds nothing, pinned nodes neither",
+		res: []*Reservation{{ID: "t", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"a"}, Count: 4,
+			End: now.Add(-time.Minute)}},
+		groups: []Group{{ID: "a", Template: tmpl("on-demand"), Nodes: pinned(nodes("a", 2), "t"), Size: 2}},
+		want:   map[string][2]int{"t": {0, 0}},
+	}, {
+		name: "a block that ended keeps its registered nodes, to drain them",
+		res: []*Reservation{{ID: "b", Kind: cloudprovider.ReservationCapacityBlock, NodeGroups: []string{"a"}, Count: 4,
+			Start: now.Add(-2 * time.Hour), End: now.Add(-time.Minute)}},
+		groups: []Group{{ID: "a", Template: tmpl("reserved"), Nodes: nodes("a", 2), Size: 3}},
+		want:   map[string][2]int{"b": {2, 0}},
 	}, {
 		name:   "the provider's count wins when higher",
 		res:    []*Reservation{{ID: "p", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"a"}, Count: 4, ReportedInUse: 3}},

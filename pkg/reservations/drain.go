@@ -2,6 +2,7 @@ package reservations
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -45,7 +46,7 @@ func (s *Stage) drain(ctx context.Context, b *Book, objs []*crObject, pods []*co
 				continue
 			}
 			if !node.Spec.Unschedulable {
-				if err := cordon(ctx, s, node.Name); err != nil {
+				if err := cordon(ctx, s, node.Name, slot.ID); err != nil {
 					logger.Error(err, "Cordoning a node of an ending capacity block failed", "node", node.Name, "reservation", slot.ID)
 					continue
 				}
@@ -103,9 +104,17 @@ func startOf(p *corev1.Pod, now time.Time) time.Time {
 	return now
 }
 
-func cordon(ctx context.Context, s *Stage, node string) error {
-	patch := []byte(`{"spec":{"unschedulable":true}}`)
-	_, err := s.client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+// cordon marks the node unschedulable and as cordoned by us, for the
+// block id, in one patch: only a cordon carrying the mark is ever lifted.
+func cordon(ctx context.Context, s *Stage, node, id string) error {
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{"annotations": map[string]string{AnnotationCordonedBy: cordonMark(id)}},
+		"spec":     map[string]any{"unschedulable": true},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = s.client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

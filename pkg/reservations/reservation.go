@@ -86,10 +86,16 @@ func (r *Reservation) Ended(now time.Time) bool {
 // Active: inside its window.
 func (r *Reservation) Active(now time.Time) bool { return r.Started(now) && !r.Ended(now) }
 
-// Ending: it ends within margin (or has ended): its nodes are drained and
-// it serves only pods that declare they finish before the end.
+// IsBlock: a capacity block, whose instances the provider takes back at
+// its end. Open and Targeted reservations only stop discounting theirs.
+func (r *Reservation) IsBlock() bool { return r.Kind == cloudprovider.ReservationCapacityBlock }
+
+// Ending: a capacity block that ends within margin (or has ended): its
+// nodes are drained and it serves only pods that declare they finish
+// before the end. Another kind is never ending: at its end its nodes
+// keep running, on demand, so nothing needs to move.
 func (r *Reservation) Ending(now time.Time, margin time.Duration) bool {
-	return !r.End.IsZero() && !now.Before(r.End.Add(-margin))
+	return r.IsBlock() && !r.End.IsZero() && !now.Before(r.End.Add(-margin))
 }
 
 // Serves tells whether the reservation serves a group whose nodes look

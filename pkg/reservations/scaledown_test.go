@@ -15,9 +15,10 @@ import (
 type provider struct {
 	cloudprovider.CloudProvider
 	res []cloudprovider.Reservation
+	err error
 }
 
-func (p provider) Reservations() ([]cloudprovider.Reservation, error) { return p.res, nil }
+func (p provider) Reservations() ([]cloudprovider.Reservation, error) { return p.res, p.err }
 
 // stageWith counts group "a" (nodes a-a, a-b, a-c) against res.
 func stageWith(t *testing.T, opts Options, res ...cloudprovider.Reservation) *Stage {

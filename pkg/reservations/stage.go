@@ -78,7 +78,8 @@ func New(opts Options, provider cloudprovider.CloudProvider, objects ObjectSourc
 // Update counts every reservation for this loop: what the provider
 // reports and what the objects declare, against the groups' nodes
 // (booting and requested ones included). It then reports (events, status,
-// metrics) and drains the nodes of blocks about to end. Errors are logged:
+// metrics), drains the nodes of blocks about to end and uncordons those
+// it drained for a block that no longer ends. Errors are logged:
 // a bad reservation never stops the loop.
 func (s *Stage) Update(ctx context.Context, groups []*nodegroups.Info, pods []*corev1.Pod, now time.Time) {
 	if s == nil {
@@ -86,11 +87,15 @@ func (s *Stage) Update(ctx context.Context, groups []*nodegroups.Info, pods []*c
 	}
 	logger := klog.FromContext(ctx)
 	var res []*Reservation
+	// complete: every reservation is known, so a block missing from the
+	// list was deleted (not merely unseen) and its cordons may go.
+	complete := true
 	if s.provider != nil {
 		list, err := s.provider.Reservations()
 		switch {
 		case errors.Is(err, cloudprovider.ErrNotImplemented):
 		case err != nil:
+			complete = false
 			logger.Error(err, "Cloud provider reservations unavailable; counting only CapacityReservation objects")
 		default:
 			res = append(res, FromProvider(list)...)
@@ -127,6 +132,9 @@ func (s *Stage) Update(ctx context.Context, groups []*nodegroups.Info, pods []*c
 	s.writeStatus(ctx, typed, book)
 	s.observe(book, pods)
 	s.drain(ctx, book, typed, pods)
+	if complete {
+		s.uncordon(ctx, book)
+	}
 }
 
 // Book is the latest count, or nil before the first loop.

@@ -21,8 +21,8 @@ const MaxPodsNotHelped = 50
 // fills them in without this package knowing it.
 type Input struct {
 	Now time.Time
-	// Healthy is false when the loop could not observe or simulate; Message
-	// says why.
+	// Healthy is false when the loop could not observe or simulate, or
+	// found too many nodes unready to act; Message says why.
 	Healthy bool
 	Message string
 	Nodes   []*corev1.Node

@@ -51,11 +51,12 @@ func (r *Runner) RunFilters(ctx context.Context, pod *v1.Pod, nodeNames []string
 
 // filter runs PreFilter and the parallel Filter pass with one cycle state,
 // so that SchedulePod can run Reserve on it afterwards.
-func (r *Runner) filter(ctx context.Context, state *schedframework.CycleState, pod *v1.Pod, nodeNames []string) ([]NodeResult, error) {
+func (r *Runner) filter(ctx context.Context, state *schedframework.CycleState, pod *v1.Pod, nodeNames []string) (_ []NodeResult, err error) {
 	results := make([]NodeResult, len(nodeNames))
 	for i, name := range nodeNames {
 		results[i].Node = name
 	}
+	defer recoverPlugin(pod, "", &err)
 	preRes, status, pluginsWithNodes := r.fw.RunPreFilterPlugins(ctx, state, pod)
 	if status.Code() == fwk.Error {
 		return nil, fmt.Errorf("prefilter pod %s/%s: %w", pod.Namespace, pod.Name, status.AsError())
@@ -74,23 +75,35 @@ func (r *Runner) filter(ctx context.Context, state *schedframework.CycleState, p
 		filteredOut = fwk.NewStatus(fwk.UnschedulableAndUnresolvable, "node is filtered out by the prefilter result").
 			WithPlugin(strings.Join(sets.List(pluginsWithNodes), ","))
 	}
-	r.forEach(ctx, len(nodeNames), func(i int) {
+	check := func(i int) (err error) {
 		name := nodeNames[i]
+		defer recoverPlugin(pod, name, &err)
 		if filteredOut != nil && !preRes.NodeNames.Has(name) {
 			results[i].reject(filteredOut)
-			return
+			return nil
 		}
 		ni, err := r.snap.Get(name)
 		if err != nil {
 			results[i].reject(fwk.AsStatus(err))
-			return
+			return nil
 		}
 		if st := r.fw.RunFilterPlugins(ctx, state, pod, ni); !st.IsSuccess() {
 			results[i].reject(st)
-			return
+			return nil
 		}
 		results[i].Fits, results[i].Code = true, fwk.Success
+		return nil
+	}
+	// The first panic of a Filter call fails the whole cycle.
+	var panicked atomic.Pointer[error]
+	r.forEach(ctx, len(nodeNames), func(i int) {
+		if err := check(i); err != nil {
+			panicked.CompareAndSwap(nil, &err)
+		}
 	})
+	if perr := panicked.Load(); perr != nil {
+		return nil, *perr
+	}
 	return results, nil
 }
 

@@ -67,6 +67,8 @@ func (r *Runner) schedulePod(ctx context.Context, pod *v1.Pod, info fwk.PodInfo,
 			err = fmt.Errorf("close snapshot fork: %w", eerr)
 		}
 	}()
+	// Runs first: a panic in binding still closes the fork above.
+	defer recoverPlugin(pod, "", &err)
 	prepared, err := r.preparePod(pod)
 	if err != nil {
 		return nil, fmt.Errorf("schedule pod: %w", err)
@@ -82,8 +84,11 @@ func (r *Runner) schedulePod(ctx context.Context, pod *v1.Pod, info fwk.PodInfo,
 			continue
 		}
 		node := results[i].Node
-		if st := r.fw.RunReservePluginsReserve(ctx, state, prepared, node); !st.IsSuccess() {
-			r.fw.RunReservePluginsUnreserve(ctx, state, prepared, node)
+		st, err := r.reserve(ctx, state, prepared, node)
+		if err != nil {
+			return nil, err
+		}
+		if !st.IsSuccess() {
 			results[i].reject(st)
 			logger.V(4).Info("Reserve failed, trying next node", "pod", klog.KObj(pod), "node", node, "plugin", st.Plugin(), "reason", st.Message())
 			continue
@@ -99,6 +104,16 @@ func (r *Runner) schedulePod(ctx context.Context, pod *v1.Pod, info fwk.PodInfo,
 	}
 	logger.V(4).Info("Pod fits on no candidate", "pod", klog.KObj(pod), "candidates", len(candidates))
 	return placement, nil
+}
+
+// reserve runs the Reserve plugins on node, and Unreserve when they fail;
+// a panic among them becomes an error naming the pod and node.
+func (r *Runner) reserve(ctx context.Context, state *schedframework.CycleState, pod *v1.Pod, node string) (st *fwk.Status, err error) {
+	defer recoverPlugin(pod, node, &err)
+	if st = r.fw.RunReservePluginsReserve(ctx, state, pod, node); !st.IsSuccess() {
+		r.fw.RunReservePluginsUnreserve(ctx, state, pod, node)
+	}
+	return st, nil
 }
 
 // bind applies what PreBind and the binder would: allocations signalled

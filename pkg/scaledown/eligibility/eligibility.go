@@ -1,7 +1,8 @@
 // Package eligibility is the first, cheap filter of scale-down: which
 // nodes may be considered at all, before any pod is looked at. A node is
-// eligible when nobody forbade it, it is not already on its way out, and
-// its utilization is under the threshold of its kind.
+// eligible when nobody forbade it, it is not already on its way out, it is
+// ready or unready nodes may go, and its utilization is under the
+// threshold of its kind.
 package eligibility
 
 import (
@@ -23,9 +24,10 @@ const ToBeDeletedTaint = drain.ToBeDeletedTaint
 
 // Reasons a node is not eligible (upstream's names where they exist).
 const (
-	ScaleDownDisabled     = "ScaleDownDisabledAnnotation"
-	CurrentlyBeingDeleted = "CurrentlyBeingDeleted"
-	NotUnderutilized      = "NotUnderutilized"
+	ScaleDownDisabled        = "ScaleDownDisabledAnnotation"
+	CurrentlyBeingDeleted    = "CurrentlyBeingDeleted"
+	ScaleDownUnreadyDisabled = "ScaleDownUnreadyDisabled"
+	NotUnderutilized         = "NotUnderutilized"
 )
 
 // Thresholds are the utilization thresholds: a node at or above its
@@ -48,13 +50,17 @@ type Verdict struct {
 }
 
 // Check decides whether a node may be considered, from the node and its
-// utilization.
-func Check(node *corev1.Node, util utilization.Info, t Thresholds) Verdict {
+// utilization. An unready node is considered only when unreadyEnabled
+// (--scale-down-unready-enabled).
+func Check(node *corev1.Node, util utilization.Info, t Thresholds, unreadyEnabled bool) Verdict {
 	if disabled, warning := scaleDownDisabled(node); disabled {
 		return Verdict{Reason: ScaleDownDisabled, Detail: fmt.Sprintf("%s=%q", ScaleDownDisabledAnnotation, node.Annotations[ScaleDownDisabledAnnotation]), Warning: warning}
 	}
 	if node.DeletionTimestamp != nil || HasToBeDeletedTaint(node) {
 		return Verdict{Reason: CurrentlyBeingDeleted}
+	}
+	if !unreadyEnabled && !IsReady(node) {
+		return Verdict{Reason: ScaleDownUnreadyDisabled}
 	}
 	threshold, kind := t.Utilization, "utilization"
 	if util.HasDevices {
@@ -79,6 +85,18 @@ func scaleDownDisabled(node *corev1.Node) (bool, string) {
 		return true, fmt.Sprintf("annotation %s=%q is not true or false; the node is kept as if it said true", ScaleDownDisabledAnnotation, v)
 	}
 	return b, ""
+}
+
+// IsReady tells whether the node's Ready condition is true. An unready
+// node that is unneeded waits --scale-down-unready-time, not
+// --scale-down-unneeded-time, before removal.
+func IsReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // HasToBeDeletedTaint tells whether the autoscaler's deletion taint is on.

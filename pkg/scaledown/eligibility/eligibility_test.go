@@ -24,6 +24,8 @@ func TestCheck(t *testing.T) {
 		eligible bool
 		reason   string
 		warning  bool
+		// unreadyDisabled is --scale-down-unready-enabled=false.
+		unreadyDisabled bool
 	}{
 		{name: "underutilized", node: builder.Node("n").Obj(), util: low, eligible: true},
 		{name: "at the threshold", node: builder.Node("n").Obj(), util: utilization.Info{Utilization: 0.5}, reason: NotUnderutilized},
@@ -32,11 +34,14 @@ func TestCheck(t *testing.T) {
 		{name: "disabled", node: annotated("true"), util: low, reason: ScaleDownDisabled},
 		{name: "explicitly enabled", node: annotated("false"), util: low, eligible: true},
 		{name: "malformed annotation keeps the node and warns", node: annotated("perhaps"), util: low, reason: ScaleDownDisabled, warning: true},
+		{name: "unready, allowed", node: builder.Node("n").NotReady().Obj(), util: low, eligible: true},
+		{name: "unready, not allowed", node: builder.Node("n").NotReady().Obj(), util: low, unreadyDisabled: true, reason: ScaleDownUnreadyDisabled},
+		{name: "ready when unready nodes are not allowed", node: builder.Node("n").Obj(), util: low, unreadyDisabled: true, eligible: true},
 		{name: "being deleted by us", node: builder.Node("n").Taint(ToBeDeletedTaint, "1", corev1.TaintEffectNoSchedule).Obj(), util: low, reason: CurrentlyBeingDeleted},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			v := Check(tc.node, tc.util, th)
+			v := Check(tc.node, tc.util, th, !tc.unreadyDisabled)
 			if v.Eligible != tc.eligible || v.Reason != tc.reason || (v.Warning != "") != tc.warning {
 				t.Fatalf("got %+v, want eligible %v reason %q warning %v", v, tc.eligible, tc.reason, tc.warning)
 			}

@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/drainability"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/eligibility"
 )
 
 // choose picks, among the unneeded nodes in the order they were
@@ -84,7 +85,8 @@ func (p *Planner) choose(plan *Plan, cands []*candidate, gangs *drainability.Gan
 }
 
 // unit returns the candidates that must go with the named node (itself
-// included), if every one of them has been unneeded long enough.
+// included), if every one of them has been unneeded long enough: an
+// unready one for --scale-down-unready-time, as upstream.
 func (p *Planner) unit(plan *Plan, byName map[string]*candidate, name string, in Input) ([]*candidate, bool) {
 	names := plan.unitOf[name]
 	if len(names) == 0 {
@@ -93,7 +95,14 @@ func (p *Planner) unit(plan *Plan, byName map[string]*candidate, name string, in
 	out := make([]*candidate, 0, len(names))
 	for _, n := range names {
 		c := byName[n]
-		if c == nil || !p.tracker.Ready(n, in.Now, p.opts.UnneededTime) {
+		if c == nil {
+			return nil, false
+		}
+		wait := p.opts.UnneededTime
+		if !eligibility.IsReady(c.node) {
+			wait = p.opts.UnreadyTime
+		}
+		if !p.tracker.Ready(n, in.Now, wait) {
 			return nil, false
 		}
 		out = append(out, c)

@@ -41,6 +41,10 @@ type Options struct {
 	Thresholds   eligibility.Thresholds
 	Rules        drainability.Rules
 	UnneededTime time.Duration
+	// UnreadyEnabled lets unready nodes go, once unneeded for
+	// UnreadyTime (--scale-down-unready-enabled, --scale-down-unready-time).
+	UnreadyEnabled bool
+	UnreadyTime    time.Duration
 	// MaxParallelism bounds the nodes removed per pass
 	// (--max-scale-down-parallelism).
 	MaxParallelism int
@@ -58,7 +62,8 @@ type Group struct {
 	Id   string
 	Min  int
 	Size int
-	// Nodes are the group's registered, ready nodes.
+	// Nodes are the group's registered nodes that may be removed: the
+	// ready ones and those whose Ready condition is not true.
 	Nodes []*corev1.Node
 }
 
@@ -230,7 +235,7 @@ func (p *Planner) screen(plan *Plan, pdbs *drainability.PDBs, g *Group, node *co
 	}
 	util := calc.Node(ni)
 	plan.Utilization[node.Name] = util
-	v := eligibility.Check(node, util, p.opts.Thresholds)
+	v := eligibility.Check(node, util, p.opts.Thresholds, p.opts.UnreadyEnabled)
 	if v.Warning != "" {
 		plan.Warnings = append(plan.Warnings, Warning{Object: node, Reason: "InvalidAnnotation", Message: v.Warning})
 	}

@@ -304,3 +304,54 @@ func orEmpty(m map[string]string) map[string]string {
 	}
 	return m
 }
+
+// An unready node goes only with --scale-down-unready-enabled, after
+// --scale-down-unready-time rather than --scale-down-unneeded-time.
+func TestPlanUnreadyNodes(t *testing.T) {
+	const unreadyTime = 20 * time.Minute
+	down := builder.Node("down").CPU("4").Memory("16Gi").NotReady().Obj()
+	tests := []struct {
+		name    string
+		enabled bool
+		// want are the empty removals after 0, 10 and 20 minutes.
+		want    [3]string
+		reasons map[string]string
+	}{
+		{"enabled: after the unready time", true, [3]string{"", "up", "down,up"}, map[string]string{}},
+		{"disabled: never", false, [3]string{"", "up", "up"}, map[string]string{"down": eligibility.ScaleDownUnreadyDisabled}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			r, err := framework.New(ctx, framework.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := world{nodes: []*corev1.Node{node("up"), down}}
+			snapshottest.Load(t, r.Snapshot(), w.nodes[0], w.nodes[1])
+			p := New(r, Options{Thresholds: eligibility.Thresholds{Utilization: 0.5, GPU: 0.5}, MaxParallelism: 10, MaxNonEmptyCandidates: 30,
+				UnneededTime: unneededTime, UnreadyEnabled: tc.enabled, UnreadyTime: unreadyTime})
+			for i, at := range []time.Duration{0, unneededTime, unreadyTime} {
+				plan, err := p.Plan(ctx, w.input(t0.Add(at)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var got []string
+				for _, r := range plan.Empty {
+					got = append(got, r.Node.Name)
+				}
+				sort.Strings(got)
+				if strings.Join(got, ",") != tc.want[i] {
+					t.Errorf("after %s: removed %v, want %q", at, got, tc.want[i])
+				}
+				reasons := map[string]string{}
+				for n, u := range plan.Unremovable {
+					reasons[n] = u.Reason
+				}
+				if fmt.Sprint(reasons) != fmt.Sprint(tc.reasons) {
+					t.Errorf("after %s: unremovable %v, want %v", at, reasons, tc.reasons)
+				}
+			}
+		})
+	}
+}

@@ -121,10 +121,16 @@ func (s *Stage) Run(ctx context.Context, in Input) (*Result, error) {
 	booting := map[string]bool{}
 	for _, g := range in.Groups {
 		byGroup[g.Id] = g.Group
-		pin.Groups = append(pin.Groups, planner.Group{Id: g.Id, Min: g.Min, Size: g.Size(), Nodes: g.Ready})
+		nodes := append([]*corev1.Node(nil), g.Ready...)
 		for _, n := range g.Booting {
 			booting[n.Name] = true
+			// Not ready (rather than ready without its devices yet): the
+			// planner decides, with --scale-down-unready-*.
+			if !eligibility.IsReady(n) {
+				nodes = append(nodes, n)
+			}
 		}
+		pin.Groups = append(pin.Groups, planner.Group{Id: g.Id, Min: g.Min, Size: g.Size(), Nodes: nodes})
 	}
 	tainted := map[string]bool{}
 	for _, n := range in.State.Nodes {

@@ -193,3 +193,31 @@ func TestLeftoverTaintsCleaned(t *testing.T) {
 		}
 	}
 }
+
+// An unready node of a group reaches the planner, which decides by
+// --scale-down-unready-*; a node that is ready but still booting (its
+// devices not published) does not.
+func TestUnreadyNodesReachThePlanner(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	g := fakeprovider.NewGroup("g", 0, 5)
+	up, down, starting := builder.Node("up").Obj(), builder.Node("down").NotReady().Obj(), builder.Node("starting").Obj()
+	s, _, _, _ := testStage(t, config.DefaultScaleDown(), testclock.NewFakeClock(t0), up, down, starting)
+	res, err := s.Run(ctx, Input{State: &observe.ClusterState{Nodes: []*corev1.Node{up, down, starting}}, PDBs: noPDBs{},
+		Groups: []*nodegroups.Info{{Group: g, Id: "g", Max: 5, Target: 3, Ready: []*corev1.Node{up}, Booting: []*corev1.Node{down, starting}}},
+		Nodes:  []string{"down", "starting", "up"}, Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	for _, n := range res.Plan.Unneeded {
+		seen[n] = "unneeded"
+	}
+	for n, u := range res.Plan.Unremovable {
+		seen[n] = u.Reason
+	}
+	// The test's planner leaves --scale-down-unready-enabled off.
+	want := map[string]string{"up": "unneeded", "down": eligibility.ScaleDownUnreadyDisabled}
+	if fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Errorf("planner saw %v, want %v", seen, want)
+	}
+}

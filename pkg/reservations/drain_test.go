@@ -1,0 +1,139 @@
+package reservations
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+)
+
+// drainFixture is node a-a of group "a" with one pod that runs forever,
+// counted against res by a stage that may drain.
+type drainFixture struct {
+	client *fake.Clientset
+	stage  *Stage
+	groups []*nodegroups.Info
+	pods   []*corev1.Pod
+}
+
+func newDrainFixture(node *corev1.Node, p cloudprovider.CloudProvider) *drainFixture {
+	node.CreationTimestamp = metav1.NewTime(now.Add(-time.Hour))
+	pod := builder.Pod("ns", "long").Node(node.Name).Obj()
+	client := fake.NewClientset(node, pod)
+	return &drainFixture{
+		client: client,
+		stage:  New(Options{EndMargin: 30 * time.Minute}, p, nil, nil, client, nil, nil),
+		groups: []*nodegroups.Info{{Id: "a", Target: 1, Ready: []*corev1.Node{node}, Template: &cloudprovider.NodeTemplate{Node: tmpl("on-demand")}}},
+		pods:   []*corev1.Pod{pod},
+	}
+}
+
+func (f *drainFixture) node(t *testing.T) *corev1.Node {
+	t.Helper()
+	n, err := f.client.CoreV1().Nodes().Get(context.Background(), "a-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (f *drainFixture) evictions() int {
+	n := 0
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "create" && a.GetSubresource() == "eviction" {
+			n++
+		}
+	}
+	return n
+}
+
+func TestOnlyCapacityBlocksAreDrained(t *testing.T) {
+	window := func(kind cloudprovider.ReservationKind, end time.Duration) cloudprovider.Reservation {
+		return cloudprovider.Reservation{ID: "r", Kind: kind, NodeGroups: []string{"a"}, Count: 1,
+			Start: now.Add(-time.Hour), End: now.Add(end)}
+	}
+	tests := []struct {
+		name      string
+		res       cloudprovider.Reservation
+		wantDrain bool
+		// wantOn: the node still counts on the reservation.
+		wantOn bool
+	}{
+		{"block ending within the margin", window(cloudprovider.ReservationCapacityBlock, 10*time.Minute), true, true},
+		{"block that ended", window(cloudprovider.ReservationCapacityBlock, -time.Minute), true, true},
+		{"block ending later", window(cloudprovider.ReservationCapacityBlock, 2*time.Hour), false, true},
+		{"open reservation ending within the margin", window(cloudprovider.ReservationOpen, 10*time.Minute), false, true},
+		{"open reservation that ended", window(cloudprovider.ReservationOpen, -time.Minute), false, false},
+		{"targeted reservation that ended", window(cloudprovider.ReservationTargeted, -time.Minute), false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newDrainFixture(builder.Node("a-a").Obj(), provider{res: []cloudprovider.Reservation{tc.res}})
+			f.stage.Update(context.Background(), f.groups, f.pods, now)
+			n := f.node(t)
+			drained := n.Spec.Unschedulable || f.evictions() > 0
+			if drained != tc.wantDrain {
+				t.Errorf("cordoned %v, %d evictions; want drained %v", n.Spec.Unschedulable, f.evictions(), tc.wantDrain)
+			}
+			if tc.wantDrain && n.Annotations[AnnotationCordonedBy] != "capacity-block/r" {
+				t.Errorf("annotations %v, want %s=capacity-block/r with the cordon", n.Annotations, AnnotationCordonedBy)
+			}
+			if on := f.stage.Book().NodeSlot("a-a") != nil; on != tc.wantOn {
+				t.Errorf("node counted on the reservation: %v, want %v", on, tc.wantOn)
+			}
+		})
+	}
+	// An open reservation ending soon still serves a pod that declares no
+	// run time: its nodes keep running after the end.
+	open := &Reservation{ID: "o", Kind: cloudprovider.ReservationOpen, End: now.Add(time.Minute)}
+	if !open.servesPod(builder.Pod("ns", "p").Obj(), now, 30*time.Minute) {
+		t.Error("an open reservation ending soon refuses a pod without a declared run time")
+	}
+}
+
+func TestCordonLiftedWhenTheBlockNoLongerEnds(t *testing.T) {
+	block := func(end time.Duration, groups ...string) cloudprovider.Reservation {
+		return cloudprovider.Reservation{ID: "b", Kind: cloudprovider.ReservationCapacityBlock, NodeGroups: groups, Count: 1,
+			Start: now.Add(-time.Hour), End: now.Add(end)}
+	}
+	ours := map[string]string{AnnotationCordonedBy: "capacity-block/b"}
+	tests := []struct {
+		name        string
+		annotations map[string]string
+		provider    provider
+		wantCordon  bool
+	}{
+		{"end moved later", ours, provider{res: []cloudprovider.Reservation{block(2*time.Hour, "a")}}, false},
+		{"reservation deleted", ours, provider{}, false},
+		{"node no longer on it", ours, provider{res: []cloudprovider.Reservation{block(10*time.Minute, "other")}}, false},
+		{"block still ending", ours, provider{res: []cloudprovider.Reservation{block(10*time.Minute, "a")}}, true},
+		{"reservations unavailable: the block may still be there", ours, provider{err: errors.New("throttled")}, true},
+		{"cordoned by someone else", map[string]string{"owner": "ops"}, provider{}, true},
+		{"someone else's mark", map[string]string{AnnotationCordonedBy: "maintenance"}, provider{}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			node := builder.Node("a-a").Obj()
+			node.Spec.Unschedulable = true
+			node.Annotations = tc.annotations
+			f := newDrainFixture(node, tc.provider)
+			f.stage.Update(context.Background(), f.groups, f.pods, now)
+			n := f.node(t)
+			if n.Spec.Unschedulable != tc.wantCordon {
+				t.Errorf("unschedulable = %v, want %v", n.Spec.Unschedulable, tc.wantCordon)
+			}
+			_, marked := n.Annotations[AnnotationCordonedBy]
+			if wantMark := tc.annotations[AnnotationCordonedBy] != "" && tc.wantCordon; marked != wantMark {
+				t.Errorf("annotations %v: marked %v, want %v", n.Annotations, marked, wantMark)
+			}
+		})
+	}
+}

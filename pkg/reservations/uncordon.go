@@ -1,0 +1,77 @@
+package reservations
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+)
+
+// AnnotationCordonedBy marks a node the autoscaler cordoned, and why
+// ("capacity-block/<id>"). A cordon without it is someone else's and is
+// never lifted here.
+const AnnotationCordonedBy = "autoscaling.dra-autoscaler.io/cordoned-by"
+
+const blockMarkPrefix = "capacity-block/"
+
+func cordonMark(id string) string { return blockMarkPrefix + id }
+
+// uncordon lifts the cordons placed for ending blocks whose reason is
+// gone: the block's end moved later, the reservation was deleted, or the
+// node is no longer on it. Only nodes carrying our mark are touched.
+func (s *Stage) uncordon(ctx context.Context, b *Book) {
+	if s.client == nil {
+		return
+	}
+	logger := klog.FromContext(ctx)
+	var nodes []*corev1.Node
+	for _, g := range b.groups {
+		nodes = append(nodes, g.Nodes...)
+	}
+	sort.Slice(nodes, func(i, j int) bool { return nodes[i].Name < nodes[j].Name })
+	for _, n := range nodes {
+		mark, ours := n.Annotations[AnnotationCordonedBy]
+		if !ours || !strings.HasPrefix(mark, blockMarkPrefix) || stillEnding(b, n) {
+			continue
+		}
+		if err := lift(ctx, s, n.Name, mark); err != nil {
+			logger.Error(err, "Lifting the cordon of a capacity block that no longer ends failed; retried next loop", "node", n.Name, "cordonedBy", mark)
+			continue
+		}
+		logger.Info("Uncordoned a node: the capacity block it was drained for no longer ends", "node", n.Name, "cordonedBy", mark)
+	}
+}
+
+// stillEnding: the node is on a block that still ends within the margin
+// (or has ended), the one its mark names or another: drain would cordon
+// it again, so lifting the cordon now would only let pods in for a pass.
+func stillEnding(b *Book, n *corev1.Node) bool {
+	slot := b.NodeSlot(n.Name)
+	return slot != nil && slot.Started(b.now) && slot.Ending(b.now, b.margin)
+}
+
+// lift uncordons the node and drops the mark, provided the mark is still
+// the one read (a JSON patch test): whoever changed it since owns the
+// node's cordon now.
+func lift(ctx context.Context, s *Stage, node, mark string) error {
+	path := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(AnnotationCordonedBy)
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": path, "value": mark},
+		{"op": "remove", "path": path},
+		{"op": "add", "path": "/spec/unschedulable", "value": false},
+	})
+	if err != nil {
+		return err
+	}
+	_, err = s.client.CoreV1().Nodes().Patch(ctx, node, types.JSONPatchType, patch, metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
