@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -115,6 +116,11 @@ func run(ctx context.Context, opts *config.Options) error {
 		h.passed(time.Now())
 		klog.InfoS("Autoscaler running", "cloudProvider", p.provider.Name(), "nodeGroups", len(p.groups), "expanders", p.chain.Names())
 		l.Run(ctx)
+		// Drains under way end with ctx (a failed drain untaints its
+		// node); wait for them before the lease goes.
+		if l.ScaleDown != nil {
+			l.ScaleDown.Wait()
+		}
 		return nil
 	}
 	if !opts.LeaderElection.LeaderElect {
@@ -168,8 +174,20 @@ func newProvider(opts *config.Options, client kubernetes.Interface) (cloudprovid
 	}
 }
 
+// shutdownGrace bounds how long a leader that stops (lease lost, or
+// SIGTERM) waits for its pass and its drains to end before it gives the
+// lease up.
+const shutdownGrace = 30 * time.Second
+
 // leaderElect runs fn while this replica holds the Lease; losing the lease
 // ends the process (a fresh start re-syncs state), as upstream does.
+//
+// client-go releases the lease as soon as its renew loop ends, without
+// waiting for the leader's callback; then the next leader could start
+// while this one is still in the middle of a scale-up or a drain. So the
+// election runs on a context of its own that is cancelled only after fn
+// has returned (or shutdownGrace passed): fn stops first, the lease goes
+// after.
 func leaderElect(ctx context.Context, opts *config.Options, client kubernetes.Interface, recorder record.EventRecorder, fn func(context.Context) error) error {
 	le := opts.LeaderElection
 	host, _ := os.Hostname()
@@ -179,10 +197,28 @@ func leaderElect(ctx context.Context, opts *config.Options, client kubernetes.In
 	if err != nil {
 		return fmt.Errorf("leader election lock: %w", err)
 	}
+	electCtx, stopElection := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopElection()
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	var leading atomic.Bool
+	// finished is closed once fn has returned runErr.
 	var runErr error
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	leaderelection.RunOrDie(ctx, leaderelection.LeaderElectionConfig{
+	finished := make(chan struct{})
+	go func() {
+		<-runCtx.Done()
+		if !leading.Load() {
+			stopElection() // not leading: nothing to wait for
+			return
+		}
+		select {
+		case <-finished:
+		case <-time.After(shutdownGrace):
+			klog.InfoS("Autoscaler did not stop in time; giving the lease up anyway", "grace", shutdownGrace)
+			stopElection()
+		}
+	}()
+	leaderelection.RunOrDie(electCtx, leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   le.LeaseDuration.Duration,
 		RenewDeadline:   le.RenewDeadline.Duration,
@@ -190,13 +226,34 @@ func leaderElect(ctx context.Context, opts *config.Options, client kubernetes.In
 		ReleaseOnCancel: true,
 		Name:            le.ResourceName,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
+			OnStartedLeading: func(leaseCtx context.Context) {
+				leading.Store(true)
 				klog.InfoS("Became leader", "identity", id)
-				runErr = fn(ctx)
-				cancel()
+				// The lease's context ends when it is lost.
+				go func() {
+					select {
+					case <-leaseCtx.Done():
+						stopRun()
+					case <-runCtx.Done():
+					}
+				}()
+				runErr = fn(runCtx)
+				close(finished)
+				stopElection()
 			},
-			OnStoppedLeading: func() { klog.InfoS("Stopped leading", "identity", id) },
+			OnStoppedLeading: func() {
+				klog.InfoS("Stopped leading", "identity", id)
+				stopRun()
+			},
 		},
 	})
-	return runErr
+	if !leading.Load() {
+		return nil
+	}
+	select {
+	case <-finished:
+		return runErr
+	case <-time.After(shutdownGrace):
+		return fmt.Errorf("the autoscaler did not stop within %s of losing the lease", shutdownGrace)
+	}
 }

@@ -60,6 +60,10 @@ func New(opts config.ScaleDownOptions, scanInterval time.Duration, p *planner.Pl
 		metrics: m, warned: map[warnKey]time.Time{}}
 }
 
+// Wait blocks until the removals under way have ended (they end with
+// the context they were started with): for shutdown and handover.
+func (s *Stage) Wait() { s.actuator.Wait() }
+
 // NoteScaleUp starts the cooldown after a scale-up.
 func (s *Stage) NoteScaleUp(at time.Time) {
 	if at.After(s.lastScaleUp) {
