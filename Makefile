@@ -14,7 +14,7 @@ TEST_FLAGS  ?= -count=1
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CONTROLLER_GEN := sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 
-.PHONY: all build binaries test test-unit test-e2e bench lint crds generate up down demo clean docs deploy-build
+.PHONY: all build binaries test test-unit test-race test-e2e bench lint crds generate up down demo clean docs deploy-build
 
 all: build
 
@@ -28,13 +28,19 @@ build:
 binaries:
 	$(GO) run ./hack/localcluster build --bin-dir $(BIN)
 
-# Everything CI runs: unit tests, then the end-to-end tests on a real local
-# control plane.
-test: test-unit test-e2e
+# Everything CI runs: unit tests, the race detector over the packages that
+# run goroutines, then the end-to-end tests on a real local control plane.
+test: test-unit test-race test-e2e
 
 test-unit:
 	$(GO) test $(TEST_FLAGS) -timeout 20m $(UNIT_PKGS)
 	cd hack/kustomize && $(GO) test $(TEST_FLAGS) ./...
+
+# The loop, its stages, scale-down, drains, the binary's wiring and the
+# providers run goroutines: they are tested with -race too.
+RACE_PKGS := ./pkg/loop/... ./pkg/stages/... ./pkg/scaledown/... ./pkg/drain/... ./cmd/... ./cloudprovider/...
+test-race:
+	$(GO) test $(TEST_FLAGS) -race -timeout 30m $(RACE_PKGS)
 
 # The generated references: docs/flags.md and docs/metrics.md (a test in
 # hack/docs fails when they are stale).

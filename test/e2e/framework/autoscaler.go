@@ -111,6 +111,18 @@ func (a *Autoscaler) Stop() {
 	}
 }
 
+// Kill ends the process with SIGKILL at once, as a crash or a lost node
+// would, leaving whatever it was doing half done.
+func (a *Autoscaler) Kill() {
+	select {
+	case <-a.done:
+		return
+	default:
+	}
+	_ = a.cmd.Process.Kill()
+	<-a.done
+}
+
 // Exited tells whether the process has ended.
 func (a *Autoscaler) Exited() bool {
 	select {
