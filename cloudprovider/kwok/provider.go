@@ -216,6 +216,7 @@ func deepCopyGroup(g *NodeGroupConfig) *NodeGroupConfig {
 	}
 	out.Faults.OutOfResourcesAfter = copyPtr(g.Faults.OutOfResourcesAfter)
 	out.Faults.NeverRegisterAfter = copyPtr(g.Faults.NeverRegisterAfter)
+	out.Faults.NeverReadyAfter = copyPtr(g.Faults.NeverReadyAfter)
 	return &out
 }
 
