@@ -41,7 +41,8 @@ type nodeGroup struct {
 
 // instance is one requested machine.
 //
-// Failed creations (the OutOfResources fault) are kept as instances with a
+// Failed creations (the OutOfResources fault, faults.failureRate at
+// request, a Node the API server refused) are kept as instances with a
 // failure, reported by Nodes() as Creating with ErrorInfo, as upstream's
 // cluster autoscaler expects from clouds whose creations fail after the
 // request. They never count toward the target size: IncreaseSize already
