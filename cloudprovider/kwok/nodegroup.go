@@ -145,12 +145,13 @@ func (g *nodeGroup) increase(ctx context.Context, delta int, atomic bool) ([]str
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("node group %s: %w", g.cfg.Name, err)
 	}
-	created, err := g.increaseLocked(delta, atomic)
+	created, err := g.request(delta, atomic)
 	g.saveState(ctx)
 	return created, err
 }
 
-func (g *nodeGroup) increaseLocked(delta int, atomic bool) ([]string, error) {
+// request does the in-memory part of increase, under p.mu.
+func (g *nodeGroup) request(delta int, atomic bool) ([]string, error) {
 	p := g.p
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -92,9 +92,10 @@ func (p *Provider) Refresh(ctx context.Context) error {
 				if r, ok := g.pending[name]; ok {
 					inst.createdAt, inst.faults = r.CreatedAt, r.Faults
 					delete(g.pending, name)
+				} else {
+					g.dirty = true // recorded as registered already otherwise
 				}
 				g.instances[name] = inst
-				g.dirty = true
 				adopted[g] = append(adopted[g], node)
 				p.logger.Info("Adopted existing node", "nodeGroup", g.cfg.Name, "node", name)
 			case !inst.registered && inst.live():

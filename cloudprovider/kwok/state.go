@@ -125,6 +125,7 @@ func (g *nodeGroup) loadState(ctx context.Context) bool {
 	}
 	p := g.p
 	var records []instanceRecord
+	unreadable := false
 	cm, err := p.client.CoreV1().ConfigMaps(p.stateNamespace).Get(ctx, stateName(g.cfg.Name), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -137,16 +138,23 @@ func (g *nodeGroup) loadState(ctx context.Context) bool {
 		if err := json.Unmarshal([]byte(cm.Data[stateKey]), &records); err != nil {
 			// Unreadable: start afresh rather than never record again.
 			p.logger.Error(err, "Recorded instances unreadable, ignoring them", "nodeGroup", g.cfg.Name, "configMap", cm.Namespace+"/"+cm.Name)
-			records = nil
+			records, unreadable = nil, true
 		}
 	}
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.seq++
-	g.loaded, g.loadedSeq, g.dirty = true, p.seq, true
+	g.loaded, g.loadedSeq = true, p.seq
+	// Written back only when this process knows better: a process that
+	// merely reads (the explain subcommand) rewrites nothing.
+	g.dirty = g.dirty || unreadable
 	for _, r := range records {
-		if g.instances[r.Name] != nil || g.forgotten.Has(r.Name) {
+		if g.forgotten.Has(r.Name) {
+			g.dirty = true
+			continue
+		}
+		if g.instances[r.Name] != nil {
 			continue
 		}
 		if r.Registered {

@@ -194,12 +194,23 @@ func TestRestartKeepsRecordedRegisteredInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "registered", func() bool { r, _, _ := states(t, a.group(t, "gpu")); return r == 1 })
+	settled(t, a, a.group(t, "gpu")) // and recorded as such
 	a.clock.Step(time.Hour)
 
 	b := a.restart(t)
+	var writes atomic.Int32
+	b.client.PrependReactor("*", "configmaps", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.GetVerb() != "get" {
+			writes.Add(1)
+		}
+		return false, nil, nil
+	})
 	ng := b.group(t, "gpu")
 	refresh(t, b)
 	settled(t, b, ng)
+	if n := writes.Load(); n != 0 {
+		t.Errorf("%d writes by a process that learnt nothing new (an explain run must not race the autoscaler)", n)
+	}
 	instances := nodesOf(t, ng)
 	if len(instances) != 1 || instances[0].Status.State != cloudprovider.InstanceRunning || !instances[0].CreatedAt.Equal(requested) {
 		t.Fatalf("instances %+v, want one running, created at %s", instances, requested)
