@@ -53,6 +53,7 @@ func TestParseConfigErrors(t *testing.T) {
 		{"topology conflict", "nodeGroups:\n- {name: g, maxSize: 2, topology: {rack: a}, template: {labels: {rack: b}}}\n", `topology[rack]: "a" conflicts`},
 		{"negative fault", "nodeGroups:\n- {name: g, maxSize: 2, faults: {outOfResourcesAfter: -1}}\n", `faults.outOfResourcesAfter (-1)`},
 		{"both never-register faults", "nodeGroups:\n- {name: g, maxSize: 2, faults: {neverRegister: true, neverRegisterAfter: 1}}\n", `not both`},
+		{"negative neverRegisterAfter", "nodeGroups:\n- {name: g, maxSize: 2, faults: {neverRegisterAfter: -1}}\n", `node group "g": faults.neverRegisterAfter (-1) must not be negative`},
 		{"negative neverReadyAfter", "nodeGroups:\n- {name: g, maxSize: 2, faults: {neverReadyAfter: -2}}\n", `node group "g": faults.neverReadyAfter (-2) must not be negative`},
 		{"both never-ready faults", "nodeGroups:\n- {name: g, maxSize: 2, faults: {neverReady: true, neverReadyAfter: 1}}\n", `set neverReady or neverReadyAfter, not both`},
 		{"both driver faults", "nodeGroups:\n- {name: g, maxSize: 2, faults: {driversNeverPublish: true, incompletePool: true}}\n", `set driversNeverPublish or incompletePool, not both`},
