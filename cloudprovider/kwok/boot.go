@@ -48,36 +48,62 @@ func (d delay) wait(ctx context.Context) bool {
 	}
 }
 
-// startInstanceLocked adds an instance and, unless it never registers,
-// the goroutine that registers its Node after the boot delay and publishes
-// its slices after the further driver delay. Both delays start now.
-func (g *nodeGroup) startInstanceLocked(neverRegister bool) *instance {
+// startInstanceLocked adds an instance with the given faults and boots it.
+func (g *nodeGroup) startInstanceLocked(f instanceFaults) *instance {
 	inst := g.newInstanceLocked()
-	if neverRegister {
+	inst.faults = f
+	g.bootLocked(inst)
+	return inst
+}
+
+// bootLocked starts, unless inst never registers, the goroutine that
+// registers its Node after the boot delay and publishes its slices after
+// the further driver delay. Both delays count from inst.createdAt, so that
+// an instance restored by a new process boots when it would have.
+func (g *nodeGroup) bootLocked(inst *instance) {
+	if inst.faults.NeverRegister {
 		g.p.logger.V(2).Info("Instance will never register (injected fault)", "nodeGroup", g.cfg.Name, "node", inst.name)
-		return inst
+		return
 	}
-	boot := newDelay(g.p.clock, g.cfg.BootDelay.Duration)
-	drivers := newDelay(g.p.clock, g.cfg.BootDelay.Duration+g.cfg.DriverDelay.Duration)
+	now, bootAt := g.p.clock.Now(), inst.createdAt.Add(g.cfg.BootDelay.Duration)
+	boot := newDelay(g.p.clock, bootAt.Sub(now))
+	drivers := newDelay(g.p.clock, bootAt.Add(g.cfg.DriverDelay.Duration).Sub(now))
 	g.goLocked(inst, func(ctx context.Context) {
 		if !boot.wait(ctx) {
 			return
 		}
-		node, err := g.p.client.CoreV1().Nodes().Create(ctx, g.cfg.buildNode(inst.name), metav1.CreateOptions{})
+		node, err := g.registerNode(ctx, inst)
 		if err != nil {
 			if ctx.Err() == nil {
 				g.failCreation(inst, err)
+				g.saveState(ctx)
 			}
 			return
 		}
 		if !g.markRegistered(inst) {
 			return // given up meanwhile; whoever did it deletes the node
 		}
+		g.saveState(ctx)
+		if inst.faults.DriversNeverPublish {
+			g.p.logger.V(2).Info("Drivers will never publish (injected fault)", "nodeGroup", g.cfg.Name, "node", inst.name)
+			return
+		}
 		if drivers.wait(ctx) {
-			g.publishSlices(ctx, node, g.cfg.buildSlices(node.Name))
+			g.publishSlices(ctx, node, g.cfg.publishedSlices(node.Name, inst.faults))
 		}
 	})
-	return inst
+}
+
+// registerNode creates inst's Node. One that exists already was created
+// for the same instance by a previous process that stopped before it
+// recorded the registration.
+func (g *nodeGroup) registerNode(ctx context.Context, inst *instance) (*corev1.Node, error) {
+	nodes := g.p.client.CoreV1().Nodes()
+	node, err := nodes.Create(ctx, g.cfg.buildInstanceNode(inst.name, inst.faults), metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nodes.Get(ctx, inst.name, metav1.GetOptions{})
+	}
+	return node, err
 }
 
 // goLocked runs fn in a goroutine owned by inst and by the provider:
@@ -106,6 +132,7 @@ func (g *nodeGroup) markRegistered(inst *instance) bool {
 	if !inst.registered {
 		p.seq++
 		inst.registered, inst.registeredSeq = true, p.seq
+		g.dirty = true
 		p.logger.Info("Node registered", "nodeGroup", g.cfg.Name, "node", inst.name)
 	}
 	return true
@@ -124,6 +151,7 @@ func (g *nodeGroup) failCreation(inst *instance, err error) {
 			ErrorCode:    "NodeCreateFailed",
 			ErrorMessage: err.Error(),
 		}
+		g.dirty = true
 	}
 }
 

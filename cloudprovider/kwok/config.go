@@ -21,7 +21,16 @@ import (
 type Config struct {
 	NodeGroups   []NodeGroupConfig   `json:"nodeGroups"`
 	Reservations []ReservationConfig `json:"reservations,omitempty"`
+	// StateNamespace holds the ConfigMaps (kwok-provider-<group>) in which
+	// the provider records its instances, so that a restarted provider
+	// still knows the ones that have not registered. Default kube-system;
+	// created when missing.
+	StateNamespace string `json:"stateNamespace,omitempty"`
 }
+
+// DefaultStateNamespace is the namespace of the state ConfigMaps when the
+// config does not name one.
+const DefaultStateNamespace = "kube-system"
 
 // CapacityType is how a group's nodes are bought.
 type CapacityType string
@@ -74,8 +83,9 @@ type DriverConfig struct {
 }
 
 // FaultsConfig injects failures so that back-off, rollback and gang
-// handling can be tested. Counts are of the group's live instances
-// (registered plus booting): deleting nodes frees room, as with a quota.
+// handling can be tested; docs/kwok-faults.md describes each. Counts are of
+// the group's live instances (registered plus booting): deleting nodes
+// frees room, as with a quota.
 type FaultsConfig struct {
 	// OutOfResourcesAfter: creations that would take the group beyond this
 	// many instances fail with OutOfResources. nil means never.
@@ -85,7 +95,51 @@ type FaultsConfig struct {
 	// NeverRegisterAfter: only instances beyond this count never register
 	// (a partial failure). nil means never.
 	NeverRegisterAfter *int `json:"neverRegisterAfter,omitempty"`
+
+	// FailureRate is the probability (0..1) that a new instance fails, in
+	// the way FailureMode says, drawn from a source seeded with Seed.
+	FailureRate float64 `json:"failureRate,omitempty"`
+	// FailureMode is how a randomly failed instance fails; default atRequest.
+	FailureMode FailureMode `json:"failureMode,omitempty"`
+	// Seed seeds the group's random sources (failureRate and the error
+	// rates): the same seed gives the same failures for the same calls.
+	Seed int64 `json:"seed,omitempty"`
+
+	// NeverReady: Nodes register but stay NotReady (the kwok controller
+	// does not manage them).
+	NeverReady bool `json:"neverReady,omitempty"`
+	// NeverReadyAfter: only instances beyond this count never become
+	// Ready. nil means never.
+	NeverReadyAfter *int `json:"neverReadyAfter,omitempty"`
+
+	// DriversNeverPublish: nodes register but no ResourceSlice appears.
+	DriversNeverPublish bool `json:"driversNeverPublish,omitempty"`
+	// IncompletePool: each driver's pool announces one slice more than it
+	// publishes, so that the scheduler never allocates from it.
+	IncompletePool bool `json:"incompletePool,omitempty"`
+
+	// InstancesVisibleAfter: IncreaseSize returns no ids and Nodes() omits
+	// an instance until this long after its creation.
+	InstancesVisibleAfter metav1.Duration `json:"instancesVisibleAfter,omitempty"`
+
+	// NodesErrorRate and TargetSizeErrorRate are the probabilities (0..1)
+	// that a call of Nodes() or TargetSize() fails, like a cloud API hiccup.
+	NodesErrorRate      float64 `json:"nodesErrorRate,omitempty"`
+	TargetSizeErrorRate float64 `json:"targetSizeErrorRate,omitempty"`
 }
+
+// FailureMode is how an instance struck by faults.failureRate fails.
+type FailureMode string
+
+const (
+	// FailAtRequest: the creation fails at once, reported in Nodes() with
+	// ErrorInfo and not counted in the target size.
+	FailAtRequest FailureMode = "atRequest"
+	// FailNeverRegister: the request succeeds but the Node never appears.
+	FailNeverRegister FailureMode = "neverRegister"
+	// FailNeverReady: the Node registers but never becomes Ready.
+	FailNeverReady FailureMode = "neverReady"
+)
 
 // ReservationConfig declares capacity that is already paid for.
 type ReservationConfig struct {
@@ -143,6 +197,11 @@ func explainDecodeError(data []byte, decodeErr error) error {
 	for _, key := range sortedKeys(top) {
 		var elemType reflect.Type
 		switch key {
+		case "stateNamespace":
+			if _, err := locateDecodeError(top[key], reflect.TypeFor[string]()); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+			continue
 		case "nodeGroups":
 			elemType = reflect.TypeFor[NodeGroupConfig]()
 		case "reservations":

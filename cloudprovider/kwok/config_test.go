@@ -53,6 +53,21 @@ func TestParseConfigErrors(t *testing.T) {
 		{"topology conflict", "nodeGroups:\n- {name: g, maxSize: 2, topology: {rack: a}, template: {labels: {rack: b}}}\n", `topology[rack]: "a" conflicts`},
 		{"negative fault", "nodeGroups:\n- {name: g, maxSize: 2, faults: {outOfResourcesAfter: -1}}\n", `faults.outOfResourcesAfter (-1)`},
 		{"both never-register faults", "nodeGroups:\n- {name: g, maxSize: 2, faults: {neverRegister: true, neverRegisterAfter: 1}}\n", `not both`},
+		{"negative neverRegisterAfter", "nodeGroups:\n- {name: g, maxSize: 2, faults: {neverRegisterAfter: -1}}\n", `node group "g": faults.neverRegisterAfter (-1) must not be negative`},
+		{"negative neverReadyAfter", "nodeGroups:\n- {name: g, maxSize: 2, faults: {neverReadyAfter: -2}}\n", `node group "g": faults.neverReadyAfter (-2) must not be negative`},
+		{"both never-ready faults", "nodeGroups:\n- {name: g, maxSize: 2, faults: {neverReady: true, neverReadyAfter: 1}}\n", `set neverReady or neverReadyAfter, not both`},
+		{"both driver faults", "nodeGroups:\n- {name: g, maxSize: 2, faults: {driversNeverPublish: true, incompletePool: true}}\n", `set driversNeverPublish or incompletePool, not both`},
+		{"failure rate above 1", "nodeGroups:\n- {name: g, maxSize: 2, faults: {failureRate: 1.5}}\n", `faults.failureRate (1.5) must be between 0 and 1`},
+		{"negative failure rate", "nodeGroups:\n- {name: g, maxSize: 2, faults: {failureRate: -0.1}}\n", `faults.failureRate (-0.1) must be between 0 and 1`},
+		{"nodes error rate above 1", "nodeGroups:\n- {name: g, maxSize: 2, faults: {nodesErrorRate: 2}}\n", `faults.nodesErrorRate (2) must be between 0 and 1`},
+		{"negative target size error rate", "nodeGroups:\n- {name: g, maxSize: 2, faults: {targetSizeErrorRate: -1}}\n", `faults.targetSizeErrorRate (-1) must be between 0 and 1`},
+		{"unknown failure mode", "nodeGroups:\n- {name: g, maxSize: 2, faults: {failureRate: 0.2, failureMode: later}}\n", `faults.failureMode "later": must be one of atRequest, neverRegister, neverReady`},
+		{"negative visibility delay", "nodeGroups:\n- {name: g, maxSize: 2, faults: {instancesVisibleAfter: -1s}}\n", `faults.instancesVisibleAfter (-1s) must not be negative`},
+		{"bad visibility delay", "nodeGroups:\n- {name: g, maxSize: 2, faults: {instancesVisibleAfter: soon}}\n", `node group "g" (nodeGroups[0]): faults.instancesVisibleAfter: time: invalid duration`},
+		{"bad seed", "nodeGroups:\n- {name: g, maxSize: 2, faults: {seed: abc}}\n", `faults.seed`},
+		{"bad state namespace", "stateNamespace: Kube_System\nnodeGroups:" + validGroup, `stateNamespace "Kube_System"`},
+		{"decode error beside stateNamespace", "stateNamespace: kwok\nnodeGroups:\n- {name: g, maxSize: 2, bootDelay: 2x}\n", `node group "g" (nodeGroups[0]): bootDelay: time: unknown unit`},
+		{"stateNamespace not a string", "stateNamespace: [a]\nnodeGroups:" + validGroup, `stateNamespace: cannot unmarshal array`},
 		{"empty driver name", "nodeGroups:\n- {name: g, maxSize: 2, template: {drivers: [{devices: [{name: d}]}]}}\n", `node group "g": template.drivers[0].driver: driver name is required`},
 		{"driver without devices", "nodeGroups:\n- {name: g, maxSize: 2, template: {drivers: [{driver: a.example.com}]}}\n", `at least one device is required`},
 		{"duplicate driver", "nodeGroups:\n- {name: g, maxSize: 2, template: {drivers: [{driver: a.example.com, devices: [{name: d}]}, {driver: a.example.com, devices: [{name: d}]}]}}\n", `duplicate driver`},
@@ -105,7 +120,9 @@ nodeGroups:
       - name: gpu-0
         attributes: {resource.kubernetes.io/pcieRoot: {string: pci0}}
         consumesCounters: [{counterSet: gpu-0, counters: {memory: {value: 80Gi}}}]
-  faults: {outOfResourcesAfter: 3, neverRegisterAfter: 2}
+  faults: {outOfResourcesAfter: 3, neverRegisterAfter: 2, failureRate: 0.2, failureMode: neverReady, seed: 42,
+    neverReadyAfter: 1, incompletePool: true, instancesVisibleAfter: 30s, nodesErrorRate: 0.1, targetSizeErrorRate: 1}
+stateNamespace: kwok-state
 reservations:
 - {id: res-1, kind: CapacityBlock, nodeGroups: [gpu-reserved], count: 2, start: "2030-01-01T00:00:00Z", end: "2030-01-02T00:00:00Z", price: 10}
 `))
@@ -115,6 +132,10 @@ reservations:
 	g := cfg.NodeGroups[0]
 	if g.BootDelay.Seconds() != 2 || *g.Faults.OutOfResourcesAfter != 3 || g.Topology["rack"] != "rack-a" {
 		t.Errorf("decoded group = %+v", g)
+	}
+	if f := g.Faults; f.FailureRate != 0.2 || f.FailureMode != FailNeverReady || f.Seed != 42 || *f.NeverReadyAfter != 1 || !f.IncompletePool ||
+		f.InstancesVisibleAfter.Duration != 30*time.Second || f.NodesErrorRate != 0.1 || f.TargetSizeErrorRate != 1 || cfg.StateNamespace != "kwok-state" {
+		t.Errorf("decoded faults = %+v, stateNamespace %q", f, cfg.StateNamespace)
 	}
 	if r := cfg.Reservations[0]; r.Count != 2 || r.End.Sub(r.Start.Time).Hours() != 24 {
 		t.Errorf("decoded reservation = %+v", r)
@@ -160,12 +181,15 @@ func TestNewValidates(t *testing.T) {
 func TestConfigRoundTrip(t *testing.T) {
 	gpu, mig := gpuGroup("gpu", 0, 4), partitionableGroup("mig")
 	gpu.Price, gpu.Faults.OutOfResourcesAfter = ptr.To(32.0), ptr.To(3)
+	gpu.Faults.FailureRate, gpu.Faults.FailureMode, gpu.Faults.Seed, gpu.Faults.NeverReadyAfter = 0.25, FailNeverRegister, -7, ptr.To(2)
+	gpu.Faults.InstancesVisibleAfter = metav1.Duration{Duration: time.Minute}
 	gpu.BootDelay = metav1.Duration{Duration: 2 * time.Second}
 	start := metav1.NewTime(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
 	in := &Config{
 		NodeGroups: []NodeGroupConfig{gpu, mig},
 		Reservations: []ReservationConfig{{ID: "r", Kind: cloudprovider.ReservationCapacityBlock, NodeGroups: []string{"gpu"},
 			Count: 2, Start: &start, End: &metav1.Time{Time: start.Add(time.Hour)}}},
+		StateNamespace: "kwok-state",
 	}
 	data, err := yaml.Marshal(in)
 	if err != nil {

@@ -71,6 +71,7 @@ func partitionableGroup(name string) NodeGroupConfig {
 
 type env struct {
 	p      *Provider
+	cfg    *Config
 	client *fake.Clientset
 	clock  *testclock.FakeClock
 }
@@ -79,15 +80,32 @@ type env struct {
 // provider is cleaned up when the test ends.
 func newEnv(t *testing.T, cfg *Config, objs ...runtime.Object) *env {
 	t.Helper()
-	client := fake.NewClientset(objs...)
-	clk := testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))
+	e := &env{cfg: cfg, client: fake.NewClientset(objs...), clock: testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))}
+	e.start(t)
+	return e
+}
+
+func (e *env) start(t *testing.T) {
+	t.Helper()
 	logger, _ := ktesting.NewTestContext(t)
-	p, err := New(client, cfg, WithClock(clk), WithLogger(logger))
+	p, err := New(e.client, e.cfg, WithClock(e.clock), WithLogger(logger))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { _ = p.Cleanup() })
-	return &env{p: p, client: client, clock: clk}
+	e.p = p
+}
+
+// restart stops the provider, as a stopped autoscaler process would, and
+// returns a new one over the same API server and clock.
+func (e *env) restart(t *testing.T) *env {
+	t.Helper()
+	if err := e.p.Cleanup(); err != nil {
+		t.Fatalf("Cleanup: %v", err)
+	}
+	next := *e
+	next.start(t)
+	return &next
 }
 
 func (e *env) group(t *testing.T, name string) *nodeGroup {

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 )
@@ -24,11 +25,24 @@ type nodeGroup struct {
 	p         *Provider
 	cfg       NodeGroupConfig
 	instances map[string]*instance // by node name
+	rand      groupRand
+
+	// The state ConfigMap (state.go). Guarded by p.mu: dirty (instances
+	// changed since the last write), pending (recorded registered
+	// instances whose Node Refresh has not found yet), forgotten (names
+	// removed by this process), loadedSeq (p.seq at loading). loaded is
+	// guarded by p.stateMu.
+	dirty     bool
+	pending   map[string]instanceRecord
+	forgotten sets.Set[string]
+	loadedSeq uint64
+	loaded    bool
 }
 
 // instance is one requested machine.
 //
-// Failed creations (the OutOfResources fault) are kept as instances with a
+// Failed creations (the OutOfResources fault, faults.failureRate at
+// request, a Node the API server refused) are kept as instances with a
 // failure, reported by Nodes() as Creating with ErrorInfo, as upstream's
 // cluster autoscaler expects from clouds whose creations fail after the
 // request. They never count toward the target size: IncreaseSize already
@@ -47,6 +61,7 @@ type instance struct {
 	created   uint64
 	createdAt time.Time
 	failure   *cloudprovider.InstanceErrorInfo
+	faults    instanceFaults
 	// stop ends the instance's goroutine and done is closed when it has
 	// returned; both nil when no goroutine runs (never-registering ones).
 	stop func()
@@ -76,10 +91,13 @@ func (g *nodeGroup) MinSize() int { return g.cfg.MinSize }
 func (g *nodeGroup) MaxSize() int { return g.cfg.MaxSize }
 
 // TargetSize counts registered and booting instances; failed creations
-// are not counted.
+// are not counted. faults.targetSizeErrorRate makes it fail at random.
 func (g *nodeGroup) TargetSize() (int, error) {
 	g.p.mu.Lock()
 	defer g.p.mu.Unlock()
+	if err := g.apiErrorLocked("TargetSize", g.rand.targetSize, g.cfg.Faults.TargetSizeErrorRate); err != nil {
+		return 0, err
+	}
 	return g.liveLocked(), nil
 }
 
@@ -94,23 +112,28 @@ func (g *nodeGroup) liveLocked() int {
 }
 
 func (g *nodeGroup) Debug() string {
-	size, _ := g.TargetSize()
+	g.p.mu.Lock()
+	size := g.liveLocked() // not TargetSize: no injected error, no draw
+	g.p.mu.Unlock()
 	return fmt.Sprintf("%s (min %d, max %d, target %d)", g.cfg.Name, g.cfg.MinSize, g.cfg.MaxSize, size)
 }
 
-// IncreaseSize requests delta more nodes. When the quota fault refuses
-// some of them, the others are still created, the refused ones appear in
-// Nodes() with an OutOfResources error, and the call returns an error
-// wrapping ErrOutOfResources.
+// IncreaseSize requests delta more nodes. When the quota fault or
+// faults.failureRate (at request) fails some of them, the others are still
+// created, the failed ones appear in Nodes() with ErrorInfo, and the call
+// returns the ids created and an error wrapping ErrOutOfResources or
+// ErrInjectedFailure.
 func (g *nodeGroup) IncreaseSize(ctx context.Context, delta int) ([]string, error) {
 	return g.increase(ctx, delta, false)
 }
 
 // AtomicIncreaseSize requests delta nodes, all or none: when the quota
-// fault or maxSize would refuse any of them, nothing is created. Faults the
-// provider cannot know in advance (faults.neverRegisterAfter) still strike:
-// every instance is created and the extra ones never register, which is
-// the partial failure that gang handling must survive.
+// fault, maxSize or a failure drawn at request would refuse any of them,
+// nothing is created. Faults that strike after the request
+// (neverRegisterAfter, neverReadyAfter, failureMode neverRegister or
+// neverReady) still strike: every instance is created and some never
+// register or never become Ready, the partial failure that gang handling
+// must survive.
 func (g *nodeGroup) AtomicIncreaseSize(ctx context.Context, delta int) ([]string, error) {
 	return g.increase(ctx, delta, true)
 }
@@ -122,6 +145,13 @@ func (g *nodeGroup) increase(ctx context.Context, delta int, atomic bool) ([]str
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("node group %s: %w", g.cfg.Name, err)
 	}
+	created, err := g.request(delta, atomic)
+	g.saveState(ctx)
+	return created, err
+}
+
+// request does the in-memory part of increase, under p.mu.
+func (g *nodeGroup) request(delta int, atomic bool) ([]string, error) {
 	p := g.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -139,31 +169,49 @@ func (g *nodeGroup) increase(ctx context.Context, delta int, atomic bool) ([]str
 	if atomic && granted < delta {
 		return nil, fmt.Errorf("node group %s: atomic increase by %d refused, only %d available, nothing created: %w", g.cfg.Name, delta, granted, ErrOutOfResources)
 	}
+	struck := g.drawFailuresLocked(granted)
+	atRequest := g.cfg.failureMode() == FailAtRequest
+	failed := 0
+	for _, s := range struck {
+		if s && atRequest {
+			failed++
+		}
+	}
+	if atomic && failed > 0 {
+		return nil, fmt.Errorf("node group %s: atomic increase by %d refused, %d would fail, nothing created: %w", g.cfg.Name, delta, failed, ErrInjectedFailure)
+	}
 	created := make([]string, 0, granted)
-	for i := range granted {
-		inst := g.startInstanceLocked(g.neverRegisters(live + i))
+	for _, s := range struck {
+		if s && atRequest {
+			g.newInstanceLocked().failure = injectedFailureInfo(g.cfg.Name, g.cfg.Faults.FailureRate)
+			continue
+		}
+		inst := g.startInstanceLocked(g.faultsFor(live+len(created), s))
 		created = append(created, providerID(g.cfg.Name, inst.name))
 	}
 	refused := delta - granted
 	for range refused {
-		g.addFailedLocked(&cloudprovider.InstanceErrorInfo{
+		g.newInstanceLocked().failure = &cloudprovider.InstanceErrorInfo{
 			ErrorClass:   cloudprovider.OutOfResourcesErrorClass,
 			ErrorCode:    "OutOfResources",
 			ErrorMessage: fmt.Sprintf("injected fault: node group %s holds at most %d instances (faults.outOfResourcesAfter)", g.cfg.Name, *g.cfg.Faults.OutOfResourcesAfter),
-		})
+		}
 	}
-	p.logger.Info("Increased node group", "nodeGroup", g.cfg.Name, "delta", delta, "created", granted, "failed", refused, "atomic", atomic, "target", live+granted)
+	p.logger.Info("Increased node group", "nodeGroup", g.cfg.Name, "delta", delta, "created", len(created), "failed", failed+refused, "atomic", atomic, "target", live+len(created))
+	var errs []error
 	if refused > 0 {
-		return created, fmt.Errorf("node group %s: %d of %d new instances failed: %w", g.cfg.Name, refused, delta, ErrOutOfResources)
+		errs = append(errs, ErrOutOfResources)
+	}
+	if failed > 0 {
+		errs = append(errs, ErrInjectedFailure)
+	}
+	if g.cfg.Faults.InstancesVisibleAfter.Duration > 0 {
+		created = nil // a cloud that cannot name its instances at request time
+	}
+	if len(errs) > 0 {
+		return created, fmt.Errorf("node group %s: %d of %d new instances failed: %w", g.cfg.Name, failed+refused, delta, errors.Join(errs...))
 	}
 	return created, nil
-}
-
-// neverRegisters applies the registration faults to the index-th live
-// instance (0-based).
-func (g *nodeGroup) neverRegisters(index int) bool {
-	f := g.cfg.Faults
-	return f.NeverRegister || (f.NeverRegisterAfter != nil && index >= *f.NeverRegisterAfter)
 }
 
 // newInstanceLocked adds an instance under a fresh random name.
@@ -175,11 +223,8 @@ func (g *nodeGroup) newInstanceLocked() *instance {
 	g.p.seq++
 	inst := &instance{name: name, created: g.p.seq, createdAt: g.p.clock.Now()}
 	g.instances[name] = inst
+	g.dirty = true
 	return inst
-}
-
-func (g *nodeGroup) addFailedLocked(info *cloudprovider.InstanceErrorInfo) {
-	g.newInstanceLocked().failure = info
 }
 
 // DeleteNodes removes the nodes and their slices and lowers the target; it
@@ -226,8 +271,13 @@ func (g *nodeGroup) deleteNodes(ctx context.Context, nodes []*corev1.Node, force
 	}
 	for _, inst := range victims {
 		delete(g.instances, inst.name)
+		g.forgetLocked(inst.name)
+	}
+	for _, name := range unknown {
+		g.forgetLocked(name)
 	}
 	p.mu.Unlock()
+	defer g.saveState(ctx)
 
 	var errs []error
 	for _, inst := range victims {
@@ -285,8 +335,10 @@ func (g *nodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 	pending = pending[:-delta]
 	for _, inst := range pending {
 		delete(g.instances, inst.name)
+		g.forgetLocked(inst.name)
 	}
 	p.mu.Unlock()
+	defer g.saveState(ctx)
 
 	var errs []error
 	for _, inst := range pending {
@@ -304,12 +356,21 @@ func (g *nodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 	return nil
 }
 
-// Nodes lists every instance, failed creations included, sorted by name.
+// Nodes lists every instance, failed creations included, sorted by name;
+// faults.instancesVisibleAfter hides young ones and faults.nodesErrorRate
+// makes the call fail at random.
 func (g *nodeGroup) Nodes() ([]cloudprovider.Instance, error) {
 	g.p.mu.Lock()
 	defer g.p.mu.Unlock()
+	if err := g.apiErrorLocked("Nodes", g.rand.nodes, g.cfg.Faults.NodesErrorRate); err != nil {
+		return nil, err
+	}
+	now, hide := g.p.clock.Now(), g.cfg.Faults.InstancesVisibleAfter.Duration
 	out := make([]cloudprovider.Instance, 0, len(g.instances))
 	for _, inst := range g.instances {
+		if hide > 0 && now.Before(inst.createdAt.Add(hide)) {
+			continue
+		}
 		out = append(out, cloudprovider.Instance{Id: providerID(g.cfg.Name, inst.name), Status: inst.status(), CreatedAt: inst.createdAt})
 	}
 	sort.Slice(out, func(a, b int) bool { return out[a].Id < out[b].Id })

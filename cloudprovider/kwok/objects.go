@@ -117,6 +117,26 @@ func (g *NodeGroupConfig) buildNode(name string) *corev1.Node {
 	return node
 }
 
+// buildInstanceNode is buildNode with the instance's faults applied. A
+// never-Ready node lacks the kwok annotation, so that no kwok controller
+// takes it over, and registers NotReady and tainted, as the kubelet of a
+// node that fails its checks would report it.
+func (g *NodeGroupConfig) buildInstanceNode(name string, f instanceFaults) *corev1.Node {
+	node := g.buildNode(name)
+	if !f.NeverReady {
+		return node
+	}
+	delete(node.Annotations, AnnotationKwokNode)
+	node.Spec.Taints = append(node.Spec.Taints, corev1.Taint{Key: corev1.TaintNodeNotReady, Effect: corev1.TaintEffectNoSchedule})
+	node.Status.Conditions = []corev1.NodeCondition{{
+		Type:    corev1.NodeReady,
+		Status:  corev1.ConditionFalse,
+		Reason:  "KubeletNotReady",
+		Message: "injected fault: the node never becomes Ready (faults.neverReady)",
+	}}
+	return node
+}
+
 // buildTemplateNode is buildNode under the placeholder name, Ready as the
 // node will be once kwok has taken it over, and without a providerID: no
 // instance stands behind it.
@@ -183,6 +203,36 @@ func (g *NodeGroupConfig) buildSlices(nodeName string) []*resourceapi.ResourceSl
 				Spec:       spec,
 			})
 		}
+	}
+	return out
+}
+
+// publishedSlices are the slices an instance's drivers actually publish.
+// With the incompletePool fault each driver's pool announces one slice
+// more than it publishes, so that consumers see the pool as incomplete
+// (resource.k8s.io/v1: fewer slices of the generation than
+// resourceSliceCount) and allocate nothing from it: the last slice of a
+// pool of several (its devices, after the counters) is left out, and a
+// pool of one says it has two.
+func (g *NodeGroupConfig) publishedSlices(nodeName string, f instanceFaults) []*resourceapi.ResourceSlice {
+	all := g.buildSlices(nodeName)
+	if !f.IncompletePool {
+		return all
+	}
+	var out []*resourceapi.ResourceSlice
+	for start := 0; start < len(all); {
+		end := start + 1
+		for end < len(all) && all[end].Spec.Driver == all[start].Spec.Driver {
+			end++
+		}
+		pool := all[start:end]
+		if len(pool) > 1 {
+			pool = pool[:len(pool)-1]
+		} else {
+			pool[0].Spec.Pool.ResourceSliceCount = 2
+		}
+		out = append(out, pool...)
+		start = end
 	}
 	return out
 }

@@ -6,10 +6,12 @@
 // register, slow boots) and capacity reservations are declared in the same
 // file, so that the rest of the autoscaler can be tested against them.
 //
-// State lives in memory and in the API server: a restarted provider finds
-// its nodes again by their node-group label on Refresh. Instances that were
-// still booting when the old process stopped are lost, as their requests
-// would be with a real cloud that the autoscaler stopped watching.
+// State lives in memory and in the API server: every group's instances are
+// recorded in a ConfigMap (kwok-provider-<group> in stateNamespace), and a
+// restarted provider restores them on Refresh, instances still booting
+// included (they go on booting from their original creation time), as a
+// real cloud would still have them; nodes are also found by their
+// node-group label. docs/kwok-faults.md describes the faults.
 package kwok
 
 import (
@@ -18,6 +20,7 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -50,6 +53,12 @@ type Provider struct {
 	// registered after its List from one that was deleted.
 	seq    uint64
 	closed bool
+
+	// stateMu serializes reads and writes of the state ConfigMaps, so
+	// that an older snapshot of a group never overwrites a newer one.
+	// Never taken with mu held.
+	stateMu        sync.Mutex
+	stateNamespace string
 }
 
 // Option configures a Provider.
@@ -83,13 +92,22 @@ func New(client kubernetes.Interface, cfg *Config, opts ...Option) (*Provider, e
 		client: client,
 		clock:  clock.RealClock{},
 		logger: klog.Background().WithName("kwok-provider"),
+
+		stateNamespace: cfg.StateNamespace,
+	}
+	if p.stateNamespace == "" {
+		p.stateNamespace = DefaultStateNamespace
 	}
 	for _, o := range opts {
 		o(p)
 	}
 	p.ctx, p.cancel = context.WithCancel(klog.NewContext(context.Background(), p.logger))
 	for _, g := range cfg.NodeGroups {
-		p.groups = append(p.groups, &nodeGroup{p: p, cfg: *deepCopyGroup(&g), instances: map[string]*instance{}})
+		p.groups = append(p.groups, &nodeGroup{
+			p: p, cfg: *deepCopyGroup(&g), instances: map[string]*instance{},
+			rand:    newGroupRand(g.Faults.Seed, g.Name),
+			pending: map[string]instanceRecord{}, forgotten: sets.New[string](),
+		})
 	}
 	for _, r := range cfg.Reservations {
 		r.NodeGroups = append([]string(nil), r.NodeGroups...)
@@ -216,6 +234,7 @@ func deepCopyGroup(g *NodeGroupConfig) *NodeGroupConfig {
 	}
 	out.Faults.OutOfResourcesAfter = copyPtr(g.Faults.OutOfResourcesAfter)
 	out.Faults.NeverRegisterAfter = copyPtr(g.Faults.NeverRegisterAfter)
+	out.Faults.NeverReadyAfter = copyPtr(g.Faults.NeverReadyAfter)
 	return &out
 }
 

@@ -9,11 +9,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 )
 
-// Refresh re-reads the nodes of every group from the API server: nodes
-// carrying a group's label that the provider does not track are adopted
-// as running instances (a restarted autoscaler finds its nodes this way),
-// and registered instances whose Node is gone (deleted by someone else) are
-// dropped. Instances still booting are kept.
+// Refresh first restores, once, the instances recorded in each group's
+// state ConfigMap (state.go) and writes changes a failed write left
+// behind. It then re-reads the nodes of every group from the API server:
+// nodes carrying a group's label that the provider does not track are
+// adopted as running instances (with their recorded createdAt and faults
+// when recorded), and registered instances whose Node is gone (deleted by
+// someone else) are dropped. Instances still booting are kept.
 //
 // An adopted node whose slices are missing (the previous process stopped
 // during the driver delay) gets them published once the rest of its driver
@@ -24,8 +26,18 @@ func (p *Provider) Refresh(ctx context.Context) error {
 		p.mu.Unlock()
 		return fmt.Errorf("kwok provider: shut down")
 	}
+	p.mu.Unlock()
+	for _, g := range p.groups {
+		g.saveState(ctx)
+	}
+	p.mu.Lock()
 	listedAt := p.seq
 	p.mu.Unlock()
+	defer func() {
+		for _, g := range p.groups {
+			g.saveState(ctx)
+		}
+	}()
 
 	list, err := p.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LabelNodeGroup})
 	if err != nil {
@@ -56,10 +68,19 @@ func (p *Provider) Refresh(ctx context.Context) error {
 			// missing from it because someone deleted their Node.
 			if inst.registered && inst.registeredSeq <= listedAt && present[g][name] == nil {
 				delete(g.instances, name)
+				g.forgetLocked(name)
 				if inst.stop != nil {
 					inst.stop() // its goroutine exits on its own; Cleanup waits for it
 				}
 				p.logger.Info("Node deleted outside the autoscaler, dropping its instance", "nodeGroup", g.cfg.Name, "node", name)
+			}
+		}
+		for name, r := range g.pending {
+			// A recorded node missing from a List made after the
+			// records were read was deleted while no process watched.
+			if present[g][name] == nil && g.loadedSeq <= listedAt {
+				g.forgetLocked(name)
+				p.logger.Info("Recorded node no longer exists, dropping it", "nodeGroup", g.cfg.Name, "node", r.Name)
 			}
 		}
 		for name, node := range present[g] {
@@ -67,7 +88,14 @@ func (p *Provider) Refresh(ctx context.Context) error {
 			switch {
 			case inst == nil:
 				p.seq++
-				g.instances[name] = &instance{name: name, registered: true, registeredSeq: p.seq, created: p.seq, createdAt: node.CreationTimestamp.Time}
+				inst = &instance{name: name, registered: true, registeredSeq: p.seq, created: p.seq, createdAt: node.CreationTimestamp.Time}
+				if r, ok := g.pending[name]; ok {
+					inst.createdAt, inst.faults = r.CreatedAt, r.Faults
+					delete(g.pending, name)
+				} else {
+					g.dirty = true // recorded as registered already otherwise
+				}
+				g.instances[name] = inst
 				adopted[g] = append(adopted[g], node)
 				p.logger.Info("Adopted existing node", "nodeGroup", g.cfg.Name, "node", name)
 			case !inst.registered && inst.live():
@@ -75,6 +103,7 @@ func (p *Provider) Refresh(ctx context.Context) error {
 				// that yet; it will find the work done.
 				p.seq++
 				inst.registered, inst.registeredSeq = true, p.seq
+				g.dirty = true
 			}
 		}
 	}
@@ -103,7 +132,11 @@ func (p *Provider) republishSlices(ctx context.Context, adopted map[*nodeGroup][
 	}
 	for g, nodes := range adopted {
 		for _, node := range nodes {
-			missing := g.cfg.buildSlices(node.Name)
+			inst := g.instances[node.Name]
+			if inst == nil || inst.stop != nil || inst.faults.DriversNeverPublish {
+				continue
+			}
+			missing := g.cfg.publishedSlices(node.Name, inst.faults)
 			n := 0
 			for _, s := range missing {
 				if !existing.Has(s.Name) {
@@ -112,8 +145,7 @@ func (p *Provider) republishSlices(ctx context.Context, adopted map[*nodeGroup][
 				}
 			}
 			missing = missing[:n]
-			inst := g.instances[node.Name]
-			if len(missing) == 0 || inst == nil || inst.stop != nil {
+			if len(missing) == 0 {
 				continue
 			}
 			due := node.CreationTimestamp.Add(g.cfg.DriverDelay.Duration)

@@ -46,6 +46,11 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("%s: %w", ref, err))
 		}
 	}
+	if c.StateNamespace != "" {
+		for _, msg := range validation.IsDNS1123Label(c.StateNamespace) {
+			errs = append(errs, fmt.Errorf("stateNamespace %q: %s", c.StateNamespace, msg))
+		}
+	}
 	ids := sets.New[string]()
 	for i := range c.Reservations {
 		r := &c.Reservations[i]
@@ -100,20 +105,49 @@ func (g *NodeGroupConfig) validate() []error {
 	if g.DriverDelay.Duration < 0 {
 		add("driverDelay (%s) must not be negative", g.DriverDelay.Duration)
 	}
-	if n := g.Faults.OutOfResourcesAfter; n != nil && *n < 0 {
-		add("faults.outOfResourcesAfter (%d) must not be negative", *n)
-	}
-	if n := g.Faults.NeverRegisterAfter; n != nil {
-		if *n < 0 {
-			add("faults.neverRegisterAfter (%d) must not be negative", *n)
-		}
-		if g.Faults.NeverRegister {
-			add("faults: set neverRegister or neverRegisterAfter, not both")
-		}
-	}
+	errs = append(errs, g.Faults.validate()...)
 	errs = append(errs, g.validateLabels()...)
 	errs = append(errs, g.Template.validateNodeFields()...)
 	errs = append(errs, g.validateDrivers()...)
+	return errs
+}
+
+func (f *FaultsConfig) validate() []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	for _, c := range []struct {
+		name string
+		n    *int
+	}{{"outOfResourcesAfter", f.OutOfResourcesAfter}, {"neverRegisterAfter", f.NeverRegisterAfter}, {"neverReadyAfter", f.NeverReadyAfter}} {
+		if c.n != nil && *c.n < 0 {
+			add("faults.%s (%d) must not be negative", c.name, *c.n)
+		}
+	}
+	if f.NeverRegister && f.NeverRegisterAfter != nil {
+		add("faults: set neverRegister or neverRegisterAfter, not both")
+	}
+	if f.NeverReady && f.NeverReadyAfter != nil {
+		add("faults: set neverReady or neverReadyAfter, not both")
+	}
+	if f.DriversNeverPublish && f.IncompletePool {
+		add("faults: set driversNeverPublish or incompletePool, not both")
+	}
+	for _, r := range []struct {
+		name string
+		rate float64
+	}{{"failureRate", f.FailureRate}, {"nodesErrorRate", f.NodesErrorRate}, {"targetSizeErrorRate", f.TargetSizeErrorRate}} {
+		if !(r.rate >= 0 && r.rate <= 1) { // also catches NaN
+			add("faults.%s (%g) must be between 0 and 1", r.name, r.rate)
+		}
+	}
+	switch f.FailureMode {
+	case "", FailAtRequest, FailNeverRegister, FailNeverReady:
+	default:
+		add("faults.failureMode %q: must be one of atRequest, neverRegister, neverReady", f.FailureMode)
+	}
+	if d := f.InstancesVisibleAfter.Duration; d < 0 {
+		add("faults.instancesVisibleAfter (%s) must not be negative", d)
+	}
 	return errs
 }
 
