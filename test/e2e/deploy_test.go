@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -99,7 +100,11 @@ func TestDeployManifestsRBAC(t *testing.T) {
 	cpu, gpu := s.cpuGroup("cpu", 4), s.gpuGroup("gpu", 2, 2)
 	// The web pod goes to a CPU node, which the scale-down then drains.
 	gpu.Template.Taints = []corev1.Taint{{Key: gpuTaint, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
-	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{cpu, gpu}}, "--kubeconfig="+kubeconfig,
+	// The kwok provider records its instances in ConfigMaps of its own
+	// (docs/kwok-faults.md): not the autoscaler's rights, the test
+	// provider's, granted here in the test's namespace.
+	s.grantKwokState(t, "cluster-autoscaler")
+	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{cpu, gpu}, StateNamespace: s.ns}, "--kubeconfig="+kubeconfig,
 		"--namespace="+deployNS, "--expander=priority,least-waste", "--write-status-configmap=true",
 		"--leader-elect=true", "--leader-elect-resource-namespace="+deployNS, "--leader-elect-resource-name=cluster-autoscaler",
 		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms",
@@ -219,4 +224,16 @@ func TestDeployDroppedRuleFails(t *testing.T) {
 		n, seen, _ := s.podsSeen(ctx)
 		return len(nodes) == 0 && n == 0, seen, err
 	})
+}
+
+// grantKwokState lets the ServiceAccount sa of deployNS keep the kwok
+// provider's instance records in the test's namespace.
+func (s *scenario) grantKwokState(t *testing.T, sa string) {
+	s.c.Create(s.ctx, t,
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "kwok-provider-state"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "create", "update"}}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "kwok-provider-state"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "kwok-provider-state"},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: deployNS, Name: sa}}},
+	)
 }
