@@ -309,3 +309,49 @@ func sorted(s []string) []string {
 	}
 	return out
 }
+
+// An instance given up on its own deadline is a failure of its request:
+// the request leaves with it, and the group stays backed off.
+func TestGivenUpInstanceIsNoSuccess(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFleet("gpu")
+	b := newBackoff()
+	tr := track.New(maxProvision, b).WithClient(f.client)
+	ids := f.launch(t, tr, 1, "", 0, t0)
+	f.g.SetCreatedAt(ids[0], t0)
+	now := t0.Add(maxProvision + time.Second)
+	if failures := tr.Update(ctx, []*nodegroups.Info{f.info()}, now); len(failures) != 1 {
+		t.Fatalf("failures = %+v, want one", failures)
+	}
+	if _, off := b.Get("gpu", now); !off {
+		t.Error("the group is not backed off after its instance was given up")
+	}
+	if r := tr.InFlight(); len(r) != 0 {
+		t.Errorf("in flight: %+v", r)
+	}
+}
+
+// A node that never became usable but holds work is released once and
+// never judged again: no failure every pass.
+func TestReleasedNodeIsJudgedOnce(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFleet("gpu")
+	tr := track.New(maxProvision, newBackoff()).WithClient(f.client)
+	id := f.g.AddInstance(cloudprovider.InstanceRunning, nil)
+	f.g.SetTarget(1)
+	f.g.SetCreatedAt(id, t0)
+	n := f.register(t, id, t0, "node is not Ready")
+	f.run(t, "stuck", n)
+	now := t0.Add(maxProvision + time.Second)
+	if failures := tr.Update(ctx, []*nodegroups.Info{f.info()}, now); len(failures) != 1 {
+		t.Fatalf("first judgement: %+v, want one failure", failures)
+	}
+	for i := range 3 {
+		if failures := tr.Update(ctx, []*nodegroups.Info{f.info()}, now.Add(time.Duration(i+1)*time.Minute)); len(failures) != 0 {
+			t.Fatalf("pass %d judged the released node again: %+v", i, failures)
+		}
+	}
+	if got := deleted(f.g); len(got) != 0 {
+		t.Errorf("removed %v, a node that runs a pod", got)
+	}
+}

@@ -115,6 +115,17 @@ func (v *view) stillExpected(ids []string) []string {
 	return out
 }
 
+// lost tells whether one of ids is gone without having been usable:
+// given up, failed, or deleted by someone else.
+func (v *view) lost(ids []string) bool {
+	for _, id := range ids {
+		if x := v.byID[id]; x == nil || x.gone || x.errInfo != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // anonymousUpcoming is how many of the group's expected nodes are not
 // usable yet and not named by any request.
 func (v *view) anonymousUpcoming(reqs []*Request) int {
@@ -141,7 +152,7 @@ func (t *Tracker) giveUpInstances(ctx context.Context, v *view, now time.Time) [
 		case x.gone:
 		case x.errInfo != nil:
 			failed = append(failed, x)
-		case !x.usable && !x.created.IsZero() && now.After(x.created.Add(t.maxProvision)) && !t.wasUsable(x.id):
+		case !x.usable && !x.created.IsZero() && now.After(x.created.Add(t.maxProvision)) && !t.settled(g.Id, x.id):
 			stuck = append(stuck, x)
 		}
 	}
@@ -182,12 +193,6 @@ func (t *Tracker) giveUpInstances(ctx context.Context, v *view, now time.Time) [
 			"nodeGroup", g.Id, "count", len(stuck), "first", what, "deleted", deleted)
 	}
 	return failures
-}
-
-func (t *Tracker) wasUsable(id string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.usable[id]
 }
 
 func (v *view) sorted() []*instance {

@@ -79,7 +79,9 @@ func (t *Tracker) giveUp(ctx context.Context, v *view, ids []string, anonymous i
 			continue
 		}
 		if held, err := t.holdsWork(ctx, x.node.Name, now); err != nil || len(held) > 0 {
-			logger.Info("Released a node of a given-up scale-up instead of removing it: it runs pods",
+			// Kept: what cannot be proven idle is never removed.
+			t.release(v.info.Id, id)
+			logger.Info("Released a node of a given-up scale-up instead of removing it: it runs pods, or that could not be checked",
 				"node", x.node.Name, "pods", held, "err", err)
 			continue
 		}

@@ -77,16 +77,20 @@ type Tracker struct {
 	requests map[string][]*Request
 	gangs    []*gangAttempt
 	seq      uint64
-	// usable are the instances seen usable: one that later turns NotReady
-	// is a scale-down matter, not a failed provision.
-	usable   map[string]bool
+	// usable are the instances seen usable, by group: one that later
+	// turns NotReady is a scale-down matter, not a failed provision.
+	// released are nodes of given-up scale-ups kept because they hold
+	// work: scale-down's from then on, never judged again.
+	usable   map[string]map[string]bool
+	released map[string]map[string]bool
 	removals []*removal
 	errors   []RemovalError
 }
 
 // New returns a tracker that gives requests maxProvision to register.
 func New(maxProvision time.Duration, b *backoff.Backoff) *Tracker {
-	return &Tracker{maxProvision: maxProvision, backoff: b, requests: map[string][]*Request{}, usable: map[string]bool{}}
+	return &Tracker{maxProvision: maxProvision, backoff: b, requests: map[string][]*Request{},
+		usable: map[string]map[string]bool{}, released: map[string]map[string]bool{}}
 }
 
 // WithClient lets the tracker taint registered nodes and list their pods
@@ -166,17 +170,42 @@ func (t *Tracker) Update(ctx context.Context, groups []*nodegroups.Info, now tim
 	return failures
 }
 
+// markUsable remembers the group's usable instances and forgets the
+// instances the group no longer has.
 func (t *Tracker) markUsable(v *view) {
 	if v.listErr != nil {
 		return
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for id, in := range v.byID {
-		if in.usable {
-			t.usable[id] = true
+	id := v.info.Id
+	usable, released := map[string]bool{}, map[string]bool{}
+	for x, in := range v.byID {
+		if in.usable || t.usable[id][x] {
+			usable[x] = true
+		}
+		if t.released[id][x] {
+			released[x] = true
 		}
 	}
+	t.usable[id], t.released[id] = usable, released
+}
+
+// settled tells whether the instance is past judging: seen usable, or
+// released to scale-down.
+func (t *Tracker) settled(group, id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.usable[group][id] || t.released[group][id]
+}
+
+func (t *Tracker) release(group, id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.released[group] == nil {
+		t.released[group] = map[string]bool{}
+	}
+	t.released[group][id] = true
 }
 
 // updateRequests matches the group's requests, oldest first, with what
@@ -189,10 +218,11 @@ func (t *Tracker) updateRequests(ctx context.Context, v *view, now time.Time) *F
 	hadRequests := len(reqs) > 0
 	// Named instances are done when usable, and dropped when gone or
 	// given up (the failure was reported when that happened).
-	anonymous := 0
+	anonymous, lost := 0, false
 	for _, r := range reqs {
 		if v.listErr == nil {
 			before := len(r.Instances)
+			lost = lost || v.lost(r.Instances)
 			r.Instances = v.stillExpected(r.Instances)
 			r.Delta -= before - len(r.Instances)
 		}
@@ -221,7 +251,9 @@ func (t *Tracker) updateRequests(ctx context.Context, v *view, now time.Time) *F
 	}
 	t.requests[g.Id] = keep
 	t.mu.Unlock()
-	if hadRequests && len(keep) == 0 && len(expired) == 0 {
+	// Instances given up or gone are failures, reported where they were
+	// found: a request they leave empty did not succeed.
+	if hadRequests && len(keep) == 0 && len(expired) == 0 && !lost {
 		t.backoff.Succeeded(g.Id)
 		logger.V(2).Info("Scale-up complete: every requested node is usable")
 		return nil
