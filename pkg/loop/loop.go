@@ -131,7 +131,8 @@ func (l *Loop) run(ctx context.Context, pass *Pass, now time.Time) (*Pass, error
 	}
 	slicesByNode, podsByNode := indexByNode(state)
 	groups, err := nodegroups.Collect(ctx, nodegroups.Input{Groups: l.Groups, Sizes: l.Sizes, Provider: l.Provider,
-		Nodes: state.Nodes, SlicesByNode: slicesByNode, PodsByNode: podsByNode, DaemonSets: state.DaemonSets}, l.Templates)
+		Nodes: state.Nodes, SlicesByNode: slicesByNode, PodsByNode: podsByNode, DaemonSets: state.DaemonSets,
+		Now: now, MaxProvision: l.Options.MaxNodeProvisionTime}, l.Templates)
 	if err != nil {
 		return l.fail(pass, "cloudProviderError", err)
 	}

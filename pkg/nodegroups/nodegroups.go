@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -32,6 +33,10 @@ type Info struct {
 	// NotUsable says why, by node name (see Usable).
 	Booting   []*corev1.Node
 	NotUsable map[string]string
+	// Stale are the booting nodes older than the provision time: they
+	// are no longer coming, so the simulation takes them as they are
+	// (a dead node's taints keep pods off it) instead of as the template.
+	Stale map[string]bool
 	// Template is what a new node of the group looks like; nil with
 	// TemplateErr set when neither a healthy node nor the provider gives one.
 	Template    *cloudprovider.NodeTemplate
@@ -110,6 +115,9 @@ type Input struct {
 	SlicesByNode map[string][]*resourceapi.ResourceSlice
 	PodsByNode   map[string][]*corev1.Pod
 	DaemonSets   []*appsv1.DaemonSet
+	// Now and MaxProvision tell stale booting nodes (zero: none is).
+	Now          time.Time
+	MaxProvision time.Duration
 }
 
 // Collect builds the loop's view of the groups from the provider and the
@@ -152,6 +160,12 @@ func Collect(ctx context.Context, in Input, templates TemplateBuilder) ([]*Info,
 				info.NotUsable = map[string]string{}
 			}
 			info.NotUsable[node.Name] = why
+			if in.MaxProvision > 0 && in.Now.After(node.CreationTimestamp.Add(in.MaxProvision)) {
+				if info.Stale == nil {
+					info.Stale = map[string]bool{}
+				}
+				info.Stale[node.Name] = true
+			}
 		}
 	}
 	for _, info := range infos {

@@ -71,7 +71,9 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 	booting := map[string]*nodegroups.Info{}
 	for _, g := range groups {
 		for _, n := range g.Booting {
-			booting[n.Name] = g
+			if !g.Stale[n.Name] {
+				booting[n.Name] = g
+			}
 		}
 	}
 	for _, node := range state.Nodes {

@@ -82,3 +82,25 @@ func TestBuild(t *testing.T) {
 		t.Errorf("GroupOf = %v", res.GroupOf)
 	}
 }
+
+// A booting node past the provision time is no longer coming: it is
+// simulated as it is (NotReady, its not-ready taint), not as the template,
+// so pending pods do not wait for a dead node.
+func TestBuildStaleBootingNodeAsItIs(t *testing.T) {
+	tmpl := &cloudprovider.NodeTemplate{Node: builder.Node("template-node").CPU("8").Obj()}
+	dead := builder.Node("gpu-dead").NotReady().Taint(corev1.TaintNodeUnreachable, "", corev1.TaintEffectNoSchedule).Obj()
+	state := &observe.ClusterState{Nodes: []*corev1.Node{dead}}
+	groups := []*nodegroups.Info{{Id: "gpu", Target: 1, Booting: []*corev1.Node{dead}, Stale: map[string]bool{"gpu-dead": true}, Template: tmpl}}
+	snap := simsnapshot.New(klog.Background())
+	res, err := Build(context.Background(), snap, state, groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := snap.NodeInfos().Get("gpu-dead")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(n.Node().Spec.Taints) != 1 || res.GroupOf["gpu-dead"] != "" {
+		t.Errorf("stale node simulated as template: taints %v, group %q", n.Node().Spec.Taints, res.GroupOf["gpu-dead"])
+	}
+}
