@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,6 +81,12 @@ func (c *Cluster) create(ctx context.Context, t testing.TB, obj runtime.Object) 
 		return err
 	case *schedulingv1beta1.Workload:
 		_, err := c.Client.SchedulingV1beta1().Workloads(o.Namespace).Create(ctx, o, opts)
+		return err
+	case *rbacv1.Role:
+		_, err := c.Client.RbacV1().Roles(o.Namespace).Create(ctx, o, opts)
+		return err
+	case *rbacv1.RoleBinding:
+		_, err := c.Client.RbacV1().RoleBindings(o.Namespace).Create(ctx, o, opts)
 		return err
 	default:
 		return fmt.Errorf("framework.Create does not know %T", obj)
