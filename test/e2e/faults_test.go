@@ -43,8 +43,8 @@ func TestNodesThatNeverBecomeUsable(t *testing.T) {
 		fault func(*kwok.FaultsConfig)
 		lacks string
 	}{
-		{"never Ready", func(f *kwok.FaultsConfig) { f.NeverReady = true }, "not Ready"},
-		{"incomplete pool", func(f *kwok.FaultsConfig) { f.IncompletePool = true }, "slices"},
+		{"never-ready", func(f *kwok.FaultsConfig) { f.NeverReady = true }, "not Ready"},
+		{"incomplete-pool", func(f *kwok.FaultsConfig) { f.IncompletePool = true }, "slices"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -177,9 +177,11 @@ func (t *Tracker) giveUpInstances(ctx context.Context, v *view, now time.Time) [
 		}
 	}
 	if len(stuck) > 0 {
-		reason, what := ReasonTimeout, fmt.Sprintf("instance %s did not register", stuck[0].id)
-		if stuck[0].node != nil {
-			reason, what = ReasonNotUsable, fmt.Sprintf("node %s: %s", stuck[0].node.Name, stuck[0].why)
+		reason, what := ReasonTimeout, describe(stuck)
+		for _, x := range stuck {
+			if x.node != nil {
+				reason = ReasonNotUsable
+			}
 		}
 		deleted, err := t.giveUp(ctx, v, ids(stuck), 0, reason, now)
 		f := Failure{Group: g.Id, Reason: reason, Deleted: deleted, Nodes: names(stuck),
@@ -202,6 +204,17 @@ func (v *view) sorted() []*instance {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
 	return out
+}
+
+// describe says what the first of xs lacks, a registered node first:
+// what a user can act on.
+func describe(xs []*instance) string {
+	for _, x := range xs {
+		if x.node != nil {
+			return fmt.Sprintf("node %s: %s", x.node.Name, x.why)
+		}
+	}
+	return fmt.Sprintf("instance %s did not register", xs[0].id)
 }
 
 // names are the node names of xs, or their ids where not registered.

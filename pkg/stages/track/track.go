@@ -263,19 +263,28 @@ func (t *Tracker) updateRequests(ctx context.Context, v *view, now time.Time) *F
 	}
 	missing, deleted := 0, 0
 	var errs []error
+	var given []*instance
 	for _, r := range expired {
 		missing += r.Delta
 		// What the provider did not name: instances no request names
 		// first, then the target not backed by any instance.
-		extra := v.unnamed(keep, r.anonymous())
-		d, err := t.giveUp(ctx, v, append(r.Instances, extra...), r.anonymous()-len(extra), ReasonTimeout, now)
+		ids := append(r.Instances, v.unnamed(keep, r.anonymous())...)
+		for _, id := range ids {
+			if x := v.byID[id]; x != nil && !x.gone {
+				given = append(given, x)
+			}
+		}
+		d, err := t.giveUp(ctx, v, ids, r.Delta-len(ids), ReasonTimeout, now)
 		deleted += d
 		if err != nil {
 			errs = append(errs, err)
 		}
 	}
-	f := &Failure{Group: g.Id, Reason: ReasonTimeout, Deleted: deleted,
+	f := &Failure{Group: g.Id, Reason: ReasonTimeout, Deleted: deleted, Nodes: names(given),
 		Message: fmt.Sprintf("%d node(s) did not become usable within %s", missing, t.maxProvision)}
+	if len(given) > 0 {
+		f.Message += " (" + describe(given) + ")"
+	}
 	if len(errs) > 0 {
 		f.Message += fmt.Sprintf("; removing them failed: %v", errs[0])
 	}
