@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	nodeutil "k8s.io/kubernetes/pkg/util/node"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/drain"
 )
@@ -40,7 +41,7 @@ type Verdict struct {
 func Check(nodes []*corev1.Node, now time.Time, o Options) Verdict {
 	v := Verdict{Total: len(nodes)}
 	for _, n := range nodes {
-		if !ready(n) && !starting(n, now, o.StartupTime) && !deleting(n) {
+		if !nodeutil.IsNodeReady(n) && !starting(n, now, o.StartupTime) && !deleting(n) {
 			v.Unready++
 		}
 	}
@@ -52,15 +53,6 @@ func Check(nodes []*corev1.Node, now time.Time, o Options) Verdict {
 	v.Reason = fmt.Sprintf("%d of %d nodes unready (%.0f%%), more than %v%% and more than %d",
 		v.Unready, v.Total, 100*float64(v.Unready)/float64(v.Total), o.MaxUnreadyPercentage, o.OkUnreadyCount)
 	return v
-}
-
-func ready(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func starting(n *corev1.Node, now time.Time, startup time.Duration) bool {

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	nodeutil "k8s.io/kubernetes/pkg/util/node"
 )
 
 // startupTaintPrefix marks taints a node carries until its own start-up
@@ -33,13 +34,7 @@ var startupTaints = map[string]bool{
 // devices look unplaceable and scale up twice, and using it as the
 // template would hide devices the group really has.
 func Usable(node *corev1.Node, expected, slices []*resourceapi.ResourceSlice) (ok bool, why string) {
-	ready := false
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			ready = c.Status == corev1.ConditionTrue
-		}
-	}
-	if !ready {
+	if !nodeutil.IsNodeReady(node) {
 		return false, "node is not Ready"
 	}
 	for _, t := range node.Spec.Taints {

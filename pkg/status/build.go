@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	nodeutil "k8s.io/kubernetes/pkg/util/node"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
@@ -133,22 +134,13 @@ func clusterCounts(nodes []*corev1.Node, groups []*nodegroups.Info) NodeCounts {
 		switch {
 		case booting[n.Name]:
 			c.Registered.NotStarted++
-		case isReady(n):
+		case nodeutil.IsNodeReady(n):
 			c.Registered.Ready++
 		default:
 			c.Registered.Unready++
 		}
 	}
 	return c
-}
-
-func isReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // Pools summarises the ResourceSlices of a template node: devices and

@@ -15,8 +15,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -196,14 +194,12 @@ func (a *Actuator) removeDrained(ctx context.Context, d Deletion) {
 // stillEmpty lists the node's pods afresh: a pod bound after the plan
 // was made would otherwise die with the node.
 func (a *Actuator) stillEmpty(ctx context.Context, node string) error {
-	pods, err := a.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+	left, err := drainability.Remaining(ctx, a.client, node)
 	if err != nil {
-		return fmt.Errorf("list pods of node %s: %w", node, err)
+		return err
 	}
-	for i := range pods.Items {
-		if p := &pods.Items[i]; p.Spec.NodeName == node && !drainability.GoesWithNode(p) {
-			return fmt.Errorf("pod %s/%s was bound to node %s after the plan", p.Namespace, p.Name, node)
-		}
+	if len(left) > 0 {
+		return fmt.Errorf("pod %s was bound to node %s after the plan", left[0], node)
 	}
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	nodeutil "k8s.io/kubernetes/pkg/util/node"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/drain"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/utilization"
@@ -90,14 +91,7 @@ func scaleDownDisabled(node *corev1.Node) (bool, string) {
 // IsReady tells whether the node's Ready condition is true. An unready
 // node that is unneeded waits --scale-down-unready-time, not
 // --scale-down-unneeded-time, before removal.
-func IsReady(node *corev1.Node) bool {
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
+func IsReady(node *corev1.Node) bool { return nodeutil.IsNodeReady(node) }
 
 // HasToBeDeletedTaint tells whether the autoscaler's deletion taint is on.
 func HasToBeDeletedTaint(node *corev1.Node) bool {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	nodeutil "k8s.io/kubernetes/pkg/util/node"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
@@ -135,7 +136,7 @@ func (r *Reporter) Groups(groups []*nodegroups.Info, nodes []*corev1.Node) {
 	}
 	ready, unready, upcoming := 0, 0, 0
 	for _, n := range nodes {
-		if isReady(n) {
+		if nodeutil.IsNodeReady(n) {
 			ready++
 		} else {
 			unready++
@@ -147,15 +148,6 @@ func (r *Reporter) Groups(groups []*nodegroups.Info, nodes []*corev1.Node) {
 	r.metrics.NodesCount.WithLabelValues("ready").Set(float64(ready))
 	r.metrics.NodesCount.WithLabelValues("unready").Set(float64(unready))
 	r.metrics.NodesCount.WithLabelValues("notStarted").Set(float64(upcoming))
-}
-
-func isReady(n *corev1.Node) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // event sends unless the pod heard the same message within repeat.

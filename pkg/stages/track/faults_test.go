@@ -2,6 +2,7 @@ package track_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -108,7 +109,7 @@ func TestGangUndoNeverDestroysWork(t *testing.T) {
 	if len(failures) != 1 || failures[0].Reason != track.ReasonGangTimeout || failures[0].Deleted != 2 {
 		t.Fatalf("failures = %+v, want one gang timeout removing 2", failures)
 	}
-	if diff := cmp.Diff([]string{ids[0], ids[2]}, sorted(deleted(f.g))); diff != "" {
+	if diff := cmp.Diff([]string{ids[0], ids[2]}, slices.Sorted(slices.Values(deleted(f.g)))); diff != "" {
 		t.Errorf("removed (-want +got):\n%s", diff)
 	}
 	n, err := f.client.CoreV1().Nodes().Get(t.Context(), busy.Name, metav1.GetOptions{})
@@ -296,18 +297,6 @@ func TestProviderErrorsAreReportedAndRetried(t *testing.T) {
 	if instances, _ := f.g.Nodes(); len(instances) != 0 {
 		t.Errorf("instances left after the retry: %+v", instances)
 	}
-}
-
-func sorted(s []string) []string {
-	out := append([]string(nil), s...)
-	for i := range out {
-		for j := i + 1; j < len(out); j++ {
-			if out[j] < out[i] {
-				out[i], out[j] = out[j], out[i]
-			}
-		}
-	}
-	return out
 }
 
 // An instance given up on its own deadline is a failure of its request:

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/drain"
@@ -120,22 +118,11 @@ func (t *Tracker) holdsWork(ctx context.Context, node string, now time.Time) ([]
 	if _, err := drain.Taint(ctx, t.client, node, now); err != nil {
 		return nil, fmt.Errorf("tainting node %s: %w", node, err)
 	}
-	pods, err := t.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
-	var held []string
-	if err == nil {
-		for i := range pods.Items {
-			if p := &pods.Items[i]; p.Spec.NodeName == node && !drainability.GoesWithNode(p) {
-				held = append(held, p.Namespace+"/"+p.Name)
-			}
-		}
-	}
+	held, err := drainability.Remaining(ctx, t.client, node)
 	if err != nil || len(held) > 0 {
 		t.untaint(ctx, []string{node})
 	}
-	if err != nil {
-		return nil, fmt.Errorf("listing pods of node %s: %w", node, err)
-	}
-	return held, nil
+	return held, err
 }
 
 func (t *Tracker) untaint(ctx context.Context, nodes []string) {
