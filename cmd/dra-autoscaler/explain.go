@@ -8,14 +8,12 @@ import (
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/clock"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/explain"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
@@ -83,12 +81,9 @@ func explainLoop(ctx context.Context, opts *config.Options, client kubernetes.In
 	reserved := reservations.New(reservations.Options{EndMargin: opts.Reservations.EndMargin,
 		ScaleDownReserved: opts.Reservations.ScaleDownReservedNodes, LaunchTTL: opts.MaxNodeProvisionTime},
 		p.provider, crs, nil, nil, nil, m.Reservations)
-	l := &loop.Loop{
-		Options: opts, Clock: clock.RealClock{}, Provider: p.provider, Groups: p.groups, Sizes: p.sizes,
-		Observer: obs, Runner: p.runner, Templates: nodegroups.Templates{Runner: p.runner},
-		Tracker: track.New(opts.MaxNodeProvisionTime, b), Backoff: b, Planner: p.planner(opts, b).WithCapacity(reserved),
-		Metrics: m, ClassOf: p.est.ClassKey, Placement: p.placer, Reservations: reserved,
-	}
+	lp := p.loopParts(opts, b, track.New(opts.MaxNodeProvisionTime, b), reserved, m)
+	lp.Observer = obs
+	l := loop.New(lp)
 	return l, func() { stopInformers(); obs.Shutdown(); cleanup() }, nil
 }
 

@@ -5,15 +5,20 @@ import (
 	"fmt"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/placement"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/fragmentation"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
@@ -80,4 +85,25 @@ func newParts(ctx context.Context, opts *config.Options, client kubernetes.Inter
 func (p *parts) planner(opts *config.Options, b *backoff.Backoff) *plan.Planner {
 	return plan.New(plan.Options{MaxNodesPerScaleUp: opts.MaxNodesPerScaleUp, ScaleUpFromZero: opts.ScaleUpFromZero,
 		MaxBinpacking: opts.MaxNodeGroupBinpackingDuration}, p.est, p.chain, p.limiter, b, p.pricing)
+}
+
+// loopParts are the parts the running loop and explain share: what the
+// pass simulates and plans with. The caller adds what acts and tells.
+func (p *parts) loopParts(opts *config.Options, b *backoff.Backoff, tracker *track.Tracker, reserved *reservations.Stage, m *metrics.Metrics) loop.Parts {
+	return loop.Parts{
+		Options:      opts,
+		Clock:        clock.RealClock{},
+		Provider:     p.provider,
+		Groups:       p.groups,
+		Sizes:        p.sizes,
+		Runner:       p.runner,
+		Templates:    nodegroups.Templates{Runner: p.runner},
+		Tracker:      tracker,
+		Backoff:      b,
+		Planner:      p.planner(opts, b).WithCapacity(reserved),
+		Metrics:      m,
+		ClassOf:      p.est.ClassKey,
+		Placement:    p.placer,
+		Reservations: reserved,
+	}
 }

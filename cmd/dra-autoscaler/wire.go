@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
-	"k8s.io/utils/clock"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
@@ -27,7 +26,6 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
@@ -71,27 +69,12 @@ func run(ctx context.Context, opts *config.Options) error {
 	crs := observe.NewCapacityReservations(dyn, client.Discovery())
 	reserved := reservations.New(reservations.Options{EndMargin: opts.Reservations.EndMargin, ScaleDownReserved: opts.Reservations.ScaleDownReservedNodes,
 		LaunchTTL: opts.MaxNodeProvisionTime}, p.provider, crs, dyn, client, recorder, m.Reservations)
-	l := &loop.Loop{
-		Options:   opts,
-		Clock:     clock.RealClock{},
-		Provider:  p.provider,
-		Groups:    p.groups,
-		Sizes:     p.sizes,
-		Runner:    p.runner,
-		Templates: nodegroups.Templates{Runner: p.runner},
-		Tracker:   tracker,
-		Backoff:   b,
-		Planner:   p.planner(opts, b).WithCapacity(reserved),
-		Actuator:  act.New(tracker, b),
-		Reporter:  report.New(recorder, m, 5*time.Minute).WithStatusObject(opts.Namespace, opts.StatusConfigMapName),
-		Metrics:   m,
-		ClassOf:   p.est.ClassKey,
-		OnPass:    h.passed,
-
-		Stranded:     stranded.New(p.analyzer, p.shapes, opts.Sharing.StrandedCapacityBudget, m.Sharing),
-		Placement:    p.placer,
-		Reservations: reserved,
-	}
+	lp := p.loopParts(opts, b, tracker, reserved, m)
+	lp.Actuator = act.New(tracker, b)
+	lp.Reporter = report.New(recorder, m, 5*time.Minute).WithStatusObject(opts.Namespace, opts.StatusConfigMapName)
+	lp.OnPass = h.passed
+	lp.Stranded = stranded.New(p.analyzer, p.shapes, opts.Sharing.StrandedCapacityBudget, m.Sharing)
+	l := loop.New(lp)
 	// Reserved nodes go last and idle paid capacity stays (issue 6).
 	l.ScaleDown = newScaleDown(opts, p.runner, client, recorder, m, reserved.ScaleDown())
 	l.Tell = loop.NewTelling(opts, client, recorder, m)

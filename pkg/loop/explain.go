@@ -2,6 +2,7 @@ package loop
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -12,7 +13,6 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/explain"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
@@ -20,78 +20,52 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
-// Explain runs the simulation of one pass (observe, snapshot, gangs, fit
-// existing, plan) without acting, and explains what it decided for one
-// pod. A pod the autoscaler would leave alone (not yet found
-// unschedulable, too young, below the priority cutoff) is explained as if
-// it were pending, and its state says so.
+// Explain runs the pass the loop runs, without the stages that act, and
+// explains what it decided for one pod. A pod the autoscaler would leave
+// alone (not yet found unschedulable, too young, below the priority
+// cutoff) is planned for as if it were pending, and its state says so.
 func (l *Loop) Explain(ctx context.Context, key types.NamespacedName) (*explain.Report, error) {
-	now := l.Clock.Now()
-	if err := l.Provider.Refresh(ctx); err != nil {
-		return nil, fmt.Errorf("refresh cloud provider: %w", err)
-	}
-	state, err := l.Observer.Observe()
-	if err != nil {
-		return nil, fmt.Errorf("observe: %w", err)
-	}
-	pod := findPod(state.Pods, key)
-	if pod == nil {
-		return nil, fmt.Errorf("pod %s not found", key)
-	}
-	rep := &explain.Report{Pod: key.String(), SchedulerMessage: scheduledMessage(pod)}
-	if pod.Spec.NodeName != "" {
-		rep.State, rep.Node = "Scheduled", pod.Spec.NodeName
-		rep.Summary = "bound to node " + pod.Spec.NodeName + ": nothing to explain"
+	pass := &Pass{StartedAt: l.Clock.Now()}
+	var rep *explain.Report
+	var pod *corev1.Pod
+	errScheduled := errors.New("scheduled")
+	err := runStages(ctx, l.Stages(), pass, true, func(name string) error {
+		switch name {
+		case StageObserve:
+			if pod = findPod(pass.cluster.Pods, key); pod == nil {
+				return fmt.Errorf("pod %s not found", key)
+			}
+			rep = &explain.Report{Pod: key.String(), SchedulerMessage: scheduledMessage(pod)}
+			if pod.Spec.NodeName != "" {
+				rep.State, rep.Node = "Scheduled", pod.Spec.NodeName
+				rep.Summary = "bound to node " + pod.Spec.NodeName + ": nothing to explain"
+				return errScheduled
+			}
+			pass.extra = []*corev1.Pod{pod}
+		case StageSnapshot:
+			verdicts, err := l.Runner.RunFilters(ctx, pod, pass.built.Candidates())
+			if err != nil {
+				return fmt.Errorf("filter pod %s on existing nodes: %w", key, err)
+			}
+			rep.ExistingNodes = summarize(verdicts)
+		case StagePending:
+			rep.State = "Unschedulable"
+			if containsPod(pass.added, pod) {
+				rep.State = "Ignored"
+				if !observe.IsUnschedulable(pod) {
+					rep.State = "Pending"
+				}
+			}
+		}
+		return nil
+	})
+	switch {
+	case errors.Is(err, errScheduled):
 		return rep, nil
-	}
-	slicesByNode, podsByNode := indexByNode(state)
-	groups, err := nodegroups.Collect(ctx, nodegroups.Input{Groups: l.Groups, Sizes: l.Sizes, Provider: l.Provider,
-		Nodes: state.Nodes, SlicesByNode: slicesByNode, PodsByNode: podsByNode, DaemonSets: state.DaemonSets,
-		Now: now, MaxProvision: l.Options.MaxNodeProvisionTime}, l.Templates)
-	if err != nil {
+	case err != nil:
 		return nil, err
 	}
-	l.Reservations.Update(ctx, groups, state.Pods, now)
-	built, err := snapshot.Build(ctx, l.Runner.Snapshot(), state, groups)
-	if built == nil {
-		return nil, fmt.Errorf("snapshot: %w", err)
-	}
-	pending := fitexisting.Select(state.Pods, fitexisting.Selection{
-		NewPodScaleUpDelay: l.Options.NewPodScaleUpDelay,
-		PriorityCutoff:     l.Options.ExpendablePodsPriorityCutoff,
-		SchedulerName:      corev1.DefaultSchedulerName,
-	}, now)
-	rep.State = "Unschedulable"
-	if !containsPod(pending, pod) {
-		rep.State = "Ignored"
-		if !observe.IsUnschedulable(pod) {
-			rep.State = "Pending"
-		}
-		pending = append(pending, pod)
-	}
-	verdicts, err := l.Runner.RunFilters(ctx, pod, built.Candidates())
-	if err != nil {
-		return nil, fmt.Errorf("filter pod %s on existing nodes: %w", key, err)
-	}
-	rep.ExistingNodes = summarize(verdicts)
-
-	gangs, loose, waiting := gang.Split(pending, state.Pods, state.PodGroups)
-	usage := clusterUsage(state.Nodes, groups)
-	outcomes, err := l.Planner.PlanGangs(ctx, l.Runner, gangs, built.Candidates(), groups, &usage, now)
-	if err != nil {
-		return nil, err
-	}
-	rest, fits, err := fitexisting.Fit(ctx, l.Runner, loose, built.Candidates(), l.ClassOf)
-	if err != nil {
-		return nil, err
-	}
-	var p *plan.Plan
-	if len(rest) > 0 {
-		if p, err = l.Planner.Plan(ctx, rest, groups, usage, now); err != nil {
-			return nil, err
-		}
-	}
-	explainPod(rep, pod, groups, built, fits, p, outcomes, waiting)
+	explainPod(rep, pod, pass.Groups, pass.built, pass.Fits, pass.Plan, pass.Gangs, pass.waiting)
 	return rep, nil
 }
 

@@ -24,8 +24,6 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/disagree"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/health"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
@@ -33,19 +31,19 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/scaledown"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/snapshot"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/stranded"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
-// Loop holds the stages and what lives across passes.
-type Loop struct {
+// Parts are what the stages of a pass work with and what lives across
+// passes. The optional ones are nil when the feature is off; Stages
+// leaves their stages out.
+type Parts struct {
 	Options   *config.Options
 	Clock     clock.PassiveClock
 	Provider  cloudprovider.CloudProvider
@@ -78,6 +76,15 @@ type Loop struct {
 	Tell *Telling
 }
 
+// Loop runs passes over its parts.
+type Loop struct {
+	Parts
+}
+
+// New is the one way to assemble a loop: the binary, explain and the
+// tests all call it, so they run the same pass.
+func New(p Parts) *Loop { return &Loop{Parts: p} }
+
 // Pass is what one RunOnce saw and did, for tests and the status.
 type Pass struct {
 	Groups    []*nodegroups.Info
@@ -97,6 +104,8 @@ type Pass struct {
 	// many unready nodes): the pass planned but neither scaled up nor
 	// down. Empty when it was safe.
 	Unsafe string
+
+	state
 }
 
 // RunOnce is one pass of the loop. A panic inside it (a scheduler plugin
@@ -117,107 +126,13 @@ func (l *Loop) RunOnce(ctx context.Context) (pass *Pass, err error) {
 }
 
 func (l *Loop) run(ctx context.Context, pass *Pass, now time.Time) (*Pass, error) {
-	if err := l.Provider.Refresh(ctx); err != nil {
-		return l.fail(pass, "cloudProviderError", fmt.Errorf("refresh cloud provider: %w", err))
-	}
-	state, err := l.Observer.Observe()
-	if err != nil {
-		return l.fail(pass, "apiCallError", fmt.Errorf("observe: %w", err))
-	}
-	verdict := health.Check(state.Nodes, now, health.Options{MaxUnreadyPercentage: l.Options.Health.MaxTotalUnreadyPercentage,
-		OkUnreadyCount: l.Options.Health.OkTotalUnreadyCount, StartupTime: l.Options.MaxNodeProvisionTime})
-	if pass.Unsafe = verdict.Reason; !verdict.Healthy {
-		klog.FromContext(ctx).Info("Cluster unhealthy; planning only, no scale-up or scale-down", "reason", verdict.Reason)
-	}
-	slicesByNode, podsByNode := indexByNode(state)
-	groups, err := nodegroups.Collect(ctx, nodegroups.Input{Groups: l.Groups, Sizes: l.Sizes, Provider: l.Provider,
-		Nodes: state.Nodes, SlicesByNode: slicesByNode, PodsByNode: podsByNode, DaemonSets: state.DaemonSets,
-		Now: now, MaxProvision: l.Options.MaxNodeProvisionTime}, l.Templates)
-	if err != nil {
-		return l.fail(pass, "cloudProviderError", err)
-	}
-	pass.Groups = groups
-	pass.Failures = l.Tracker.Update(ctx, groups, now)
-	for _, f := range pass.Failures {
-		l.Metrics.FailedScaleUps.WithLabelValues(f.Reason).Inc()
-	}
-	l.Reporter.Instances(pass.Failures, l.Tracker.TakeErrors())
-
-	// A snapshot missing part of the cluster would make every decision
-	// on a wrong picture: the pass stops before anything acts.
-	start := time.Now()
-	built, err := snapshot.Build(ctx, l.Runner.Snapshot(), state, groups)
-	l.Metrics.Observe("snapshot", start)
-	if err != nil {
-		return l.fail(pass, "snapshotError", fmt.Errorf("snapshot: %w", err))
-	}
-	l.Reservations.Update(ctx, groups, state.Pods, now)
-
-	pending := fitexisting.Select(state.Pods, fitexisting.Selection{
-		NewPodScaleUpDelay: l.Options.NewPodScaleUpDelay,
-		PriorityCutoff:     l.Options.ExpendablePodsPriorityCutoff,
-		SchedulerName:      corev1.DefaultSchedulerName,
-	}, now)
-	if l.ProvReqs != nil {
-		pending = provreq.WithoutConsumers(pending)
-	}
-	l.Metrics.UnschedulablePodsCount.Set(float64(len(pending)))
-	gangs, loose, waiting := gang.Split(pending, state.Pods, state.PodGroups)
-	loose = l.sharing(ctx, state, groups, built, loose, now)
-
-	usage := clusterUsage(state.Nodes, groups)
-	if l.ProvReqs != nil && pass.Unsafe == "" {
-		// Booked and requested capacity is taken before gangs and pods ask.
-		pass.Results = l.ProvReqs.Run(ctx, provreq.Input{Runner: l.Runner, Candidates: built.Candidates(),
-			Groups: groups, Usage: &usage, Pods: state.Pods, Now: now})
-	}
-	// Gangs first: each is planned whole or not at all, and what it gets
-	// is taken before single pods are fitted.
-	start = time.Now()
-	gangOutcomes, err := l.Planner.PlanGangs(ctx, l.Runner, gangs, built.Candidates(), groups, &usage, now)
-	if err != nil {
-		return l.fail(pass, "simulationError", err)
-	}
-	rest, fits, err := fitexisting.FitRanked(ctx, l.Runner, loose, built.Candidates(), l.ClassOf, l.Placement.Rank)
-	if err != nil {
-		return l.fail(pass, "simulationError", err)
-	}
-	l.Placement.LogChoices(ctx, fits)
-	l.Metrics.Observe("filterOutSchedulable", start)
-	pass.Pending, pass.FitsNow, pass.Gangs, pass.Fits = rest, len(fits), gangOutcomes, fits
-
-	var ups []act.ScaleUp
-	for _, o := range gangOutcomes {
-		ups = append(ups, o.ScaleUps...)
-	}
-	if len(rest) > 0 {
-		start = time.Now()
-		pass.Plan, err = l.Planner.Plan(ctx, rest, groups, usage, now)
-		l.Metrics.Observe("scaleUp", start)
-		if err != nil {
-			return l.fail(pass, "simulationError", err)
+	if err := runStages(ctx, l.Stages(), pass, false, nil); err != nil {
+		kind := "simulationError"
+		if se, ok := err.(*stageError); ok {
+			kind = se.kind
 		}
-		ups = append(ups, pass.Plan.ScaleUps...)
+		return l.fail(pass, kind, err)
 	}
-	switch {
-	case len(ups) > 0 && pass.Unsafe != "":
-		klog.FromContext(ctx).Info("Cluster unhealthy; planned scale-ups not made", "reason", pass.Unsafe, "scaleUps", len(ups))
-	case len(ups) > 0:
-		pass.Results = append(pass.Results, l.Actuator.Execute(ctx, ups, now)...)
-	}
-	// ProvisioningRequests' scale-ups count as any other: for the
-	// reservations' counters and the scale-down cooldown.
-	for _, r := range pass.Results {
-		l.Reservations.Launched(r.Group.Id, r.Group.Size(), r.Added, now)
-	}
-	if len(pass.Results) > 0 {
-		l.Reporter.ScaleUps(pass.Results, now)
-	}
-	if pass.Unsafe == "" {
-		l.scaleDown(ctx, pass, state, built, now)
-	}
-	l.report(pass, state, waiting, now)
-	l.tell(ctx, pass, state, built, now)
 	if pass.Unsafe != "" {
 		l.Metrics.ClusterSafeToAutoscale.Set(0)
 	} else {
@@ -231,7 +146,8 @@ func (l *Loop) run(ctx context.Context, pass *Pass, now time.Time) (*Pass, error
 }
 
 // report tells pods, PodGroups and the metrics what this pass decided.
-func (l *Loop) report(pass *Pass, state *observe.ClusterState, waiting []gang.Waiting, now time.Time) {
+func (l *Loop) report(_ context.Context, pass *Pass) error {
+	state, waiting, now := pass.cluster, pass.waiting, pass.StartedAt
 	if pass.Plan != nil {
 		l.Reporter.NotHelped(pass.Plan.NotHelped, pass.Plan.Reasons, now)
 	}
@@ -244,6 +160,7 @@ func (l *Loop) report(pass *Pass, state *observe.ClusterState, waiting []gang.Wa
 		}
 	}
 	l.Reporter.Forget(alive(state))
+	return nil
 }
 
 // clusterUsage counts the registered nodes and the nodes still coming,

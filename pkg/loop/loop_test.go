@@ -84,7 +84,7 @@ func newLoop(t *testing.T, ctx context.Context, clock *testclock.FakeClock, reco
 		t.Fatal(err)
 	}
 	m := metrics.New()
-	return &loop.Loop{
+	return loop.New(loop.Parts{
 		Options:   opts,
 		Clock:     clock,
 		Provider:  provider,
@@ -101,7 +101,7 @@ func newLoop(t *testing.T, ctx context.Context, clock *testclock.FakeClock, reco
 		Reporter: report.New(recorder, m, 5*time.Minute),
 		Metrics:  m,
 		ClassOf:  est.ClassKey,
-	}
+	})
 }
 
 func drain(r *record.FakeRecorder) []string {

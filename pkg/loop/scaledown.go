@@ -6,31 +6,32 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/scaledown"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/snapshot"
 )
 
-// scaleDown runs the scale-down stage on this pass's snapshot. A scale-up
-// made in this pass starts the cooldown first, so a pass never adds and
-// removes nodes at once. Its failure is logged and counted; the loop
-// goes on.
-func (l *Loop) scaleDown(ctx context.Context, pass *Pass, state *observe.ClusterState, built *snapshot.Result, now time.Time) {
-	if l.ScaleDown == nil || built == nil {
-		return
+// scaleDown runs the scale-down stage on this pass's snapshot, unless the
+// cluster is unsafe to act on. A scale-up made in this pass starts the
+// cooldown first, so a pass never adds and removes nodes at once. Its
+// failure is logged and counted; the loop goes on.
+func (l *Loop) scaleDown(ctx context.Context, pass *Pass) error {
+	if pass.Unsafe != "" {
+		return nil
 	}
+	now := pass.StartedAt
 	for _, r := range pass.Results {
 		if r.Added > 0 {
 			l.ScaleDown.NoteScaleUp(now)
 		}
 	}
 	start := time.Now()
-	res, err := l.ScaleDown.Run(ctx, scaledown.Input{State: state, PDBs: l.Observer, Owners: l.Observer.ControllerExists, Groups: pass.Groups, Nodes: built.Nodes, Now: now})
+	res, err := l.ScaleDown.Run(ctx, scaledown.Input{State: pass.cluster, PDBs: l.Observer, Owners: l.Observer.ControllerExists,
+		Groups: pass.Groups, Nodes: pass.built.Nodes, Now: now})
 	l.Metrics.Observe("scaleDown", start)
 	if err != nil {
 		l.Metrics.Errors.WithLabelValues("simulationError").Inc()
 		klog.FromContext(ctx).Error(err, "Scale-down failed; the loop goes on")
-		return
+		return nil
 	}
 	pass.ScaleDown = res
+	return nil
 }

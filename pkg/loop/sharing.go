@@ -4,32 +4,29 @@ import (
 	"context"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/snapshot"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/stranded"
 )
 
 // sharing measures stranded DRA capacity on the freshly built snapshot
-// and applies the prioritized-list policy to the pods about to be
-// fitted, which it returns (see placement.PreferFirstAlternative).
-func (l *Loop) sharing(ctx context.Context, state *observe.ClusterState, groups []*nodegroups.Info, built *snapshot.Result, pods []*corev1.Pod, now time.Time) []*corev1.Pod {
-	if l.Stranded != nil && built != nil {
+// and applies the prioritized-list policy to the single pods about to be
+// fitted (see placement.PreferFirstAlternative).
+func (l *Loop) sharing(ctx context.Context, p *Pass) error {
+	if l.Stranded != nil {
 		start := time.Now()
-		l.Stranded.Run(ctx, stranded.Input{Snapshot: l.Runner.Snapshot(), Pods: state.Pods, Nodes: built.Nodes,
-			GroupOf: groupOf(groups), DeviceClasses: state.DeviceClasses}, now)
+		l.Stranded.Run(ctx, stranded.Input{Snapshot: l.Runner.Snapshot(), Pods: p.cluster.Pods, Nodes: p.built.Nodes,
+			GroupOf: groupOf(p.Groups), DeviceClasses: p.cluster.DeviceClasses}, p.StartedAt)
 		l.Metrics.Observe("strandedCapacity", start)
 	}
 	var templates []*cloudprovider.NodeTemplate
-	for _, g := range groups {
+	for _, g := range p.Groups {
 		if g.Template != nil {
 			templates = append(templates, g.Template)
 		}
 	}
-	return l.Placement.PreferFirstAlternative(ctx, pods, templates)
+	p.loose = l.Placement.PreferFirstAlternative(ctx, p.loose, templates)
+	return nil
 }
 
 // groupOf maps the registered nodes to their groups.

@@ -42,14 +42,16 @@ func NewTelling(opts *config.Options, client kubernetes.Interface, recorder reco
 
 // tell runs after the plan: disagreements first (the status reports them),
 // then the status.
-func (l *Loop) tell(ctx context.Context, pass *Pass, state *observe.ClusterState, built *snapshot.Result, now time.Time) {
+func (l *Loop) tell(ctx context.Context, pass *Pass) error {
 	if l.Tell == nil {
-		return
+		return nil
 	}
-	if l.Tell.Disagree != nil && built != nil {
-		pass.Disagreements = l.Tell.Disagree.Update(pass.Fits, readyNodes(state.Nodes, built), now)
+	state, now := pass.cluster, pass.StartedAt
+	if l.Tell.Disagree != nil {
+		pass.Disagreements = l.Tell.Disagree.Update(pass.Fits, readyNodes(state.Nodes, pass.built), now)
 	}
 	l.writeStatus(ctx, pass, state, nil, now)
+	return nil
 }
 
 // writeStatus writes the status of a pass; failure is the error that

@@ -1,0 +1,93 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/snapshot"
+)
+
+// Stage is one step of a pass, in the spirit of the scheduler framework's
+// extension points: a name (for logs, metrics and errors) and a Run over
+// the pass's state, which it reads and extends for the stages after it.
+// A stage that changes the world (the provider, the API server) says so
+// in Acts, and a dry run (explain) leaves it out.
+type Stage interface {
+	Name() string
+	Run(ctx context.Context, p *Pass) error
+	Acts() bool
+}
+
+// state is what the stages hand on within a pass, besides the Pass fields
+// they fill for tests and the status.
+type state struct {
+	cluster *observe.ClusterState
+	built   *snapshot.Result
+	// gangs, loose and waiting split the pending pods; usage counts the
+	// cluster for limits and is taken from by each scale-up planned.
+	gangs   []*gang.Gang
+	loose   []*corev1.Pod
+	waiting []gang.Waiting
+	usage   limits.Usage
+	ups     []act.ScaleUp
+	// extra are pods to plan for although the pass might not pick them
+	// (the pod explain is asked about); added are those it did not pick.
+	extra, added []*corev1.Pod
+}
+
+// stageError is a stage's failure with the kind errors_total counts it as.
+type stageError struct {
+	kind string
+	err  error
+}
+
+func (e *stageError) Error() string { return e.err.Error() }
+func (e *stageError) Unwrap() error { return e.err }
+
+// failed wraps err of kind ("cloudProviderError", "snapshotError", ...).
+func failed(kind string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &stageError{kind: kind, err: err}
+}
+
+// stage is a Stage from a function: most stages are a few lines over the
+// parts the loop holds.
+type stage struct {
+	name string
+	acts bool
+	run  func(ctx context.Context, p *Pass) error
+}
+
+func (s stage) Name() string                           { return s.name }
+func (s stage) Acts() bool                             { return s.acts }
+func (s stage) Run(ctx context.Context, p *Pass) error { return s.run(ctx, p) }
+
+// runStages runs the stages in order; a dry run skips those that act.
+// after, if set, is called after each stage that ran.
+func runStages(ctx context.Context, stages []Stage, p *Pass, dryRun bool, after func(name string) error) error {
+	for _, s := range stages {
+		if dryRun && s.Acts() {
+			continue
+		}
+		if err := s.Run(ctx, p); err != nil {
+			if _, ok := err.(*stageError); ok {
+				return err
+			}
+			return fmt.Errorf("%s: %w", s.Name(), err)
+		}
+		if after != nil {
+			if err := after(s.Name()); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,228 @@
+package loop
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/health"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/fitexisting"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/snapshot"
+)
+
+// Stage names, in pass order.
+const (
+	StageRefresh      = "refresh"
+	StageObserve      = "observe"
+	StageGroups       = "nodeGroups"
+	StageTrack        = "track"
+	StageSnapshot     = "snapshot"
+	StageReservations = "reservations"
+	StagePending      = "pending"
+	StageSharing      = "sharing"
+	StageProvReqs     = "provisioningRequests"
+	StageGangs        = "gangs"
+	StageFitExisting  = "fitExisting"
+	StagePlan         = "plan"
+	StageAct          = "act"
+	StageScaleDown    = "scaleDown"
+	StageReport       = "report"
+	StageTell         = "tell"
+)
+
+// Stages is the pass: every stage in order, the optional ones only when
+// their part is there. The loop and explain run this one list (explain
+// without the stages that act), so they cannot decide differently. A new
+// stage is a Stage and one line here.
+func (l *Loop) Stages() []Stage {
+	out := []Stage{
+		stage{name: StageRefresh, run: l.refresh},
+		stage{name: StageObserve, run: l.observe},
+		stage{name: StageGroups, run: l.collectGroups},
+		stage{name: StageTrack, acts: true, run: l.track},
+		stage{name: StageSnapshot, run: l.buildSnapshot},
+		stage{name: StageReservations, run: l.countReservations},
+		stage{name: StagePending, run: l.pending},
+		stage{name: StageSharing, run: l.sharing},
+	}
+	if l.ProvReqs != nil {
+		out = append(out, stage{name: StageProvReqs, acts: true, run: l.provisioningRequests})
+	}
+	out = append(out,
+		stage{name: StageGangs, run: l.planGangs},
+		stage{name: StageFitExisting, run: l.fitExisting},
+		stage{name: StagePlan, run: l.plan},
+		stage{name: StageAct, acts: true, run: l.act},
+	)
+	if l.ScaleDown != nil {
+		out = append(out, stage{name: StageScaleDown, acts: true, run: l.scaleDown})
+	}
+	return append(out,
+		stage{name: StageReport, acts: true, run: l.report},
+		stage{name: StageTell, acts: true, run: l.tell},
+	)
+}
+
+func (l *Loop) refresh(ctx context.Context, p *Pass) error {
+	if err := l.Provider.Refresh(ctx); err != nil {
+		return failed("cloudProviderError", fmt.Errorf("refresh cloud provider: %w", err))
+	}
+	return nil
+}
+
+// observe reads the cluster and judges whether it is healthy enough to
+// act on (too many unready nodes: plan only).
+func (l *Loop) observe(ctx context.Context, p *Pass) error {
+	state, err := l.Observer.Observe()
+	if err != nil {
+		return failed("apiCallError", fmt.Errorf("observe: %w", err))
+	}
+	p.cluster = state
+	verdict := health.Check(state.Nodes, p.StartedAt, health.Options{MaxUnreadyPercentage: l.Options.Health.MaxTotalUnreadyPercentage,
+		OkUnreadyCount: l.Options.Health.OkTotalUnreadyCount, StartupTime: l.Options.MaxNodeProvisionTime})
+	if p.Unsafe = verdict.Reason; !verdict.Healthy {
+		klog.FromContext(ctx).Info("Cluster unhealthy; planning only, no scale-up or scale-down", "reason", verdict.Reason)
+	}
+	return nil
+}
+
+func (l *Loop) collectGroups(ctx context.Context, p *Pass) error {
+	state := p.cluster
+	slicesByNode, podsByNode := indexByNode(state)
+	groups, err := nodegroups.Collect(ctx, nodegroups.Input{Groups: l.Groups, Sizes: l.Sizes, Provider: l.Provider,
+		Nodes: state.Nodes, SlicesByNode: slicesByNode, PodsByNode: podsByNode, DaemonSets: state.DaemonSets,
+		Now: p.StartedAt, MaxProvision: l.Options.MaxNodeProvisionTime}, l.Templates)
+	if err != nil {
+		return failed("cloudProviderError", err)
+	}
+	p.Groups = groups
+	return nil
+}
+
+// track follows the scale-ups in flight and gives up what failed.
+func (l *Loop) track(ctx context.Context, p *Pass) error {
+	p.Failures = l.Tracker.Update(ctx, p.Groups, p.StartedAt)
+	for _, f := range p.Failures {
+		l.Metrics.FailedScaleUps.WithLabelValues(f.Reason).Inc()
+	}
+	l.Reporter.Instances(p.Failures, l.Tracker.TakeErrors())
+	return nil
+}
+
+// buildSnapshot loads the cluster into the simulation. A snapshot missing
+// part of the cluster would make every decision on a wrong picture: the
+// pass stops before anything acts.
+func (l *Loop) buildSnapshot(ctx context.Context, p *Pass) error {
+	start := time.Now()
+	built, err := snapshot.Build(ctx, l.Runner.Snapshot(), p.cluster, p.Groups)
+	l.Metrics.Observe("snapshot", start)
+	if err != nil {
+		return failed("snapshotError", fmt.Errorf("snapshot: %w", err))
+	}
+	p.built = built
+	return nil
+}
+
+func (l *Loop) countReservations(ctx context.Context, p *Pass) error {
+	l.Reservations.Update(ctx, p.Groups, p.cluster.Pods, p.StartedAt)
+	return nil
+}
+
+// pending picks the pods to scale for and splits them into gangs and
+// single pods; usage starts from what exists and is coming.
+func (l *Loop) pending(ctx context.Context, p *Pass) error {
+	pending := fitexisting.Select(p.cluster.Pods, fitexisting.Selection{
+		NewPodScaleUpDelay: l.Options.NewPodScaleUpDelay,
+		PriorityCutoff:     l.Options.ExpendablePodsPriorityCutoff,
+		SchedulerName:      corev1.DefaultSchedulerName,
+	}, p.StartedAt)
+	if l.ProvReqs != nil {
+		pending = provreq.WithoutConsumers(pending)
+	}
+	l.Metrics.UnschedulablePodsCount.Set(float64(len(pending)))
+	for _, x := range p.extra {
+		if !containsPod(pending, x) {
+			pending = append(pending, x)
+			p.added = append(p.added, x)
+		}
+	}
+	p.gangs, p.loose, p.waiting = gang.Split(pending, p.cluster.Pods, p.cluster.PodGroups)
+	p.usage = clusterUsage(p.cluster.Nodes, p.Groups)
+	return nil
+}
+
+// provisioningRequests books and requests capacity before gangs and pods
+// ask.
+func (l *Loop) provisioningRequests(ctx context.Context, p *Pass) error {
+	if p.Unsafe != "" {
+		return nil
+	}
+	p.Results = l.ProvReqs.Run(ctx, provreq.Input{Runner: l.Runner, Candidates: p.built.Candidates(),
+		Groups: p.Groups, Usage: &p.usage, Pods: p.cluster.Pods, Now: p.StartedAt})
+	return nil
+}
+
+// planGangs plans each gang whole or not at all; what it gets is taken
+// before single pods are fitted.
+func (l *Loop) planGangs(ctx context.Context, p *Pass) error {
+	outcomes, err := l.Planner.PlanGangs(ctx, l.Runner, p.gangs, p.built.Candidates(), p.Groups, &p.usage, p.StartedAt)
+	if err != nil {
+		return failed("simulationError", err)
+	}
+	p.Gangs = outcomes
+	for _, o := range outcomes {
+		p.ups = append(p.ups, o.ScaleUps...)
+	}
+	return nil
+}
+
+func (l *Loop) fitExisting(ctx context.Context, p *Pass) error {
+	start := time.Now()
+	rest, fits, err := fitexisting.FitRanked(ctx, l.Runner, p.loose, p.built.Candidates(), l.ClassOf, l.Placement.Rank)
+	if err != nil {
+		return failed("simulationError", err)
+	}
+	l.Placement.LogChoices(ctx, fits)
+	l.Metrics.Observe("filterOutSchedulable", start)
+	p.Pending, p.FitsNow, p.Fits = rest, len(fits), fits
+	return nil
+}
+
+func (l *Loop) plan(ctx context.Context, p *Pass) error {
+	if len(p.Pending) == 0 {
+		return nil
+	}
+	start := time.Now()
+	plan, err := l.Planner.Plan(ctx, p.Pending, p.Groups, p.usage, p.StartedAt)
+	l.Metrics.Observe("scaleUp", start)
+	if err != nil {
+		return failed("simulationError", err)
+	}
+	p.Plan = plan
+	p.ups = append(p.ups, plan.ScaleUps...)
+	return nil
+}
+
+// act makes the planned scale-ups. ProvisioningRequests' count as any
+// other: for the reservations' counters and the scale-down cooldown.
+func (l *Loop) act(ctx context.Context, p *Pass) error {
+	switch {
+	case len(p.ups) > 0 && p.Unsafe != "":
+		klog.FromContext(ctx).Info("Cluster unhealthy; planned scale-ups not made", "reason", p.Unsafe, "scaleUps", len(p.ups))
+	case len(p.ups) > 0:
+		p.Results = append(p.Results, l.Actuator.Execute(ctx, p.ups, p.StartedAt)...)
+	}
+	for _, r := range p.Results {
+		l.Reservations.Launched(r.Group.Id, r.Group.Size(), r.Added, p.StartedAt)
+	}
+	if len(p.Results) > 0 {
+		l.Reporter.ScaleUps(p.Results, p.StartedAt)
+	}
+	return nil
+}
