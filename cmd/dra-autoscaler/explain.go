@@ -15,8 +15,8 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
 )
 

@@ -17,8 +17,8 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/placement"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/fragmentation"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
@@ -89,7 +89,7 @@ func (p *parts) planner(opts *config.Options, b *backoff.Backoff) *plan.Planner 
 
 // loopParts are the parts the running loop and explain share: what the
 // pass simulates and plans with. The caller adds what acts and tells.
-func (p *parts) loopParts(opts *config.Options, b *backoff.Backoff, tracker *track.Tracker, reserved *reservations.Stage, m *metrics.Metrics) loop.Parts {
+func (p *parts) loopParts(opts *config.Options, b *backoff.Backoff, tracker *track.Tracker, reserved *reservations.Policy, m *metrics.Metrics) loop.Parts {
 	return loop.Parts{
 		Options:      opts,
 		Clock:        clock.RealClock{},

@@ -9,18 +9,18 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/drain"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/actuator"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/drainability"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/eligibility"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/planner"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/scaledown"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
 // newScaleDown wires the scale-down stage. policies are the other rules
 // that may keep nodes or order removals (reservations, cost).
 func newScaleDown(opts *config.Options, runner *framework.Runner, client kubernetes.Interface, recorder record.EventRecorder,
-	m *metrics.Metrics, policies ...planner.NodePolicy) *scaledown.Stage {
+	m *metrics.Metrics, policies ...planner.NodePolicy) *scaledown.Controller {
 	sd := opts.ScaleDown
 	p := planner.New(runner, planner.Options{
 		Thresholds:            eligibility.Thresholds{Utilization: sd.UtilizationThreshold, GPU: sd.GPUUtilizationThreshold},

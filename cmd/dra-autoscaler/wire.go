@@ -28,11 +28,11 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/stranded"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
 )
 
 // run wires everything and blocks until ctx ends or leadership is lost.
@@ -70,14 +70,14 @@ func run(ctx context.Context, opts *config.Options) error {
 	reserved := reservations.New(reservations.Options{EndMargin: opts.Reservations.EndMargin, ScaleDownReserved: opts.Reservations.ScaleDownReservedNodes,
 		LaunchTTL: opts.MaxNodeProvisionTime}, p.provider, crs, dyn, client, recorder, m.Reservations)
 	lp := p.loopParts(opts, b, tracker, reserved, m)
-	lp.Actuator = act.New(tracker, b)
+	lp.Launcher = act.New(tracker, b)
 	lp.Reporter = report.New(recorder, m, 5*time.Minute).WithStatusObject(opts.Namespace, opts.StatusConfigMapName)
 	lp.OnPass = h.passed
 	lp.Stranded = stranded.New(p.analyzer, p.shapes, opts.Sharing.StrandedCapacityBudget, m.Sharing)
 	l := loop.New(lp)
 	// Reserved nodes go last and idle paid capacity stays (issue 6).
 	l.ScaleDown = newScaleDown(opts, p.runner, client, recorder, m, reserved.ScaleDown())
-	l.Tell = loop.NewTelling(opts, client, recorder, m)
+	l.Disagree, l.Status = loop.NewStatusParts(opts, client, recorder, m)
 	autoscale := func(ctx context.Context) error {
 		served, err := observe.Discover(client)
 		if err != nil {
@@ -88,7 +88,7 @@ func run(ctx context.Context, opts *config.Options) error {
 			return err
 		}
 		defer l.Observer.Shutdown()
-		if l.ProvReqs, err = provreq.Start(ctx, restConfig, client, opts.ProvisioningRequests, l.Planner, l.Actuator, recorder); err != nil {
+		if l.ProvReqs, err = provreq.Start(ctx, restConfig, client, opts.ProvisioningRequests, l.Planner, l.Launcher, recorder); err != nil {
 			return err
 		}
 		defer l.ProvReqs.Shutdown()

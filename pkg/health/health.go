@@ -24,8 +24,8 @@ type Options struct {
 	StartupTime          time.Duration
 }
 
-// Verdict is the cluster's health in one pass.
-type Verdict struct {
+// Assessment is the cluster's health in one pass.
+type Assessment struct {
 	Healthy bool
 	// Unready and Total are the nodes counted.
 	Unready, Total int
@@ -38,8 +38,8 @@ type Verdict struct {
 // upstream's NotStarted) and those being deleted. The cluster is
 // unhealthy when the unready nodes are more than OkUnreadyCount and also
 // more than MaxUnreadyPercentage of all registered nodes.
-func Check(nodes []*corev1.Node, now time.Time, o Options) Verdict {
-	v := Verdict{Total: len(nodes)}
+func Check(nodes []*corev1.Node, now time.Time, o Options) Assessment {
+	v := Assessment{Total: len(nodes)}
 	for _, n := range nodes {
 		if !nodeutil.IsNodeReady(n) && !starting(n, now, o.StartupTime) && !deleting(n) {
 			v.Unready++

@@ -13,10 +13,10 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/explain"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/load"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/snapshot"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
@@ -70,7 +70,7 @@ func (l *Loop) Explain(ctx context.Context, key types.NamespacedName) (*explain.
 }
 
 // explainPod fills in the verdicts for pod from what the pass decided.
-func explainPod(rep *explain.Report, pod *corev1.Pod, groups []*nodegroups.Info, built *snapshot.Result,
+func explainPod(rep *explain.Report, pod *corev1.Pod, groups []*nodegroups.Info, built *load.Result,
 	fits map[*corev1.Pod]string, p *plan.Plan, outcomes []plan.GangOutcome, waiting []gang.Waiting) {
 	ups := map[string]int{}
 	var reasons []report.GroupReason

@@ -18,7 +18,6 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/explain"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/fakeprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
@@ -85,7 +84,7 @@ func TestRunOnceWritesStatus(t *testing.T) {
 	rec := record.NewFakeRecorder(10)
 	l := newLoop(t, ctx, testclock.NewFakeClock(t0), rec, provider, unschedulablePod("huge", "64"))
 	client := fake.NewClientset()
-	l.Tell = &loop.Telling{Disagree: disagree.New(time.Minute, rec, l.Metrics), Status: status.NewWriter(client, "kube-system", "st")}
+	l.Disagree, l.Status = disagree.New(time.Minute, rec, l.Metrics), status.NewWriter(client, "kube-system", "st")
 	if _, err := l.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}

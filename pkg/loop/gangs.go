@@ -5,8 +5,8 @@ import (
 	"strings"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
 	"k8s.io/apimachinery/pkg/types"
 )

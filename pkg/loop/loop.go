@@ -30,13 +30,14 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/placement"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/scaledown"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/stranded"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
@@ -55,30 +56,33 @@ type Parts struct {
 	Tracker   *track.Tracker
 	Backoff   *backoff.Backoff
 	Planner   *plan.Planner
-	Actuator  *act.Actuator
+	Launcher  *act.Launcher
 	Reporter  *report.Reporter
 	Metrics   *metrics.Metrics
 	// ScaleDown removes unneeded nodes; nil disables scale-down.
-	ScaleDown *scaledown.Stage
+	ScaleDown *scaledown.Controller
 	// ProvReqs serves ProvisioningRequests; nil when the cluster has none.
 	ProvReqs *provreq.Processor
 	// Reservations counts reserved capacity (nil: none).
-	Reservations *reservations.Stage
+	Reservations *reservations.Policy
 	// ClassOf groups equivalent pods for the fit-existing stage.
 	ClassOf func(*corev1.Pod) string
 	// Stranded measures stranded DRA capacity; Placement ranks the nodes
 	// pods fit and applies the prioritized-list policy. Both optional.
-	Stranded  *stranded.Stage
+	Stranded  *stranded.Meter
 	Placement *placement.Placer
 	// OnPass, if set, is told when a pass finished without error.
 	OnPass func(time.Time)
-	// Tell detects disagreements and writes the status; nil skips both.
-	Tell *Telling
+	// Disagree detects where the scheduler does not do what the
+	// simulation says; Status writes the status ConfigMap. Each optional.
+	Disagree *disagree.Detector
+	Status   *status.Writer
 }
 
 // Loop runs passes over its parts.
 type Loop struct {
 	Parts
+	statusBuilder status.Builder
 }
 
 // New is the one way to assemble a loop: the binary, explain and the

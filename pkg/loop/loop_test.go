@@ -25,11 +25,11 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
@@ -97,7 +97,7 @@ func newLoop(t *testing.T, ctx context.Context, clock *testclock.FakeClock, reco
 		Backoff:   b,
 		Planner: plan.New(plan.Options{MaxNodesPerScaleUp: opts.MaxNodesPerScaleUp, ScaleUpFromZero: true},
 			est, expander.Chain{leastwaste.New()}, limits.New(opts, nil), b, nil),
-		Actuator: act.New(tracker, b),
+		Launcher: act.New(tracker, b),
 		Reporter: report.New(recorder, m, 5*time.Minute),
 		Metrics:  m,
 		ClassOf:  est.ClassKey,

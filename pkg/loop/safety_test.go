@@ -16,9 +16,9 @@ import (
 	drainer "github.com/dra-autoscaler/dra-autoscaler/pkg/drain"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/fakeprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/actuator"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/planner"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/scaledown"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
@@ -114,7 +114,7 @@ func TestRunOnceDoesNotActOnAnUnhealthyCluster(t *testing.T) {
 			}
 			l := newLoop(t, ctx, testclock.NewFakeClock(t0), record.NewFakeRecorder(10), fakeprovider.New(big), objs...)
 			client := fake.NewClientset()
-			l.Tell = &loop.Telling{Status: status.NewWriter(client, "kube-system", "st")}
+			l.Status = status.NewWriter(client, "kube-system", "st")
 			withScaleDown(l, client)
 
 			pass, err := l.RunOnce(ctx)

@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/scaledown"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown"
 )
 
 // scaleDown runs the scale-down stage on this pass's snapshot, unless the

@@ -3,7 +3,7 @@ package loop
 import (
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/scaledown"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
 )
 

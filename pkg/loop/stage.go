@@ -8,9 +8,9 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/load"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/snapshot"
 )
 
 // Stage is one step of a pass, in the spirit of the scheduler framework's
@@ -28,7 +28,7 @@ type Stage interface {
 // they fill for tests and the status.
 type state struct {
 	cluster *observe.ClusterState
-	built   *snapshot.Result
+	built   *load.Result
 	// gangs, loose and waiting split the pending pods; usage counts the
 	// cluster for limits and is taken from by each scale-up planned.
 	gangs   []*gang.Gang

@@ -12,8 +12,9 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/health"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/fitexisting"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/snapshot"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/load"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 )
 
 // Stage names, in pass order.
@@ -33,7 +34,8 @@ const (
 	StageAct          = "act"
 	StageScaleDown    = "scaleDown"
 	StageReport       = "report"
-	StageTell         = "tell"
+	StageDisagree     = "disagreements"
+	StageStatus       = "status"
 )
 
 // Stages is the pass: every stage in order, the optional ones only when
@@ -63,10 +65,14 @@ func (l *Loop) Stages() []Stage {
 	if l.ScaleDown != nil {
 		out = append(out, stage{name: StageScaleDown, acts: true, run: l.scaleDown})
 	}
-	return append(out,
-		stage{name: StageReport, acts: true, run: l.report},
-		stage{name: StageTell, acts: true, run: l.tell},
-	)
+	out = append(out, stage{name: StageReport, acts: true, run: l.report})
+	if l.Disagree != nil {
+		out = append(out, stage{name: StageDisagree, acts: true, run: l.disagreements})
+	}
+	if l.Status != nil {
+		out = append(out, stage{name: StageStatus, acts: true, run: l.status})
+	}
+	return out
 }
 
 func (l *Loop) refresh(ctx context.Context, p *Pass) error {
@@ -120,7 +126,7 @@ func (l *Loop) track(ctx context.Context, p *Pass) error {
 // pass stops before anything acts.
 func (l *Loop) buildSnapshot(ctx context.Context, p *Pass) error {
 	start := time.Now()
-	built, err := snapshot.Build(ctx, l.Runner.Snapshot(), p.cluster, p.Groups)
+	built, err := load.Build(ctx, l.Runner.Snapshot(), p.cluster, p.Groups)
 	l.Metrics.Observe("snapshot", start)
 	if err != nil {
 		return failed("snapshotError", fmt.Errorf("snapshot: %w", err))
@@ -137,7 +143,7 @@ func (l *Loop) countReservations(ctx context.Context, p *Pass) error {
 // pending picks the pods to scale for and splits them into gangs and
 // single pods; usage starts from what exists and is coming.
 func (l *Loop) pending(ctx context.Context, p *Pass) error {
-	pending := fitexisting.Select(p.cluster.Pods, fitexisting.Selection{
+	pending := observe.Pending(p.cluster.Pods, observe.PendingSelection{
 		NewPodScaleUpDelay: l.Options.NewPodScaleUpDelay,
 		PriorityCutoff:     l.Options.ExpendablePodsPriorityCutoff,
 		SchedulerName:      corev1.DefaultSchedulerName,
@@ -216,7 +222,7 @@ func (l *Loop) act(ctx context.Context, p *Pass) error {
 	case len(p.ups) > 0 && p.Unsafe != "":
 		klog.FromContext(ctx).Info("Cluster unhealthy; planned scale-ups not made", "reason", p.Unsafe, "scaleUps", len(p.ups))
 	case len(p.ups) > 0:
-		p.Results = append(p.Results, l.Actuator.Execute(ctx, p.ups, p.StartedAt)...)
+		p.Results = append(p.Results, l.Launcher.Execute(ctx, p.ups, p.StartedAt)...)
 	}
 	for _, r := range p.Results {
 		l.Reservations.Launched(r.Group.Id, r.Group.Size(), r.Added, p.StartedAt)

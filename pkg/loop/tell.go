@@ -16,41 +16,31 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/disagree"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/load"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/snapshot"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
 )
 
-// Telling is what tells users about a pass beyond events on pods: the
-// detection of disagreements with the scheduler and the status ConfigMap.
-// A nil part is skipped.
-type Telling struct {
-	Disagree *disagree.Detector
-	Status   *status.Writer
-	builder  status.Builder
-}
-
-// NewTelling wires disagreement detection and, with
+// NewStatusParts wires disagreement detection and, with
 // --write-status-configmap, the status writer.
-func NewTelling(opts *config.Options, client kubernetes.Interface, recorder record.EventRecorder, m *metrics.Metrics) *Telling {
-	t := &Telling{Disagree: disagree.New(opts.SchedulerDisagreementThreshold, recorder, m)}
+func NewStatusParts(opts *config.Options, client kubernetes.Interface, recorder record.EventRecorder, m *metrics.Metrics) (*disagree.Detector, *status.Writer) {
+	var w *status.Writer
 	if opts.WriteStatusConfigMap {
-		t.Status = status.NewWriter(client, opts.Namespace, opts.StatusConfigMapName)
+		w = status.NewWriter(client, opts.Namespace, opts.StatusConfigMapName)
 	}
-	return t
+	return disagree.New(opts.SchedulerDisagreementThreshold, recorder, m), w
 }
 
-// tell runs after the plan: disagreements first (the status reports them),
-// then the status.
-func (l *Loop) tell(ctx context.Context, pass *Pass) error {
-	if l.Tell == nil {
-		return nil
-	}
-	state, now := pass.cluster, pass.StartedAt
-	if l.Tell.Disagree != nil {
-		pass.Disagreements = l.Tell.Disagree.Update(pass.Fits, readyNodes(state.Nodes, pass.built), now)
-	}
-	l.writeStatus(ctx, pass, state, nil, now)
+// disagreements compares where the simulation placed pending pods with
+// what the scheduler did (the status reports them).
+func (l *Loop) disagreements(_ context.Context, pass *Pass) error {
+	pass.Disagreements = l.Disagree.Update(pass.Fits, readyNodes(pass.cluster.Nodes, pass.built), pass.StartedAt)
+	return nil
+}
+
+// status writes the status ConfigMap of a pass that ran to its end.
+func (l *Loop) status(ctx context.Context, pass *Pass) error {
+	l.writeStatus(ctx, pass, pass.cluster, nil, pass.StartedAt)
 	return nil
 }
 
@@ -58,7 +48,7 @@ func (l *Loop) tell(ctx context.Context, pass *Pass) error {
 // ended it, if any. A pass that found the cluster unsafe to autoscale is
 // unhealthy too, and says why.
 func (l *Loop) writeStatus(ctx context.Context, pass *Pass, state *observe.ClusterState, failure error, now time.Time) {
-	if l.Tell == nil || l.Tell.Status == nil {
+	if l.Status == nil {
 		return
 	}
 	in := status.Input{Now: now, Healthy: failure == nil && pass.Unsafe == "", Groups: pass.Groups, Backoff: l.Backoff.Get}
@@ -85,8 +75,8 @@ func (l *Loop) writeStatus(ctx context.Context, pass *Pass, state *observe.Clust
 		in.Disagreements = append(in.Disagreements, status.Disagreement{Namespace: d.Namespace, Name: d.Name, Node: d.Node,
 			Since: metav1.NewTime(d.Since), SchedulerMessage: d.SchedulerMessage})
 	}
-	s := l.Tell.builder.Build(in)
-	if err := l.Tell.Status.Write(ctx, s); err != nil {
+	s := l.statusBuilder.Build(in)
+	if err := l.Status.Write(ctx, s); err != nil {
 		l.Metrics.StatusWrites.WithLabelValues("error").Inc()
 		klog.FromContext(ctx).Error(err, "Writing the status ConfigMap")
 		return
@@ -123,7 +113,7 @@ func notHelped(pass *Pass) []status.PodNotHelped {
 
 // readyNodes are the registered nodes that are ready and not booting:
 // where a pod the simulation places should be bound by the scheduler.
-func readyNodes(nodes []*corev1.Node, built *snapshot.Result) map[string]bool {
+func readyNodes(nodes []*corev1.Node, built *load.Result) map[string]bool {
 	out := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
 		if _, booting := built.GroupOf[n.Name]; booting || n.Spec.Unschedulable {

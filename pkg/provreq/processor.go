@@ -19,20 +19,20 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/act"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/plan"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
-// Planner plans gangs all or nothing (plan.Planner).
-type Planner interface {
+// GangPlanner plans gangs all or nothing (plan.Planner).
+type GangPlanner interface {
 	PlanGangs(ctx context.Context, runner *framework.Runner, gangs []*gang.Gang, candidates []string,
 		groups []*nodegroups.Info, usage *limits.Usage, now time.Time) ([]plan.GangOutcome, error)
 }
 
-// Actuator carries out scale-ups (act.Actuator); the parts of one gang
+// Launcher carries out scale-ups (act.Launcher); the parts of one gang
 // succeed together or are undone.
-type Actuator interface {
+type Launcher interface {
 	Execute(ctx context.Context, ups []act.ScaleUp, now time.Time) []act.Result
 }
 
@@ -46,8 +46,8 @@ type Processor struct {
 	requests  provlisters.ProvisioningRequestLister
 	templates corelisters.PodTemplateLister
 	client    StatusClient
-	planner   Planner
-	actuator  Actuator
+	planner   GangPlanner
+	actuator  Launcher
 	recorder  record.EventRecorder
 	// misses counts, per booked request, the loops in a row its pods did
 	// not fit.
@@ -58,7 +58,7 @@ type Processor struct {
 // NewProcessor returns a processor reading through the listers and
 // writing status through client.
 func NewProcessor(opts Options, requests provlisters.ProvisioningRequestLister, templates corelisters.PodTemplateLister,
-	client StatusClient, planner Planner, actuator Actuator, recorder record.EventRecorder) *Processor {
+	client StatusClient, planner GangPlanner, actuator Launcher, recorder record.EventRecorder) *Processor {
 	if opts.TemplateGrace == 0 {
 		opts.TemplateGrace = DefaultTemplateGrace
 	}

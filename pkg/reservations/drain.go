@@ -22,7 +22,7 @@ import (
 // node elsewhere. Pods that declare they finish before the end stay, and
 // a node with nothing to move is left as it is. Failures are retried in
 // the next loop.
-func (s *Stage) drain(ctx context.Context, b *Book, objs []*crObject, pods []*corev1.Pod) {
+func (s *Policy) drain(ctx context.Context, b *Book, objs []*crObject, pods []*corev1.Pod) {
 	if s.client == nil {
 		return
 	}
@@ -106,7 +106,7 @@ func startOf(p *corev1.Pod, now time.Time) time.Time {
 
 // cordon marks the node unschedulable and as cordoned by us, for the
 // block id, in one patch: only a cordon carrying the mark is ever lifted.
-func cordon(ctx context.Context, s *Stage, node, id string) error {
+func cordon(ctx context.Context, s *Policy, node, id string) error {
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"annotations": map[string]string{AnnotationCordonedBy: cordonMark(id)}},
 		"spec":     map[string]any{"unschedulable": true},
@@ -121,7 +121,7 @@ func cordon(ctx context.Context, s *Stage, node, id string) error {
 	return err
 }
 
-func evict(ctx context.Context, s *Stage, p *corev1.Pod) error {
+func evict(ctx context.Context, s *Policy, p *corev1.Pod) error {
 	_, err := drain.EvictOnce(ctx, s.client, p, nil)
 	return err
 }

@@ -19,7 +19,7 @@ import (
 // counted against res by a stage that may drain.
 type drainFixture struct {
 	client *fake.Clientset
-	stage  *Stage
+	stage  *Policy
 	groups []*nodegroups.Info
 	pods   []*corev1.Pod
 }

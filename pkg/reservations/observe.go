@@ -7,7 +7,7 @@ import (
 
 // observe sets the per-reservation gauges: capacity, used, available and
 // idle nodes (registered on it, running no workload: paid for, unused).
-func (s *Stage) observe(b *Book, pods []*corev1.Pod) {
+func (s *Policy) observe(b *Book, pods []*corev1.Pod) {
 	if s.metrics == nil {
 		return
 	}

@@ -16,7 +16,7 @@ const ReasonReservation = "reservation"
 // the pods, and eligible the pods it may serve (a block ending soon serves
 // only pods that declare they finish before its end). Other groups are not
 // capped (room -1): their nodes beyond the reservations are on-demand.
-func (s *Stage) Room(g *nodegroups.Info, pods []*corev1.Pod) (room int, eligible []*corev1.Pod, reason, message string) {
+func (s *Policy) Room(g *nodegroups.Info, pods []*corev1.Pod) (room int, eligible []*corev1.Pod, reason, message string) {
 	b := s.Book()
 	if b == nil || !b.ReservedOnly(g.Id) {
 		return -1, pods, "", ""
@@ -44,7 +44,7 @@ func (s *Stage) Room(g *nodegroups.Info, pods []*corev1.Pod) (room int, eligible
 // Describe says what an option of nodes new nodes of g for pods lands on:
 // the group's capacity type, how many nodes go onto reservations and what
 // those cost per hour (0 when already paid).
-func (s *Stage) Describe(g *nodegroups.Info, nodes int, pods []*corev1.Pod) (capacityType string, reserved int, price float64) {
+func (s *Policy) Describe(g *nodegroups.Info, nodes int, pods []*corev1.Pod) (capacityType string, reserved int, price float64) {
 	b := s.Book()
 	if b == nil {
 		return CapacityOnDemand, 0, 0
@@ -56,7 +56,7 @@ func (s *Stage) Describe(g *nodegroups.Info, nodes int, pods []*corev1.Pod) (cap
 // Take books a chosen scale-up onto the group's reservations, so the
 // planner's later choices in this loop (other groups sharing a
 // reservation) see it taken.
-func (s *Stage) Take(g *nodegroups.Info, nodes int, pods []*corev1.Pod) {
+func (s *Policy) Take(g *nodegroups.Info, nodes int, pods []*corev1.Pod) {
 	b := s.Book()
 	if b == nil {
 		return
@@ -69,7 +69,7 @@ func (s *Stage) Take(g *nodegroups.Info, nodes int, pods []*corev1.Pod) {
 
 // Mark returns a function that undoes every Take made after it: the
 // planner tries plans (a gang in each topology domain) and keeps one.
-func (s *Stage) Mark() (restore func()) {
+func (s *Policy) Mark() (restore func()) {
 	b := s.Book()
 	if b == nil {
 		return func() {}

@@ -13,11 +13,11 @@ const ReasonReservedCapacity = "ReservedCapacity"
 // unneeded node because it is paid for anyway, and in which order to
 // remove nodes. It reads the stage's latest count.
 type ScaleDown struct {
-	stage *Stage
+	stage *Policy
 }
 
 // ScaleDown returns the scale-down view of the stage.
-func (s *Stage) ScaleDown() *ScaleDown { return &ScaleDown{stage: s} }
+func (s *Policy) ScaleDown() *ScaleDown { return &ScaleDown{stage: s} }
 
 // Keep is true for a node on an active reservation (idle paid capacity:
 // removing it saves nothing) unless --scale-down-reserved-nodes allows

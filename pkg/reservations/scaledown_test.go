@@ -21,7 +21,7 @@ type provider struct {
 func (p provider) Reservations() ([]cloudprovider.Reservation, error) { return p.res, p.err }
 
 // stageWith counts group "a" (nodes a-a, a-b, a-c) against res.
-func stageWith(t *testing.T, opts Options, res ...cloudprovider.Reservation) *Stage {
+func stageWith(t *testing.T, opts Options, res ...cloudprovider.Reservation) *Policy {
 	s := New(opts, provider{res: res}, nil, nil, nil, nil, nil)
 	g := &nodegroups.Info{Id: "a", Target: 3, Ready: nodes("a", 3), Template: &cloudprovider.NodeTemplate{Node: tmpl("on-demand")}}
 	s.Update(context.Background(), []*nodegroups.Info{g}, nil, now)
@@ -60,7 +60,7 @@ func TestScaleDownKeepAndRank(t *testing.T) {
 			}
 		})
 	}
-	var nilStage *Stage
+	var nilStage *Policy
 	if _, keep := nilStage.ScaleDown().Keep(node("a-a"), now); keep {
 		t.Error("a nil stage keeps nodes")
 	}

@@ -44,9 +44,9 @@ type Options struct {
 	LaunchTTL time.Duration
 }
 
-// Stage is the reservations stage of the loop. Its methods are safe on a
-// nil Stage (no reservations at all), so the loop needs no checks.
-type Stage struct {
+// Policy is the reservations stage of the loop. Its methods are safe on a
+// nil Policy (no reservations at all), so the loop needs no checks.
+type Policy struct {
 	opts     Options
 	provider cloudprovider.CloudProvider
 	objects  ObjectSource // nil: no CRD
@@ -70,8 +70,8 @@ type Stage struct {
 // New returns the stage. objects, dyn, client and recorder may be nil in
 // tests (then no CRD, no status, no drain, no events).
 func New(opts Options, provider cloudprovider.CloudProvider, objects ObjectSource, dyn dynamic.Interface,
-	client kubernetes.Interface, recorder record.EventRecorder, m *metrics.ReservationMetrics) *Stage {
-	return &Stage{opts: opts, provider: provider, objects: objects, dyn: dyn, client: client, recorder: recorder,
+	client kubernetes.Interface, recorder record.EventRecorder, m *metrics.ReservationMetrics) *Policy {
+	return &Policy{opts: opts, provider: provider, objects: objects, dyn: dyn, client: client, recorder: recorder,
 		metrics: m, ledger: newLedger(opts.LaunchTTL), taken: map[string]int{}, warned: map[string]bool{}, draining: map[string]bool{}}
 }
 
@@ -81,7 +81,7 @@ func New(opts Options, provider cloudprovider.CloudProvider, objects ObjectSourc
 // metrics), drains the nodes of blocks about to end and uncordons those
 // it drained for a block that no longer ends. Errors are logged:
 // a bad reservation never stops the loop.
-func (s *Stage) Update(ctx context.Context, groups []*nodegroups.Info, pods []*corev1.Pod, now time.Time) {
+func (s *Policy) Update(ctx context.Context, groups []*nodegroups.Info, pods []*corev1.Pod, now time.Time) {
 	if s == nil {
 		return
 	}
@@ -138,7 +138,7 @@ func (s *Stage) Update(ctx context.Context, groups []*nodegroups.Info, pods []*c
 }
 
 // Book is the latest count, or nil before the first loop.
-func (s *Stage) Book() *Book {
+func (s *Policy) Book() *Book {
 	if s == nil {
 		return nil
 	}
@@ -148,7 +148,7 @@ func (s *Stage) Book() *Book {
 // Launched records what a scale-up really added to group (whose size was
 // before when the loop began): later loops count it before the provider
 // shows it, and the launched-nodes metric says what it landed on.
-func (s *Stage) Launched(group string, before, added int, now time.Time) {
+func (s *Policy) Launched(group string, before, added int, now time.Time) {
 	if s == nil || added <= 0 {
 		return
 	}

@@ -33,7 +33,7 @@ const (
 // writeStatus writes used, available and the conditions back to the
 // objects that serve at least one of this autoscaler's groups (another
 // autoscaler may own the others), only when they change.
-func (s *Stage) writeStatus(ctx context.Context, objs []*crObject, b *Book) {
+func (s *Policy) writeStatus(ctx context.Context, objs []*crObject, b *Book) {
 	if s.dyn == nil {
 		return
 	}
@@ -71,7 +71,7 @@ func (s *Stage) writeStatus(ctx context.Context, objs []*crObject, b *Book) {
 	}
 }
 
-func (s *Stage) patchStatus(ctx context.Context, name string, st v1alpha1.CapacityReservationStatus) {
+func (s *Policy) patchStatus(ctx context.Context, name string, st v1alpha1.CapacityReservationStatus) {
 	if s.dyn == nil {
 		return
 	}
@@ -87,7 +87,7 @@ func (s *Stage) patchStatus(ctx context.Context, name string, st v1alpha1.Capaci
 // reportRejected gives each invalid object (once per generation) a
 // Warning event and, when it may concern this autoscaler's groups, a
 // Valid=False condition; the object is otherwise ignored.
-func (s *Stage) reportRejected(ctx context.Context, rejected []Rejected, b *Book) {
+func (s *Policy) reportRejected(ctx context.Context, rejected []Rejected, b *Book) {
 	if s.metrics != nil {
 		s.metrics.Invalid.Set(float64(len(rejected)))
 	}
@@ -146,7 +146,7 @@ func objectRef(u *unstructured.Unstructured) *corev1.ObjectReference {
 
 // event records on the reservation's object; provider reservations have
 // none, so their events go to the log only.
-func (s *Stage) event(r *Reservation, eventType, reason, msg string) {
+func (s *Policy) event(r *Reservation, eventType, reason, msg string) {
 	if r.Source != SourceCRD {
 		return
 	}
@@ -154,7 +154,7 @@ func (s *Stage) event(r *Reservation, eventType, reason, msg string) {
 		Name: r.Name, UID: r.UID}, eventType, reason, msg)
 }
 
-func (s *Stage) eventRef(ref *corev1.ObjectReference, eventType, reason, msg string) {
+func (s *Policy) eventRef(ref *corev1.ObjectReference, eventType, reason, msg string) {
 	if s.recorder == nil {
 		return
 	}

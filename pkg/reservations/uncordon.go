@@ -25,7 +25,7 @@ func cordonMark(id string) string { return blockMarkPrefix + id }
 // uncordon lifts the cordons placed for ending blocks whose reason is
 // gone: the block's end moved later, the reservation was deleted, or the
 // node is no longer on it. Only nodes carrying our mark are touched.
-func (s *Stage) uncordon(ctx context.Context, b *Book) {
+func (s *Policy) uncordon(ctx context.Context, b *Book) {
 	if s.client == nil {
 		return
 	}
@@ -59,7 +59,7 @@ func stillEnding(b *Book, n *corev1.Node) bool {
 // lift uncordons the node and drops the mark, provided the mark is still
 // the one read (a JSON patch test): whoever changed it since owns the
 // node's cordon now.
-func lift(ctx context.Context, s *Stage, node, mark string) error {
+func lift(ctx context.Context, s *Policy, node, mark string) error {
 	path := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(AnnotationCordonedBy)
 	patch, err := json.Marshal([]map[string]any{
 		{"op": "test", "path": path, "value": mark},

@@ -40,9 +40,9 @@ type Result struct {
 	Reason string
 }
 
-// Pass is one series of removals tried against one snapshot. It holds a
+// Session is one series of removals tried against one snapshot. It holds a
 // fork open from Begin to End; nothing it does outlives End.
-type Pass struct {
+type Session struct {
 	runner       *framework.Runner
 	destinations []string
 	removed      map[string]bool
@@ -52,13 +52,13 @@ type Pass struct {
 
 // Begin opens a pass. destinations are the nodes pods may move to, in
 // order of preference (the framework takes the first that fits).
-func Begin(runner *framework.Runner, destinations []string) *Pass {
+func Begin(runner *framework.Runner, destinations []string) *Session {
 	runner.Snapshot().Fork()
-	return &Pass{runner: runner, destinations: slices.Clone(destinations), removed: map[string]bool{}, received: map[string]bool{}}
+	return &Session{runner: runner, destinations: slices.Clone(destinations), removed: map[string]bool{}, received: map[string]bool{}}
 }
 
 // End drops every change of the pass.
-func (p *Pass) End() error {
+func (p *Session) End() error {
 	if p.closed {
 		return nil
 	}
@@ -67,7 +67,7 @@ func (p *Pass) End() error {
 }
 
 // Removed are the nodes removed so far in this pass, sorted.
-func (p *Pass) Removed() []string {
+func (p *Session) Removed() []string {
 	out := make([]string, 0, len(p.removed))
 	for n := range p.removed {
 		out = append(out, n)
@@ -80,14 +80,14 @@ func (p *Pass) Removed() []string {
 // removal then stays in effect for the rest of the pass. Otherwise the
 // snapshot is left as it was and the result says why. An error is a
 // broken snapshot, not a node that cannot go.
-func (p *Pass) Try(ctx context.Context, c Candidate) (Result, error) {
+func (p *Session) Try(ctx context.Context, c Candidate) (Result, error) {
 	return p.TryAll(ctx, []Candidate{c})
 }
 
 // TryAll is Try for nodes that go together or not at all (the nodes of a
 // gang that moves whole): all are removed before any pod is placed, so no
 // pod moves to a node of the same unit. Result.Node is the first node.
-func (p *Pass) TryAll(ctx context.Context, cs []Candidate) (res Result, err error) {
+func (p *Session) TryAll(ctx context.Context, cs []Candidate) (res Result, err error) {
 	if len(cs) == 0 {
 		return res, fmt.Errorf("no node to remove")
 	}
@@ -180,7 +180,7 @@ const window = 64
 // one a single cycle over all destinations gives (the first that fits),
 // for the reason the estimator's scoped cycles give theirs: a node's
 // allocations read only its own slices and those bound to no node.
-func (p *Pass) place(ctx context.Context, pod *corev1.Pod, targets []string) (*framework.Placement, error) {
+func (p *Session) place(ctx context.Context, pod *corev1.Pod, targets []string) (*framework.Placement, error) {
 	snap := p.runner.Snapshot()
 	defer snap.ScopeSlices(nil)
 	all := &framework.Placement{}
@@ -205,7 +205,7 @@ func (p *Pass) place(ctx context.Context, pod *corev1.Pod, targets []string) (*f
 // claim nobody uses. A claim shared with a pod that stays keeps its
 // allocation, so the moving pod can only go where that allocation is
 // reachable: exactly the scheduler's rule.
-func (p *Pass) release(pod *corev1.Pod, moving map[types.UID]bool) error {
+func (p *Session) release(pod *corev1.Pod, moving map[types.UID]bool) error {
 	snap := p.runner.Snapshot()
 	for i := range pod.Spec.ResourceClaims {
 		name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])

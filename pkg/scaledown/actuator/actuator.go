@@ -44,8 +44,8 @@ type Outcome struct {
 	At    time.Time
 }
 
-// Actuator carries out removals.
-type Actuator struct {
+// Remover carries out removals.
+type Remover struct {
 	client   kubernetes.Interface
 	drainer  *drain.Drainer
 	recorder record.EventRecorder
@@ -58,13 +58,13 @@ type Actuator struct {
 }
 
 // New returns an actuator.
-func New(client kubernetes.Interface, drainer *drain.Drainer, recorder record.EventRecorder, c clock.Clock) *Actuator {
-	return &Actuator{client: client, drainer: drainer, recorder: recorder, clock: c, deleting: map[string]bool{}}
+func New(client kubernetes.Interface, drainer *drain.Drainer, recorder record.EventRecorder, c clock.Clock) *Remover {
+	return &Remover{client: client, drainer: drainer, recorder: recorder, clock: c, deleting: map[string]bool{}}
 }
 
 // Deleting returns the nodes whose removal is under way and how many of
 // them are being drained.
-func (a *Actuator) Deleting() (map[string]bool, int) {
+func (a *Remover) Deleting() (map[string]bool, int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := make(map[string]bool, len(a.deleting))
@@ -79,7 +79,7 @@ func (a *Actuator) Deleting() (map[string]bool, int) {
 }
 
 // Collect returns the removals that ended since the last call.
-func (a *Actuator) Collect() []Outcome {
+func (a *Remover) Collect() []Outcome {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := a.done
@@ -89,13 +89,13 @@ func (a *Actuator) Collect() []Outcome {
 
 // Wait blocks until every removal started has ended (for tests and
 // shutdown).
-func (a *Actuator) Wait() { a.wg.Wait() }
+func (a *Remover) Wait() { a.wg.Wait() }
 
 // Start taints the nodes and starts their removal: the empty nodes of a
 // group together, each node to drain on its own. It returns the outcomes
 // of the nodes that could not even be tainted; the others come through
 // Collect.
-func (a *Actuator) Start(ctx context.Context, empty, drained []Deletion) []Outcome {
+func (a *Remover) Start(ctx context.Context, empty, drained []Deletion) []Outcome {
 	var failed []Outcome
 	now := a.clock.Now()
 	taint := func(d Deletion, draining bool) bool {
@@ -145,7 +145,7 @@ func (a *Actuator) Start(ctx context.Context, empty, drained []Deletion) []Outco
 
 // removeEmpty deletes a group's empty nodes in one call, after checking
 // that no pod was bound to them between the plan and the taint.
-func (a *Actuator) removeEmpty(ctx context.Context, batch []Deletion) {
+func (a *Remover) removeEmpty(ctx context.Context, batch []Deletion) {
 	var ready []Deletion
 	for _, d := range batch {
 		if err := a.stillEmpty(ctx, d.Node.Name); err != nil {
@@ -173,7 +173,7 @@ func (a *Actuator) removeEmpty(ctx context.Context, batch []Deletion) {
 }
 
 // removeDrained evicts the node's pods, then deletes it.
-func (a *Actuator) removeDrained(ctx context.Context, d Deletion) {
+func (a *Remover) removeDrained(ctx context.Context, d Deletion) {
 	if err := a.drainer.Drain(ctx, d.Node.Name, d.Evict); err != nil {
 		a.fail(ctx, d, false, "drain", err)
 		return
@@ -193,7 +193,7 @@ func (a *Actuator) removeDrained(ctx context.Context, d Deletion) {
 
 // stillEmpty lists the node's pods afresh: a pod bound after the plan
 // was made would otherwise die with the node.
-func (a *Actuator) stillEmpty(ctx context.Context, node string) error {
+func (a *Remover) stillEmpty(ctx context.Context, node string) error {
 	left, err := drainability.Remaining(ctx, a.client, node)
 	if err != nil {
 		return err
@@ -204,7 +204,7 @@ func (a *Actuator) stillEmpty(ctx context.Context, node string) error {
 	return nil
 }
 
-func (a *Actuator) succeed(ctx context.Context, d Deletion, empty bool) {
+func (a *Remover) succeed(ctx context.Context, d Deletion, empty bool) {
 	klog.FromContext(ctx).Info("Scaled down node", "node", d.Node.Name, "nodeGroup", d.Group.Id(), "empty", empty, "evicted", len(d.Evict))
 	a.recorder.Eventf(d.Node, corev1.EventTypeNormal, "ScaleDown", "node removed by cluster autoscaler (node group %s)", d.Group.Id())
 	a.finish(Outcome{Node: d.Node.Name, Group: d.Group.Id(), Empty: empty, At: a.clock.Now()})
@@ -212,7 +212,7 @@ func (a *Actuator) succeed(ctx context.Context, d Deletion, empty bool) {
 
 // fail untaints the node (with a context of its own: the loop's may be
 // ending) and reports.
-func (a *Actuator) fail(ctx context.Context, d Deletion, empty bool, stage string, err error) {
+func (a *Remover) fail(ctx context.Context, d Deletion, empty bool, stage string, err error) {
 	klog.FromContext(ctx).Error(err, "Scale-down failed; untainting the node", "node", d.Node.Name, "nodeGroup", d.Group.Id(), "stage", stage)
 	uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
@@ -223,7 +223,7 @@ func (a *Actuator) fail(ctx context.Context, d Deletion, empty bool, stage strin
 	a.finish(Outcome{Node: d.Node.Name, Group: d.Group.Id(), Empty: empty, Stage: stage, Err: err, At: a.clock.Now()})
 }
 
-func (a *Actuator) finish(o Outcome) {
+func (a *Remover) finish(o Outcome) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.deleting, o.Node)

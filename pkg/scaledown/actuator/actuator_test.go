@@ -28,7 +28,7 @@ import (
 type env struct {
 	client *fake.Clientset
 	group  *fakeprovider.Group
-	a      *Actuator
+	a      *Remover
 	nodes  map[string]*corev1.Node
 }
 

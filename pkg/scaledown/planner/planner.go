@@ -111,8 +111,8 @@ type Warning struct {
 	Message string
 }
 
-// Plan is the outcome of one pass.
-type Plan struct {
+// RemovalPlan is the outcome of one pass.
+type RemovalPlan struct {
 	// Unneeded are the nodes that could go now, as far as the cluster is
 	// concerned, whether or not long enough yet.
 	Unneeded    []string
@@ -131,7 +131,7 @@ type Plan struct {
 }
 
 // record keeps what the simulation found for an unneeded node.
-func (p *Plan) record(node string, moves map[string]string, unit []string) {
+func (p *RemovalPlan) record(node string, moves map[string]string, unit []string) {
 	if p.movesOf == nil {
 		p.movesOf, p.unitOf = map[string]map[string]string{}, map[string][]string{}
 	}
@@ -139,23 +139,23 @@ func (p *Plan) record(node string, moves map[string]string, unit []string) {
 	p.unitOf[node] = unit
 }
 
-// Planner holds what lives across passes: since when nodes are unneeded.
-type Planner struct {
+// RemovalPlanner holds what lives across passes: since when nodes are unneeded.
+type RemovalPlanner struct {
 	opts    Options
 	runner  *framework.Runner
-	tracker *unneeded.Tracker
+	tracker *unneeded.Ledger
 }
 
 // New returns a planner simulating with runner.
-func New(runner *framework.Runner, opts Options) *Planner {
+func New(runner *framework.Runner, opts Options) *RemovalPlanner {
 	if opts.MaxDrainParallelism <= 0 {
 		opts.MaxDrainParallelism = 1
 	}
-	return &Planner{opts: opts, runner: runner, tracker: unneeded.New()}
+	return &RemovalPlanner{opts: opts, runner: runner, tracker: unneeded.New()}
 }
 
 // UnneededSince reports when a node became unneeded.
-func (p *Planner) UnneededSince(node string) (time.Time, bool) { return p.tracker.Since(node) }
+func (p *RemovalPlanner) UnneededSince(node string) (time.Time, bool) { return p.tracker.Since(node) }
 
 // candidate is a node that passed the cheap checks.
 type candidate struct {
@@ -170,11 +170,11 @@ type candidate struct {
 	wasUnneeded   bool
 }
 
-// Plan runs one pass. It changes nothing in the cluster; the snapshot is
+// RemovalPlan runs one pass. It changes nothing in the cluster; the snapshot is
 // as before when it returns.
-func (p *Planner) Plan(ctx context.Context, in Input) (*Plan, error) {
+func (p *RemovalPlanner) Plan(ctx context.Context, in Input) (*RemovalPlan, error) {
 	logger := klog.FromContext(ctx)
-	plan := &Plan{Unremovable: map[string]Unremovable{}, Utilization: map[string]utilization.Info{}}
+	plan := &RemovalPlan{Unremovable: map[string]Unremovable{}, Utilization: map[string]utilization.Info{}}
 	calc, err := utilization.FromSnapshot(p.runner.Snapshot())
 	if err != nil {
 		return nil, fmt.Errorf("scale-down: %w", err)
@@ -220,7 +220,7 @@ func (p *Planner) Plan(ctx context.Context, in Input) (*Plan, error) {
 
 // screen applies the per-node checks and the pod rules; it returns nil
 // for a node that is unremovable (recorded in plan).
-func (p *Planner) screen(plan *Plan, pdbs *drainability.PDBs, g *Group, node *corev1.Node, deleting int, calc *utilization.Calculator, in Input) *candidate {
+func (p *RemovalPlanner) screen(plan *RemovalPlan, pdbs *drainability.PDBs, g *Group, node *corev1.Node, deleting int, calc *utilization.Calculator, in Input) *candidate {
 	now := in.Now
 	unremovable := func(reason, detail string) *candidate {
 		plan.Unremovable[node.Name] = Unremovable{Reason: reason, Detail: detail}
@@ -283,7 +283,7 @@ func (p *Planner) screen(plan *Plan, pdbs *drainability.PDBs, g *Group, node *co
 // order puts the candidates in the order their removal is tried: nodes
 // already unneeded first (longest first, so the unneeded clock keeps
 // running for them), then by policy rank, utilization and name.
-func (p *Planner) order(cands []*candidate) {
+func (p *RemovalPlanner) order(cands []*candidate) {
 	sort.SliceStable(cands, func(i, j int) bool {
 		a, b := cands[i], cands[j]
 		if a.wasUnneeded != b.wasUnneeded {

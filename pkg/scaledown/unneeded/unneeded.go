@@ -9,19 +9,19 @@ import (
 	"time"
 )
 
-// Tracker holds the first time each node was found unneeded in an
+// Ledger holds the first time each node was found unneeded in an
 // unbroken series of passes.
-type Tracker struct {
+type Ledger struct {
 	since map[string]time.Time
 }
 
 // New returns an empty tracker.
-func New() *Tracker { return &Tracker{since: map[string]time.Time{}} }
+func New() *Ledger { return &Ledger{since: map[string]time.Time{}} }
 
 // Update records the nodes found unneeded in the pass at now: nodes seen
 // before keep their time, new ones start now, and the others are
 // forgotten (needed again, or gone).
-func (t *Tracker) Update(nodes []string, now time.Time) {
+func (t *Ledger) Update(nodes []string, now time.Time) {
 	next := make(map[string]time.Time, len(nodes))
 	for _, n := range nodes {
 		if s, ok := t.since[n]; ok {
@@ -34,19 +34,19 @@ func (t *Tracker) Update(nodes []string, now time.Time) {
 }
 
 // Since returns when the node became unneeded.
-func (t *Tracker) Since(node string) (time.Time, bool) {
+func (t *Ledger) Since(node string) (time.Time, bool) {
 	s, ok := t.since[node]
 	return s, ok
 }
 
 // Ready tells whether the node has been unneeded for at least d.
-func (t *Tracker) Ready(node string, now time.Time, d time.Duration) bool {
+func (t *Ledger) Ready(node string, now time.Time, d time.Duration) bool {
 	s, ok := t.since[node]
 	return ok && now.Sub(s) >= d
 }
 
 // Nodes are the unneeded nodes, longest unneeded first, then by name.
-func (t *Tracker) Nodes() []string {
+func (t *Ledger) Nodes() []string {
 	out := make([]string, 0, len(t.since))
 	for n := range t.since {
 		out = append(out, n)
@@ -62,4 +62,4 @@ func (t *Tracker) Nodes() []string {
 }
 
 // Len is the number of unneeded nodes.
-func (t *Tracker) Len() int { return len(t.since) }
+func (t *Ledger) Len() int { return len(t.since) }

@@ -20,11 +20,11 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
 
-// Stage keeps the last figures of every node across passes, so that a
+// Meter keeps the last figures of every node across passes, so that a
 // pass cut short by the budget still reports every node (those not
 // reached with their previous figures) and the next pass starts where it
 // stopped.
-type Stage struct {
+type Meter struct {
 	analyzer *fragmentation.Analyzer
 	shapes   *fragmentation.Shapes
 	budget   time.Duration
@@ -38,8 +38,8 @@ type Stage struct {
 }
 
 // New returns the stage. m may be nil (no metrics).
-func New(a *fragmentation.Analyzer, shapes *fragmentation.Shapes, budget time.Duration, m *metrics.Sharing) *Stage {
-	return &Stage{analyzer: a, shapes: shapes, budget: budget, metrics: m, clock: time.Now, last: map[string]fragmentation.NodeReport{}}
+func New(a *fragmentation.Analyzer, shapes *fragmentation.Shapes, budget time.Duration, m *metrics.Sharing) *Meter {
+	return &Meter{analyzer: a, shapes: shapes, budget: budget, metrics: m, clock: time.Now, last: map[string]fragmentation.NodeReport{}}
 }
 
 // Input is what one pass looks at.
@@ -72,7 +72,7 @@ type Totals struct{ Total, Free, Stranded fragmentation.Amounts }
 
 // Run measures as many nodes as the budget allows and updates the metrics.
 // Errors on one node are logged and leave that node's previous figures.
-func (s *Stage) Run(ctx context.Context, in Input, now time.Time) *Report {
+func (s *Meter) Run(ctx context.Context, in Input, now time.Time) *Report {
 	logger := klog.FromContext(ctx)
 	start := s.clock()
 	if key := classesKey(in.DeviceClasses); key != s.classesKey {
@@ -132,7 +132,7 @@ func (s *Stage) Run(ctx context.Context, in Input, now time.Time) *Report {
 	return rep
 }
 
-func (s *Stage) export(rep *Report, shapes int) {
+func (s *Meter) export(rep *Report, shapes int) {
 	m := s.metrics
 	if m == nil {
 		return

@@ -12,7 +12,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/fakeprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 

@@ -2,7 +2,7 @@
 // into the simulator's cluster snapshot, with the nodes that are requested
 // but not ready yet added as their group's template would be, so that pods
 // waiting for them are not scaled up for twice.
-package snapshot
+package load
 
 import (
 	"context"

@@ -1,75 +1,18 @@
-// Package fitexisting picks the pending pods worth a scale-up and drops
-// those that fit capacity the cluster already has or has already asked
-// for (nodes still being provisioned): the scheduler will place them
-// without new nodes, and counting them again would scale up twice.
+// Package fitexisting drops the pending pods that fit capacity the
+// cluster already has or has already asked for (nodes still being
+// provisioned): the scheduler will place them without new nodes, and
+// counting them again would scale up twice.
 package fitexisting
 
 import (
 	"context"
 	"fmt"
-	"sort"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
-
-// Selection are the knobs of Select.
-type Selection struct {
-	// NewPodScaleUpDelay leaves pods younger than this to the scheduler.
-	NewPodScaleUpDelay time.Duration
-	// PriorityCutoff: pods with a lower priority never trigger a scale-up.
-	PriorityCutoff int
-	// SchedulerName is the profile the simulation runs; pods of other
-	// schedulers are not ours to help.
-	SchedulerName string
-}
-
-// Select returns the unschedulable pods to consider, highest priority
-// first, then oldest, then by name.
-func Select(pods []*corev1.Pod, sel Selection, now time.Time) []*corev1.Pod {
-	var out []*corev1.Pod
-	for _, p := range pods {
-		if !observe.IsUnschedulable(p) {
-			continue
-		}
-		if p.Spec.Priority != nil && int(*p.Spec.Priority) < sel.PriorityCutoff {
-			continue
-		}
-		if now.Sub(p.CreationTimestamp.Time) < sel.NewPodScaleUpDelay {
-			continue
-		}
-		name := p.Spec.SchedulerName
-		if name == "" {
-			name = corev1.DefaultSchedulerName
-		}
-		if sel.SchedulerName != "" && name != sel.SchedulerName {
-			continue
-		}
-		out = append(out, p)
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		pi, pj := priority(out[i]), priority(out[j])
-		if pi != pj {
-			return pi > pj
-		}
-		if !out[i].CreationTimestamp.Equal(&out[j].CreationTimestamp) {
-			return out[i].CreationTimestamp.Before(&out[j].CreationTimestamp)
-		}
-		return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name
-	})
-	return out
-}
-
-func priority(p *corev1.Pod) int32 {
-	if p.Spec.Priority == nil {
-		return 0
-	}
-	return *p.Spec.Priority
-}
 
 // Fit places, in the runner's snapshot, every pod that fits a candidate
 // node, and returns the rest in their order plus where the others went.

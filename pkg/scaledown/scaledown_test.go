@@ -39,7 +39,7 @@ type noPDBs struct{}
 
 // testStage is a stage over a real simulated scheduler and a fake
 // clientset holding objs; the snapshot holds objs too.
-func testStage(t *testing.T, opts config.ScaleDownOptions, clk clock.Clock, objs ...runtime.Object) (*Stage, *actuator.Actuator, *record.FakeRecorder, *metrics.Metrics) {
+func testStage(t *testing.T, opts config.ScaleDownOptions, clk clock.Clock, objs ...runtime.Object) (*Controller, *actuator.Remover, *record.FakeRecorder, *metrics.Metrics) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	runner, err := framework.New(ctx, framework.Options{})
@@ -73,20 +73,20 @@ func TestCooldowns(t *testing.T) {
 	tests := []struct {
 		name string
 		// prepare runs before the first pass and tells when the second runs.
-		prepare      func(s *Stage, g *fakeprovider.Group) time.Duration
+		prepare      func(s *Controller, g *fakeprovider.Group) time.Duration
 		wantCooldown string
 		wantRemoved  bool
 	}{
-		{name: "no cooldown", prepare: func(*Stage, *fakeprovider.Group) time.Duration { return 0 }, wantRemoved: true},
-		{name: "after a scale-up", prepare: func(s *Stage, _ *fakeprovider.Group) time.Duration {
+		{name: "no cooldown", prepare: func(*Controller, *fakeprovider.Group) time.Duration { return 0 }, wantRemoved: true},
+		{name: "after a scale-up", prepare: func(s *Controller, _ *fakeprovider.Group) time.Duration {
 			s.NoteScaleUp(t0)
 			return 9 * time.Minute
 		}, wantCooldown: "scale-down-delay-after-add"},
-		{name: "after the scale-up cooldown", prepare: func(s *Stage, _ *fakeprovider.Group) time.Duration {
+		{name: "after the scale-up cooldown", prepare: func(s *Controller, _ *fakeprovider.Group) time.Duration {
 			s.NoteScaleUp(t0)
 			return 10 * time.Minute
 		}, wantRemoved: true},
-		{name: "after a failure", prepare: func(s *Stage, g *fakeprovider.Group) time.Duration {
+		{name: "after a failure", prepare: func(s *Controller, g *fakeprovider.Group) time.Duration {
 			g.Fail("DeleteNodes", errors.New("provider down"))
 			return time.Minute
 		}, wantCooldown: "scale-down-delay-after-failure"},

@@ -13,7 +13,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/track"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
 )
 
 // ScaleUp is one decision: grow Group by Delta for Pods.
@@ -37,21 +37,21 @@ type Result struct {
 	Err   error
 }
 
-// Actuator talks to the provider.
-type Actuator struct {
+// Launcher talks to the provider.
+type Launcher struct {
 	tracker *track.Tracker
 	backoff *backoff.Backoff
 }
 
 // New returns an actuator recording into tracker and backoff.
-func New(t *track.Tracker, b *backoff.Backoff) *Actuator {
-	return &Actuator{tracker: t, backoff: b}
+func New(t *track.Tracker, b *backoff.Backoff) *Launcher {
+	return &Launcher{tracker: t, backoff: b}
 }
 
 // Execute performs the scale-ups in order. The parts of one gang come as
 // one unit: when a part fails, the nodes the others added are removed
 // again, so no part of a gang is left half provisioned.
-func (a *Actuator) Execute(ctx context.Context, ups []ScaleUp, now time.Time) []Result {
+func (a *Launcher) Execute(ctx context.Context, ups []ScaleUp, now time.Time) []Result {
 	results := make([]Result, 0, len(ups))
 	for i := 0; i < len(ups); {
 		j := i + 1
@@ -64,7 +64,7 @@ func (a *Actuator) Execute(ctx context.Context, ups []ScaleUp, now time.Time) []
 	return results
 }
 
-func (a *Actuator) unit(ctx context.Context, parts []ScaleUp, now time.Time) []Result {
+func (a *Launcher) unit(ctx context.Context, parts []ScaleUp, now time.Time) []Result {
 	var attempt uint64
 	if parts[0].Gang != "" {
 		// Each try of a gang has its own deadline.
@@ -105,7 +105,7 @@ func (a *Actuator) unit(ctx context.Context, parts []ScaleUp, now time.Time) []R
 	return results
 }
 
-func (a *Actuator) one(ctx context.Context, up ScaleUp, attempt uint64, now time.Time) Result {
+func (a *Launcher) one(ctx context.Context, up ScaleUp, attempt uint64, now time.Time) Result {
 	logger := klog.FromContext(ctx).WithValues("nodeGroup", up.Group.Id, "delta", up.Delta, "atomic", up.Atomic)
 	g := up.Group.Group
 	before, err := g.TargetSize()

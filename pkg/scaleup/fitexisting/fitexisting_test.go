@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/fitexisting"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
@@ -33,52 +33,6 @@ func names(pods []*corev1.Pod) []string {
 		out = append(out, p.Namespace+"/"+p.Name)
 	}
 	return out
-}
-
-func TestSelect(t *testing.T) {
-	notTried := builder.Pod("ns", "not-tried").Obj()
-	notTried.CreationTimestamp = metav1.NewTime(now.Add(-time.Hour))
-	schedulerError := unschedulable(builder.Pod("ns", "scheduler-error"), time.Hour)
-	schedulerError.Status.Conditions[0].Reason = corev1.PodReasonSchedulerError
-	deleted := unschedulable(builder.Pod("ns", "deleted"), time.Hour)
-	deleted.DeletionTimestamp = &metav1.Time{Time: now}
-	otherScheduler := unschedulable(builder.Pod("ns", "other-scheduler"), time.Hour)
-	otherScheduler.Spec.SchedulerName = "volcano"
-	ours := unschedulable(builder.Pod("ns", "named-default"), time.Hour)
-	ours.Spec.SchedulerName = corev1.DefaultSchedulerName
-	pods := []*corev1.Pod{
-		notTried, schedulerError, deleted, otherScheduler, ours,
-		unschedulable(builder.Pod("ns", "bound").Node("n1"), time.Hour),
-		unschedulable(builder.Pod("ns", "expendable").Priority(-11), time.Hour),
-		unschedulable(builder.Pod("ns", "at-cutoff").Priority(-10), time.Hour),
-		unschedulable(builder.Pod("ns", "too-young"), 9*time.Second),
-		unschedulable(builder.Pod("ns", "just-old-enough"), 10*time.Second),
-		unschedulable(builder.Pod("ns", "b-old"), time.Hour),
-		unschedulable(builder.Pod("ns", "a-old"), time.Hour),
-		unschedulable(builder.Pod("ns", "oldest"), 2*time.Hour),
-		unschedulable(builder.Pod("ns", "urgent").Priority(1000), time.Minute),
-		unschedulable(builder.Pod("other", "a-old"), time.Hour),
-	}
-	sel := fitexisting.Selection{NewPodScaleUpDelay: 10 * time.Second, PriorityCutoff: -10, SchedulerName: corev1.DefaultSchedulerName}
-	tests := []struct {
-		name string
-		sel  fitexisting.Selection
-		want []string
-	}{
-		{"filtered and ordered: priority, then age, then name", sel, []string{
-			"ns/urgent", "ns/oldest", "ns/a-old", "ns/b-old", "ns/named-default", "ns/scheduler-error", "other/a-old", "ns/just-old-enough", "ns/at-cutoff",
-		}},
-		{"any scheduler when none is set", fitexisting.Selection{NewPodScaleUpDelay: 10 * time.Second, PriorityCutoff: -10}, []string{
-			"ns/urgent", "ns/oldest", "ns/a-old", "ns/b-old", "ns/named-default", "ns/other-scheduler", "ns/scheduler-error", "other/a-old", "ns/just-old-enough", "ns/at-cutoff",
-		}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, names(fitexisting.Select(pods, tc.sel, now))); diff != "" {
-				t.Errorf("Select (-want +got):\n%s", diff)
-			}
-		})
-	}
 }
 
 func TestFit(t *testing.T) {

@@ -33,12 +33,12 @@ import (
 // warnEvery is how often the same bad input is evented again.
 const warnEvery = 10 * time.Minute
 
-// Stage is the scale-down stage; it lives across passes.
-type Stage struct {
+// Controller is the scale-down stage; it lives across passes.
+type Controller struct {
 	opts         config.ScaleDownOptions
 	scanInterval time.Duration
-	planner      *planner.Planner
-	actuator     *actuator.Actuator
+	planner      *planner.RemovalPlanner
+	actuator     *actuator.Remover
 	client       kubernetes.Interface
 	recorder     record.EventRecorder
 	metrics      *metrics.ScaleDown
@@ -54,18 +54,18 @@ type warnKey struct {
 }
 
 // New returns the stage.
-func New(opts config.ScaleDownOptions, scanInterval time.Duration, p *planner.Planner, a *actuator.Actuator,
-	client kubernetes.Interface, recorder record.EventRecorder, m *metrics.ScaleDown) *Stage {
-	return &Stage{opts: opts, scanInterval: scanInterval, planner: p, actuator: a, client: client, recorder: recorder,
+func New(opts config.ScaleDownOptions, scanInterval time.Duration, p *planner.RemovalPlanner, a *actuator.Remover,
+	client kubernetes.Interface, recorder record.EventRecorder, m *metrics.ScaleDown) *Controller {
+	return &Controller{opts: opts, scanInterval: scanInterval, planner: p, actuator: a, client: client, recorder: recorder,
 		metrics: m, warned: map[warnKey]time.Time{}}
 }
 
 // Wait blocks until the removals under way have ended (they end with
 // the context they were started with): for shutdown and handover.
-func (s *Stage) Wait() { s.actuator.Wait() }
+func (s *Controller) Wait() { s.actuator.Wait() }
 
 // NoteScaleUp starts the cooldown after a scale-up.
-func (s *Stage) NoteScaleUp(at time.Time) {
+func (s *Controller) NoteScaleUp(at time.Time) {
 	if at.After(s.lastScaleUp) {
 		s.lastScaleUp = at
 	}
@@ -90,14 +90,14 @@ type PDBLister interface {
 
 // Result is what the stage did, for tests and the status.
 type Result struct {
-	Plan *planner.Plan
+	Plan *planner.RemovalPlan
 	// Cooldown names the cooldown that held removals back, if any.
 	Cooldown string
 	Started  []string
 }
 
 // Run is one pass of scale-down.
-func (s *Stage) Run(ctx context.Context, in Input) (*Result, error) {
+func (s *Controller) Run(ctx context.Context, in Input) (*Result, error) {
 	logger := klog.FromContext(ctx)
 	if !s.opts.Enabled {
 		return &Result{}, nil
@@ -177,7 +177,7 @@ func (s *Stage) Run(ctx context.Context, in Input) (*Result, error) {
 }
 
 // cooldown names the cooldown in force at now, or "".
-func (s *Stage) cooldown(now time.Time) string {
+func (s *Controller) cooldown(now time.Time) string {
 	switch {
 	case !s.lastScaleUp.IsZero() && now.Before(s.lastScaleUp.Add(s.opts.DelayAfterAdd)):
 		return "scale-down-delay-after-add"
@@ -190,13 +190,13 @@ func (s *Stage) cooldown(now time.Time) string {
 }
 
 // collect takes in the removals that ended since the last pass.
-func (s *Stage) collect() {
+func (s *Controller) collect() {
 	for _, o := range s.actuator.Collect() {
 		s.record(o)
 	}
 }
 
-func (s *Stage) record(o actuator.Outcome) {
+func (s *Controller) record(o actuator.Outcome) {
 	if o.Err != nil {
 		s.metrics.FailedScaleDowns.WithLabelValues(o.Stage).Inc()
 		if o.At.After(s.lastFailure) {
@@ -216,7 +216,7 @@ func (s *Stage) record(o actuator.Outcome) {
 
 // report sets the gauges and events the warnings, each at most once per
 // warnEvery and object.
-func (s *Stage) report(logger klog.Logger, plan *planner.Plan, now time.Time) {
+func (s *Controller) report(logger klog.Logger, plan *planner.RemovalPlan, now time.Time) {
 	s.metrics.UnneededNodes.Set(float64(len(plan.Unneeded)))
 	s.metrics.UnremovableNodes.Reset()
 	for _, u := range plan.Unremovable {
@@ -246,7 +246,7 @@ func (s *Stage) report(logger klog.Logger, plan *planner.Plan, now time.Time) {
 // that a previous process left it on (it stopped mid-removal): nobody
 // removes them now, and the taint would keep pods off them forever. Nodes
 // of other groups are not ours to judge.
-func (s *Stage) cleanLeftoverTaints(ctx context.Context, groups []*nodegroups.Info) {
+func (s *Controller) cleanLeftoverTaints(ctx context.Context, groups []*nodegroups.Info) {
 	deleting, _ := s.actuator.Deleting()
 	var names []string
 	for _, g := range groups {

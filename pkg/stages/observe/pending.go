@@ -1,0 +1,62 @@
+package observe
+
+import (
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// PendingSelection are the knobs of Pending.
+type PendingSelection struct {
+	// NewPodScaleUpDelay leaves pods younger than this to the scheduler.
+	NewPodScaleUpDelay time.Duration
+	// PriorityCutoff: pods with a lower priority never trigger a scale-up.
+	PriorityCutoff int
+	// SchedulerName is the profile the simulation runs; pods of other
+	// schedulers are not ours to help.
+	SchedulerName string
+}
+
+// Pending returns the unschedulable pods a scale-up may help, highest
+// priority first, then oldest, then by name.
+func Pending(pods []*corev1.Pod, sel PendingSelection, now time.Time) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if !IsUnschedulable(p) {
+			continue
+		}
+		if p.Spec.Priority != nil && int(*p.Spec.Priority) < sel.PriorityCutoff {
+			continue
+		}
+		if now.Sub(p.CreationTimestamp.Time) < sel.NewPodScaleUpDelay {
+			continue
+		}
+		name := p.Spec.SchedulerName
+		if name == "" {
+			name = corev1.DefaultSchedulerName
+		}
+		if sel.SchedulerName != "" && name != sel.SchedulerName {
+			continue
+		}
+		out = append(out, p)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		pi, pj := priority(out[i]), priority(out[j])
+		if pi != pj {
+			return pi > pj
+		}
+		if !out[i].CreationTimestamp.Equal(&out[j].CreationTimestamp) {
+			return out[i].CreationTimestamp.Before(&out[j].CreationTimestamp)
+		}
+		return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name
+	})
+	return out
+}
+
+func priority(p *corev1.Pod) int32 {
+	if p.Spec.Priority == nil {
+		return 0
+	}
+	return *p.Spec.Priority
+}
