@@ -8,6 +8,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/load"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
@@ -29,6 +30,8 @@ type Stage interface {
 type state struct {
 	cluster *observe.ClusterState
 	built   *load.Result
+	// reserved is the pass's count of the reservations (nil: none).
+	reserved *reservations.Count
 	// gangs, loose and waiting split the pending pods; usage counts the
 	// cluster for limits and is taken from by each scale-up planned.
 	gangs   []*gang.Gang

@@ -25,17 +25,20 @@ const (
 	StageTrack        = "track"
 	StageSnapshot     = "snapshot"
 	StageReservations = "reservations"
-	StagePending      = "pending"
-	StageSharing      = "sharing"
-	StageProvReqs     = "provisioningRequests"
-	StageGangs        = "gangs"
-	StageFitExisting  = "fitExisting"
-	StagePlan         = "plan"
-	StageAct          = "act"
-	StageScaleDown    = "scaleDown"
-	StageReport       = "report"
-	StageDisagree     = "disagreements"
-	StageStatus       = "status"
+	// StageReservationUpkeep reports on the reservations and drains the
+	// nodes of ending capacity blocks.
+	StageReservationUpkeep = "reservationUpkeep"
+	StagePending           = "pending"
+	StageSharing           = "sharing"
+	StageProvReqs          = "provisioningRequests"
+	StageGangs             = "gangs"
+	StageFitExisting       = "fitExisting"
+	StagePlan              = "plan"
+	StageAct               = "act"
+	StageScaleDown         = "scaleDown"
+	StageReport            = "report"
+	StageDisagree          = "disagreements"
+	StageStatus            = "status"
 )
 
 // Stages is the pass: every stage in order, the optional ones only when
@@ -50,6 +53,7 @@ func (l *Loop) Stages() []Stage {
 		stage{name: StageTrack, acts: true, run: l.track},
 		stage{name: StageSnapshot, run: l.buildSnapshot},
 		stage{name: StageReservations, run: l.countReservations},
+		stage{name: StageReservationUpkeep, acts: true, run: l.reservationUpkeep},
 		stage{name: StagePending, run: l.pending},
 		stage{name: StageSharing, run: l.sharing},
 	}
@@ -135,8 +139,15 @@ func (l *Loop) buildSnapshot(ctx context.Context, p *Pass) error {
 	return nil
 }
 
+// countReservations counts the reservations once for the pass: the
+// planner, scale-down and the status read this count.
 func (l *Loop) countReservations(ctx context.Context, p *Pass) error {
-	l.Reservations.Update(ctx, p.Groups, p.cluster.Pods, p.StartedAt)
+	p.reserved = l.Reservations.Count(ctx, p.Groups, p.cluster.Pods, p.StartedAt)
+	return nil
+}
+
+func (l *Loop) reservationUpkeep(ctx context.Context, p *Pass) error {
+	l.Reservations.Upkeep(ctx, p.reserved, p.cluster.Pods)
 	return nil
 }
 

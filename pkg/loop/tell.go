@@ -16,6 +16,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/disagree"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/load"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
@@ -61,7 +62,7 @@ func (l *Loop) writeStatus(ctx context.Context, pass *Pass, state *observe.Clust
 	if state != nil {
 		in.Nodes = state.Nodes
 	}
-	in.Reservations = l.reservations(ctx)
+	in.Reservations = l.reservations(ctx, pass.reserved)
 	in.ScaleDown = scaleDownSection(pass.ScaleDown, groupOfNode(pass.Groups))
 	if pass.Plan != nil {
 		in.NotHelped = notHelped(pass)
@@ -84,7 +85,12 @@ func (l *Loop) writeStatus(ctx context.Context, pass *Pass, state *observe.Clust
 	l.Metrics.StatusWrites.WithLabelValues("success").Inc()
 }
 
-func (l *Loop) reservations(ctx context.Context) []status.Reservation {
+// reservations is the status's section: the pass's count or, when the
+// pass ended before counting, the last one (else what the provider says).
+func (l *Loop) reservations(ctx context.Context, c *reservations.Count) []status.Reservation {
+	if c != nil && c.Book != nil {
+		return reservationSection(c.Book)
+	}
 	if b := l.Reservations.Book(); b != nil {
 		return reservationSection(b)
 	}

@@ -75,43 +75,55 @@ func New(opts Options, provider cloudprovider.CloudProvider, objects ObjectSourc
 		metrics: m, ledger: newLedger(opts.LaunchTTL), taken: map[string]int{}, warned: map[string]bool{}, draining: map[string]bool{}}
 }
 
-// Update counts every reservation for this loop: what the provider
-// reports and what the objects declare, against the groups' nodes
-// (booting and requested ones included). It then reports (events, status,
-// metrics), drains the nodes of blocks about to end and uncordons those
-// it drained for a block that no longer ends. Errors are logged:
-// a bad reservation never stops the loop.
+// Count is one pass's count of the reservations: the Book every reader
+// of the pass (planner, scale-down, status) shares, and what the upkeep
+// after it reports and acts on.
+type Count struct {
+	Book     *Book
+	typed    []*crObject
+	rejected []Rejected
+	// complete: every reservation is known, so a block missing from the
+	// list was deleted (not merely unseen) and its cordons may go.
+	complete bool
+}
+
+// Update counts and then does the upkeep (Count, then Upkeep), for
+// callers that do both at once.
 func (s *Policy) Update(ctx context.Context, groups []*nodegroups.Info, pods []*corev1.Pod, now time.Time) {
+	s.Upkeep(ctx, s.Count(ctx, groups, pods, now), pods)
+}
+
+// Count counts every reservation for this pass: what the provider reports
+// and what the objects declare, against the groups' nodes (booting and
+// requested ones included), and sets the metrics. It changes nothing in
+// the cluster. Errors are logged: a bad reservation never stops the loop.
+func (s *Policy) Count(ctx context.Context, groups []*nodegroups.Info, pods []*corev1.Pod, now time.Time) *Count {
 	if s == nil {
-		return
+		return nil
 	}
 	logger := klog.FromContext(ctx)
 	var res []*Reservation
-	// complete: every reservation is known, so a block missing from the
-	// list was deleted (not merely unseen) and its cordons may go.
-	complete := true
+	c := &Count{complete: true}
 	if s.provider != nil {
 		list, err := s.provider.Reservations()
 		switch {
 		case errors.Is(err, cloudprovider.ErrNotImplemented):
 		case err != nil:
-			complete = false
+			c.complete = false
 			logger.Error(err, "Cloud provider reservations unavailable; counting only CapacityReservation objects")
 		default:
 			res = append(res, FromProvider(list)...)
 		}
 	}
-	var typed []*crObject
-	var rejected []Rejected
 	if s.objects != nil {
 		objs := s.objects.List()
 		sort.Slice(objs, func(i, j int) bool { return objs[i].GetName() < objs[j].GetName() })
 		crds, crs, bad := FromObjects(objs)
 		res = append(res, crds...)
 		for i := range crs {
-			typed = append(typed, &crObject{cr: crs[i], res: crds[i]})
+			c.typed = append(c.typed, &crObject{cr: crs[i], res: crds[i]})
 		}
-		rejected = bad
+		c.rejected = bad
 	}
 	views := make([]Group, 0, len(groups))
 	for _, g := range groups {
@@ -122,18 +134,27 @@ func (s *Policy) Update(ctx context.Context, groups []*nodegroups.Info, pods []*
 		v.Nodes = append(append(v.Nodes, g.Ready...), g.Booting...)
 		views = append(views, v)
 	}
-	book := NewBook(now, s.opts.EndMargin, res, views)
-	s.book.Store(book)
+	c.Book = NewBook(now, s.opts.EndMargin, res, views)
+	s.book.Store(c.Book)
 	s.mu.Lock()
 	s.taken = map[string]int{}
 	s.mu.Unlock()
+	s.observe(c.Book, pods)
+	return c
+}
 
-	s.reportRejected(ctx, rejected, book)
-	s.writeStatus(ctx, typed, book)
-	s.observe(book, pods)
-	s.drain(ctx, book, typed, pods)
-	if complete {
-		s.uncordon(ctx, book)
+// Upkeep acts on a count: events about invalid objects, the objects'
+// status, the drain of the nodes of blocks about to end and the uncordon
+// of those drained for a block that no longer ends.
+func (s *Policy) Upkeep(ctx context.Context, c *Count, pods []*corev1.Pod) {
+	if s == nil || c == nil {
+		return
+	}
+	s.reportRejected(ctx, c.rejected, c.Book)
+	s.writeStatus(ctx, c.typed, c.Book)
+	s.drain(ctx, c.Book, c.typed, pods)
+	if c.complete {
+		s.uncordon(ctx, c.Book)
 	}
 }
 
