@@ -2,30 +2,15 @@ package fitexisting_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
-
-var now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-
-// unschedulable is a pod the scheduler tried and could not place, created
-// age before now.
-func unschedulable(b *builder.PodBuilder, age time.Duration) *corev1.Pod {
-	p := b.Obj()
-	p.CreationTimestamp = metav1.NewTime(now.Add(-age))
-	p.Status.Conditions = []corev1.PodCondition{{
-		Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable,
-	}}
-	return p
-}
 
 func names(pods []*corev1.Pod) []string {
 	var out []string
