@@ -41,7 +41,7 @@ func TestStrategies(t *testing.T) {
 	small := expander.Option{NodeGroup: "small", NodeCount: 2, Pods: pods(4, "1"), Template: tmpl("2", 1), DevicesUsed: 2, Price: 4}
 	big := expander.Option{NodeGroup: "big", NodeCount: 1, Pods: pods(4, "1"), Template: tmpl("8", 8), DevicesUsed: 2, Price: 2}
 	many := expander.Option{NodeGroup: "many", NodeCount: 3, Pods: pods(6, "1"), Template: tmpl("2", 0), Price: -1}
-	prioSource := func(doc string, err error) priority.Source {
+	prioSource := func(doc string, err error) priority.ConfigSource {
 		return func() (map[string]string, bool, error) {
 			return map[string]string{priority.ConfigKey: doc}, doc != "", err
 		}

@@ -196,7 +196,7 @@ func (s *Controller) collect() {
 	}
 }
 
-func (s *Controller) record(o actuator.Outcome) {
+func (s *Controller) record(o actuator.RemovalOutcome) {
 	if o.Err != nil {
 		s.metrics.FailedScaleDowns.WithLabelValues(o.Stage).Inc()
 		if o.At.After(s.lastFailure) {

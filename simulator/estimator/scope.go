@@ -24,7 +24,7 @@ import (
 // node names are never names in the snapshot. (This replaced removing
 // other nodes' slices in a fork for the whole estimate, which cost
 // O(slices) per estimate and still listed every new node's slices.)
-func (r *run) scheduleScoped(ctx context.Context, pi *schedframework.PodInfo, candidates []string) (*framework.Placement, error) {
+func (r *run) scheduleScoped(ctx context.Context, pi *schedframework.PodInfo, candidates []string) (*framework.ScheduleResult, error) {
 	r.calls++
 	r.snap.ScopeSlices(candidates)
 	defer r.snap.ScopeSlices(nil)

@@ -53,7 +53,7 @@ func runScenario(t *testing.T, sc scenario, withInfo bool) {
 		if st.before != nil {
 			st.before(t, r.Snapshot())
 		}
-		var p *Placement
+		var p *ScheduleResult
 		var err error
 		if withInfo {
 			info, _ := schedframework.NewPodInfo(st.pod)

@@ -18,8 +18,8 @@ import (
 // specialClaimInMemName); the scheduler creates it for real in PreBind.
 const specialClaimName = "<extended-resources>"
 
-// Placement is the outcome of SchedulePod.
-type Placement struct {
+// ScheduleResult is the outcome of SchedulePod.
+type ScheduleResult struct {
 	// Node is where the pod went; empty when it fits nowhere.
 	Node string
 	// Pod is the placed copy (spec.nodeName and claim statuses set), owned
@@ -37,7 +37,7 @@ type Placement struct {
 // in-flight entries are cleared, and the pod is added to the node. When the
 // pod fits nowhere, the snapshot is left unchanged and Results says, per
 // node, which plugin rejected it and why.
-func (r *Runner) SchedulePod(ctx context.Context, pod *v1.Pod, candidates []string) (*Placement, error) {
+func (r *Runner) SchedulePod(ctx context.Context, pod *v1.Pod, candidates []string) (*ScheduleResult, error) {
 	return r.schedulePod(ctx, pod, nil, candidates)
 }
 
@@ -47,14 +47,14 @@ func (r *Runner) SchedulePod(ctx context.Context, pod *v1.Pod, candidates []stri
 // as it keeps the pod unmodified. The placed pod shares its affinity terms
 // and resources (snapshot AddPodCopy) rather than have them computed anew
 // on every placement, which was most of the cost of binding.
-func (r *Runner) SchedulePodInfo(ctx context.Context, info fwk.PodInfo, candidates []string) (*Placement, error) {
+func (r *Runner) SchedulePodInfo(ctx context.Context, info fwk.PodInfo, candidates []string) (*ScheduleResult, error) {
 	if info == nil {
 		return nil, fmt.Errorf("schedule pod: nil pod info")
 	}
 	return r.schedulePod(ctx, info.GetPod(), info, candidates)
 }
 
-func (r *Runner) schedulePod(ctx context.Context, pod *v1.Pod, info fwk.PodInfo, candidates []string) (_ *Placement, err error) {
+func (r *Runner) schedulePod(ctx context.Context, pod *v1.Pod, info fwk.PodInfo, candidates []string) (_ *ScheduleResult, err error) {
 	logger := klog.FromContext(ctx)
 	r.snap.Fork()
 	keep := false
@@ -78,7 +78,7 @@ func (r *Runner) schedulePod(ctx context.Context, pod *v1.Pod, info fwk.PodInfo,
 	if err != nil {
 		return nil, err
 	}
-	placement := &Placement{Results: results}
+	placement := &ScheduleResult{Results: results}
 	for i := range results {
 		if !results[i].Fits {
 			continue

@@ -180,10 +180,10 @@ const window = 64
 // one a single cycle over all destinations gives (the first that fits),
 // for the reason the estimator's scoped cycles give theirs: a node's
 // allocations read only its own slices and those bound to no node.
-func (p *Session) place(ctx context.Context, pod *corev1.Pod, targets []string) (*framework.Placement, error) {
+func (p *Session) place(ctx context.Context, pod *corev1.Pod, targets []string) (*framework.ScheduleResult, error) {
 	snap := p.runner.Snapshot()
 	defer snap.ScopeSlices(nil)
-	all := &framework.Placement{}
+	all := &framework.ScheduleResult{}
 	for start := 0; start < len(targets); start += window {
 		w := targets[start:min(start+window, len(targets))]
 		snap.ScopeSlices(w)

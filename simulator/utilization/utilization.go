@@ -18,8 +18,8 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
-// Info is the utilization of one node, each part in [0, 1].
-type Info struct {
+// NodeUtilization is the utilization of one node, each part in [0, 1].
+type NodeUtilization struct {
 	CPU, Memory float64
 	// DRA is the highest device use among the node's drivers (0 without
 	// devices); Driver names that driver.
@@ -34,7 +34,7 @@ type Info struct {
 	Resource    string
 }
 
-func (i Info) String() string {
+func (i NodeUtilization) String() string {
 	return fmt.Sprintf("%.3f (%s; cpu %.3f, memory %.3f, devices %.3f)", i.Utilization, i.Resource, i.CPU, i.Memory, i.DRA)
 }
 
@@ -100,8 +100,8 @@ func FromSnapshot(dra fwk.SharedDRAManager) (*Calculator, error) {
 
 // Node returns the utilization of a node: requests of its pods against
 // its allocatable, and its devices as described in the package comment.
-func (c *Calculator) Node(ni fwk.NodeInfo) Info {
-	var info Info
+func (c *Calculator) Node(ni fwk.NodeInfo) NodeUtilization {
+	var info NodeUtilization
 	req, alloc := ni.GetRequested(), ni.GetAllocatable()
 	info.CPU = ratio(float64(req.GetMilliCPU()), float64(alloc.GetMilliCPU()))
 	info.Memory = ratio(float64(req.GetMemory()), float64(alloc.GetMemory()))

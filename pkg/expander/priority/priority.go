@@ -27,13 +27,13 @@ const Name = "priority"
 // ConfigKey is the ConfigMap key holding the priorities.
 const ConfigKey = "priorities"
 
-// Source returns the ConfigMap's data; found is false when it does not exist.
-type Source func() (data map[string]string, found bool, err error)
+// ConfigSource returns the ConfigMap's data; found is false when it does not exist.
+type ConfigSource func() (data map[string]string, found bool, err error)
 
-type strategy struct{ source Source }
+type strategy struct{ source ConfigSource }
 
 // New returns the strategy reading its priorities from source each time.
-func New(source Source) expander.Strategy { return strategy{source: source} }
+func New(source ConfigSource) expander.Strategy { return strategy{source: source} }
 
 func (strategy) Name() string { return Name }
 

@@ -33,8 +33,8 @@ type Deletion struct {
 	Evict []*corev1.Pod
 }
 
-// Outcome is how a removal ended.
-type Outcome struct {
+// RemovalOutcome is how a removal ended.
+type RemovalOutcome struct {
 	Node, Group string
 	// Empty tells an empty node from a drained one.
 	Empty bool
@@ -53,7 +53,7 @@ type Remover struct {
 
 	mu       sync.Mutex
 	deleting map[string]bool // node -> being drained (not empty)
-	done     []Outcome
+	done     []RemovalOutcome
 	wg       sync.WaitGroup
 }
 
@@ -79,7 +79,7 @@ func (a *Remover) Deleting() (map[string]bool, int) {
 }
 
 // Collect returns the removals that ended since the last call.
-func (a *Remover) Collect() []Outcome {
+func (a *Remover) Collect() []RemovalOutcome {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := a.done
@@ -95,12 +95,12 @@ func (a *Remover) Wait() { a.wg.Wait() }
 // group together, each node to drain on its own. It returns the outcomes
 // of the nodes that could not even be tainted; the others come through
 // Collect.
-func (a *Remover) Start(ctx context.Context, empty, drained []Deletion) []Outcome {
-	var failed []Outcome
+func (a *Remover) Start(ctx context.Context, empty, drained []Deletion) []RemovalOutcome {
+	var failed []RemovalOutcome
 	now := a.clock.Now()
 	taint := func(d Deletion, draining bool) bool {
 		if _, err := drain.Taint(ctx, a.client, d.Node.Name, now); err != nil {
-			failed = append(failed, Outcome{Node: d.Node.Name, Group: d.Group.Id(), Empty: !draining, Stage: "taint", Err: err, At: now})
+			failed = append(failed, RemovalOutcome{Node: d.Node.Name, Group: d.Group.Id(), Empty: !draining, Stage: "taint", Err: err, At: now})
 			a.recorder.Eventf(d.Node, corev1.EventTypeWarning, "ScaleDownFailed", "failed to mark the node for deletion: %v", err)
 			return false
 		}
@@ -207,7 +207,7 @@ func (a *Remover) stillEmpty(ctx context.Context, node string) error {
 func (a *Remover) succeed(ctx context.Context, d Deletion, empty bool) {
 	klog.FromContext(ctx).Info("Scaled down node", "node", d.Node.Name, "nodeGroup", d.Group.Id(), "empty", empty, "evicted", len(d.Evict))
 	a.recorder.Eventf(d.Node, corev1.EventTypeNormal, "ScaleDown", "node removed by cluster autoscaler (node group %s)", d.Group.Id())
-	a.finish(Outcome{Node: d.Node.Name, Group: d.Group.Id(), Empty: empty, At: a.clock.Now()})
+	a.finish(RemovalOutcome{Node: d.Node.Name, Group: d.Group.Id(), Empty: empty, At: a.clock.Now()})
 }
 
 // fail untaints the node (with a context of its own: the loop's may be
@@ -220,10 +220,10 @@ func (a *Remover) fail(ctx context.Context, d Deletion, empty bool, stage string
 		klog.FromContext(ctx).Error(uerr, "Could not untaint node after a failed scale-down", "node", d.Node.Name)
 	}
 	a.recorder.Eventf(d.Node, corev1.EventTypeWarning, "ScaleDownFailed", "failed to remove the node (%s): %v", stage, err)
-	a.finish(Outcome{Node: d.Node.Name, Group: d.Group.Id(), Empty: empty, Stage: stage, Err: err, At: a.clock.Now()})
+	a.finish(RemovalOutcome{Node: d.Node.Name, Group: d.Group.Id(), Empty: empty, Stage: stage, Err: err, At: a.clock.Now()})
 }
 
-func (a *Remover) finish(o Outcome) {
+func (a *Remover) finish(o RemovalOutcome) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	delete(a.deleting, o.Node)

@@ -79,7 +79,7 @@ func (e *env) tainted(t *testing.T, name string) bool {
 	return false
 }
 
-func describe(outcomes []Outcome) string {
+func describe(outcomes []RemovalOutcome) string {
 	var parts []string
 	for _, o := range outcomes {
 		s := o.Node + ":ok"

@@ -42,8 +42,8 @@ type Thresholds struct {
 	GPU float64
 }
 
-// Verdict on one node. Warning reports bad input to tell the node's owner.
-type Verdict struct {
+// NodeVerdict on one node. Warning reports bad input to tell the node's owner.
+type NodeVerdict struct {
 	Eligible bool
 	Reason   string
 	Detail   string
@@ -53,24 +53,24 @@ type Verdict struct {
 // Check decides whether a node may be considered, from the node and its
 // utilization. An unready node is considered only when unreadyEnabled
 // (--scale-down-unready-enabled).
-func Check(node *corev1.Node, util utilization.Info, t Thresholds, unreadyEnabled bool) Verdict {
+func Check(node *corev1.Node, util utilization.NodeUtilization, t Thresholds, unreadyEnabled bool) NodeVerdict {
 	if disabled, warning := scaleDownDisabled(node); disabled {
-		return Verdict{Reason: ScaleDownDisabled, Detail: fmt.Sprintf("%s=%q", ScaleDownDisabledAnnotation, node.Annotations[ScaleDownDisabledAnnotation]), Warning: warning}
+		return NodeVerdict{Reason: ScaleDownDisabled, Detail: fmt.Sprintf("%s=%q", ScaleDownDisabledAnnotation, node.Annotations[ScaleDownDisabledAnnotation]), Warning: warning}
 	}
 	if node.DeletionTimestamp != nil || HasToBeDeletedTaint(node) {
-		return Verdict{Reason: CurrentlyBeingDeleted}
+		return NodeVerdict{Reason: CurrentlyBeingDeleted}
 	}
 	if !unreadyEnabled && !IsReady(node) {
-		return Verdict{Reason: ScaleDownUnreadyDisabled}
+		return NodeVerdict{Reason: ScaleDownUnreadyDisabled}
 	}
 	threshold, kind := t.Utilization, "utilization"
 	if util.HasDevices {
 		threshold, kind = t.GPU, "gpu utilization"
 	}
 	if util.Utilization >= threshold {
-		return Verdict{Reason: NotUnderutilized, Detail: fmt.Sprintf("utilization %s is not under the %s threshold %.2f", util, kind, threshold)}
+		return NodeVerdict{Reason: NotUnderutilized, Detail: fmt.Sprintf("utilization %s is not under the %s threshold %.2f", util, kind, threshold)}
 	}
-	return Verdict{Eligible: true}
+	return NodeVerdict{Eligible: true}
 }
 
 // scaleDownDisabled reads the annotation. A value that is not a boolean

@@ -16,11 +16,11 @@ func TestCheck(t *testing.T) {
 		n.Annotations = map[string]string{ScaleDownDisabledAnnotation: v}
 		return n
 	}
-	low := utilization.Info{Utilization: 0.2, Resource: "cpu"}
+	low := utilization.NodeUtilization{Utilization: 0.2, Resource: "cpu"}
 	tests := []struct {
 		name     string
 		node     *corev1.Node
-		util     utilization.Info
+		util     utilization.NodeUtilization
 		eligible bool
 		reason   string
 		warning  bool
@@ -28,9 +28,9 @@ func TestCheck(t *testing.T) {
 		unreadyDisabled bool
 	}{
 		{name: "underutilized", node: builder.Node("n").Obj(), util: low, eligible: true},
-		{name: "at the threshold", node: builder.Node("n").Obj(), util: utilization.Info{Utilization: 0.5}, reason: NotUnderutilized},
-		{name: "accelerator node uses the GPU threshold", node: builder.Node("n").Obj(), util: utilization.Info{Utilization: 0.4, HasDevices: true}, reason: NotUnderutilized},
-		{name: "accelerator node under the GPU threshold", node: builder.Node("n").Obj(), util: utilization.Info{Utilization: 0.1, HasDevices: true}, eligible: true},
+		{name: "at the threshold", node: builder.Node("n").Obj(), util: utilization.NodeUtilization{Utilization: 0.5}, reason: NotUnderutilized},
+		{name: "accelerator node uses the GPU threshold", node: builder.Node("n").Obj(), util: utilization.NodeUtilization{Utilization: 0.4, HasDevices: true}, reason: NotUnderutilized},
+		{name: "accelerator node under the GPU threshold", node: builder.Node("n").Obj(), util: utilization.NodeUtilization{Utilization: 0.1, HasDevices: true}, eligible: true},
 		{name: "disabled", node: annotated("true"), util: low, reason: ScaleDownDisabled},
 		{name: "explicitly enabled", node: annotated("false"), util: low, eligible: true},
 		{name: "malformed annotation keeps the node and warns", node: annotated("perhaps"), util: low, reason: ScaleDownDisabled, warning: true},

@@ -96,7 +96,7 @@ type Removal struct {
 	Evict []*corev1.Pod
 	// Moves says where the simulation put each moving pod.
 	Moves       map[string]string
-	Utilization utilization.Info
+	Utilization utilization.NodeUtilization
 }
 
 // Unremovable says why a node stays.
@@ -121,7 +121,7 @@ type RemovalPlan struct {
 	// nodes drained first.
 	Empty, Drain []Removal
 	Warnings     []Warning
-	Utilization  map[string]utilization.Info
+	Utilization  map[string]utilization.NodeUtilization
 
 	// movesOf holds the simulated moves of the unneeded nodes; unitOf
 	// the nodes that must go together with a node (a gang's), itself
@@ -161,7 +161,7 @@ func (p *RemovalPlanner) UnneededSince(node string) (time.Time, bool) { return p
 type candidate struct {
 	node  *corev1.Node
 	group *Group
-	util  utilization.Info
+	util  utilization.NodeUtilization
 	// moving are the pods to re-place (the snapshot's, assumed ones
 	// included); evict are those really bound to the node.
 	moving, evict []*corev1.Pod
@@ -174,7 +174,7 @@ type candidate struct {
 // as before when it returns.
 func (p *RemovalPlanner) Plan(ctx context.Context, in Input) (*RemovalPlan, error) {
 	logger := klog.FromContext(ctx)
-	plan := &RemovalPlan{Unremovable: map[string]Unremovable{}, Utilization: map[string]utilization.Info{}}
+	plan := &RemovalPlan{Unremovable: map[string]Unremovable{}, Utilization: map[string]utilization.NodeUtilization{}}
 	calc, err := utilization.FromSnapshot(p.runner.Snapshot())
 	if err != nil {
 		return nil, fmt.Errorf("scale-down: %w", err)

@@ -57,8 +57,8 @@ type Input struct {
 	DeviceClasses []*resourceapi.DeviceClass
 }
 
-// Report is one pass's figures.
-type Report struct {
+// Figures are one pass's numbers.
+type Figures struct {
 	Nodes map[string]fragmentation.NodeReport
 	// Groups sums the nodes of each group.
 	Groups map[string]Totals
@@ -72,7 +72,7 @@ type Totals struct{ Total, Free, Stranded fragmentation.Amounts }
 
 // Run measures as many nodes as the budget allows and updates the metrics.
 // Errors on one node are logged and leave that node's previous figures.
-func (s *Meter) Run(ctx context.Context, in Input, now time.Time) *Report {
+func (s *Meter) Run(ctx context.Context, in Input, now time.Time) *Figures {
 	logger := klog.FromContext(ctx)
 	start := s.clock()
 	if key := classesKey(in.DeviceClasses); key != s.classesKey {
@@ -90,7 +90,7 @@ func (s *Meter) Run(ctx context.Context, in Input, now time.Time) *Report {
 			delete(s.last, n)
 		}
 	}
-	rep := &Report{Nodes: map[string]fragmentation.NodeReport{}, Groups: map[string]Totals{}}
+	rep := &Figures{Nodes: map[string]fragmentation.NodeReport{}, Groups: map[string]Totals{}}
 	nodes := append([]string(nil), in.Nodes...)
 	sort.Strings(nodes)
 	if s.cursor >= len(nodes) {
@@ -132,7 +132,7 @@ func (s *Meter) Run(ctx context.Context, in Input, now time.Time) *Report {
 	return rep
 }
 
-func (s *Meter) export(rep *Report, shapes int) {
+func (s *Meter) export(rep *Figures, shapes int) {
 	m := s.metrics
 	if m == nil {
 		return
