@@ -74,6 +74,15 @@ func (f *fleet) run(t *testing.T, pod string, node *corev1.Node) {
 	}
 }
 
+// existing is the group's only instance, in state, created at created,
+// that no request of this tracker knows (as after a restart).
+func (f *fleet) existing(state cloudprovider.InstanceState, created time.Time) string {
+	id := f.g.AddInstance(state, nil)
+	f.g.SetTarget(1)
+	f.g.SetCreatedAt(id, created)
+	return id
+}
+
 func (f *fleet) info() *nodegroups.Info {
 	return &nodegroups.Info{Group: f.g, Id: f.g.Id(), Max: f.g.MaxSize(), Target: f.g.Target(), Ready: f.ready, Booting: f.boot, NotUsable: f.why}
 }
@@ -216,9 +225,7 @@ func TestInstanceDeadlinesSurviveARestart(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			now := t0.Add(time.Hour)
 			f := newFleet("gpu")
-			id := f.g.AddInstance(cloudprovider.InstanceCreating, nil)
-			f.g.SetTarget(1)
-			f.g.SetCreatedAt(id, now.Add(-tc.created))
+			id := f.existing(cloudprovider.InstanceCreating, now.Add(-tc.created))
 			if tc.why != "-" {
 				f.register(t, id, now.Add(-tc.created), tc.why)
 			}
@@ -245,9 +252,7 @@ func TestOnceUsableNodeIsNotGivenUp(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFleet("gpu")
 	tr := track.New(maxProvision, newBackoff()).WithClient(f.client)
-	id := f.g.AddInstance(cloudprovider.InstanceRunning, nil)
-	f.g.SetTarget(1)
-	f.g.SetCreatedAt(id, t0)
+	id := f.existing(cloudprovider.InstanceRunning, t0)
 	n := f.register(t, id, t0, "")
 	tr.Update(ctx, []*nodegroups.Info{f.info()}, t0.Add(time.Minute))
 	f.ready, f.boot, f.why[n.Name] = nil, []*corev1.Node{n}, "node is not Ready"
@@ -326,9 +331,7 @@ func TestReleasedNodeIsJudgedOnce(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFleet("gpu")
 	tr := track.New(maxProvision, newBackoff()).WithClient(f.client)
-	id := f.g.AddInstance(cloudprovider.InstanceRunning, nil)
-	f.g.SetTarget(1)
-	f.g.SetCreatedAt(id, t0)
+	id := f.existing(cloudprovider.InstanceRunning, t0)
 	n := f.register(t, id, t0, "node is not Ready")
 	f.run(t, "stuck", n)
 	now := t0.Add(maxProvision + time.Second)
