@@ -35,7 +35,7 @@ type CloudProvider interface {
 	GetResourceLimiter() (*ResourceLimiter, error)
 	// Reservations returns the capacity reservations and capacity blocks
 	// the provider knows of, or ErrNotImplemented.
-	Reservations() ([]Reservation, error)
+	Reservations() ([]ReservedCapacity, error)
 	// Refresh is called at the start of every loop, before anything else.
 	Refresh(ctx context.Context) error
 	// Cleanup is called once when the autoscaler stops.

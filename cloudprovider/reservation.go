@@ -15,9 +15,9 @@ const (
 	ReservationCapacityBlock ReservationKind = "CapacityBlock"
 )
 
-// Reservation is capacity that is already paid for. Several node groups may
+// ReservedCapacity is capacity that is already paid for. Several node groups may
 // draw on one reservation; they share its count.
-type Reservation struct {
+type ReservedCapacity struct {
 	ID   string
 	Kind ReservationKind
 	// NodeGroups are the ids of the groups whose nodes land on it.

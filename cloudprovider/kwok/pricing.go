@@ -72,7 +72,7 @@ func hours(start, end time.Time) float64 {
 // config order, each up to its count, and instances beyond them are
 // on-demand; so InUse never exceeds Count and groups sharing a reservation
 // share its counter. A reservation outside its time window holds nothing.
-func (p *Provider) Reservations() ([]cloudprovider.Reservation, error) {
+func (p *Provider) Reservations() ([]cloudprovider.ReservedCapacity, error) {
 	now := p.clock.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -80,9 +80,9 @@ func (p *Provider) Reservations() ([]cloudprovider.Reservation, error) {
 	for _, g := range p.groups {
 		unplaced[g.cfg.Name] = g.liveLocked()
 	}
-	out := make([]cloudprovider.Reservation, 0, len(p.reservations))
+	out := make([]cloudprovider.ReservedCapacity, 0, len(p.reservations))
 	for _, r := range p.reservations {
-		res := cloudprovider.Reservation{
+		res := cloudprovider.ReservedCapacity{
 			ID:         r.ID,
 			Kind:       r.Kind,
 			NodeGroups: append([]string(nil), r.NodeGroups...),

@@ -61,24 +61,24 @@ type Provider struct {
 	stateNamespace string
 }
 
-// Option configures a Provider.
-type Option func(*Provider)
+// ProviderOption configures a Provider.
+type ProviderOption func(*Provider)
 
 // WithClock sets the clock that times boot and driver delays (a fake one
 // in tests).
-func WithClock(c clock.Clock) Option {
+func WithClock(c clock.Clock) ProviderOption {
 	return func(p *Provider) { p.clock = c }
 }
 
 // WithLogger sets the logger.
-func WithLogger(l klog.Logger) Option {
+func WithLogger(l klog.Logger) ProviderOption {
 	return func(p *Provider) { p.logger = l }
 }
 
 // New validates cfg and returns a provider that creates nodes through
 // client. It makes no API call: the autoscaler's first Refresh finds the
 // nodes that already exist.
-func New(client kubernetes.Interface, cfg *Config, opts ...Option) (*Provider, error) {
+func New(client kubernetes.Interface, cfg *Config, opts ...ProviderOption) (*Provider, error) {
 	if client == nil {
 		return nil, fmt.Errorf("kwok provider: a Kubernetes client is required")
 	}

@@ -76,7 +76,7 @@ func run(ctx context.Context, opts *config.Options) error {
 	lp.Stranded = stranded.New(p.analyzer, p.shapes, opts.Sharing.StrandedCapacityBudget, m.Sharing)
 	l := loop.New(lp)
 	// Reserved nodes go last and idle paid capacity stays (issue 6).
-	l.ScaleDown = newScaleDown(opts, p.runner, client, recorder, m, reserved.ScaleDown())
+	l.ScaleDown = newScaleDown(opts, p.runner, client, recorder, m, reserved.ScaleDownView())
 	l.Disagree, l.Status = loop.NewStatusParts(opts, client, recorder, m)
 	autoscale := func(ctx context.Context) error {
 		served, err := observe.Discover(client)

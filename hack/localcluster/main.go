@@ -139,7 +139,7 @@ func serve(o options) error {
 	if err != nil {
 		return err
 	}
-	cfg := controlplane.Config{
+	cfg := controlplane.ClusterConfig{
 		StateDir: o.stateDir, BinDir: abs(o.binDir), KwokStageDir: stageDir,
 		Ports: controlplane.PortsFrom(o.portBase), FeatureGates: o.featureGates,
 		RuntimeConfig: o.runtimeConfig, ReadyTimeout: o.readyTimeout,

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// Status is one group's backoff.
-type Status struct {
+// State is one group's backoff.
+type State struct {
 	Until  time.Time
 	Reason string
 	// Failures counts failures in a row (since the last reset).
@@ -24,7 +24,7 @@ type Backoff struct {
 }
 
 type entry struct {
-	Status
+	State
 	lastFailure time.Time
 }
 
@@ -35,7 +35,7 @@ func New(initial, max, reset time.Duration) *Backoff {
 }
 
 // Fail records a failure of the group at now and returns its new status.
-func (b *Backoff) Fail(group, reason string, now time.Time) Status {
+func (b *Backoff) Fail(group, reason string, now time.Time) State {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.groups[group]
@@ -52,18 +52,18 @@ func (b *Backoff) Fail(group, reason string, now time.Time) Status {
 	e.lastFailure = now
 	e.Until = now.Add(d)
 	e.Reason = reason
-	return e.Status
+	return e.State
 }
 
 // Get returns the group's status and whether it is backed off at now.
-func (b *Backoff) Get(group string, now time.Time) (Status, bool) {
+func (b *Backoff) Get(group string, now time.Time) (State, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.groups[group]
 	if e == nil {
-		return Status{}, false
+		return State{}, false
 	}
-	return e.Status, now.Before(e.Until)
+	return e.State, now.Before(e.Until)
 }
 
 // Succeeded forgets the group's failures after a scale-up that worked.

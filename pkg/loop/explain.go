@@ -70,7 +70,7 @@ func (l *Loop) Explain(ctx context.Context, key types.NamespacedName) (*explain.
 }
 
 // explainPod fills in the verdicts for pod from what the pass decided.
-func explainPod(rep *explain.Report, pod *corev1.Pod, groups []*nodegroups.Info, built *load.Result,
+func explainPod(rep *explain.Report, pod *corev1.Pod, groups []*nodegroups.Info, built *load.Loaded,
 	fits map[*corev1.Pod]string, p *plan.Plan, outcomes []plan.GangOutcome, waiting []gang.Waiting) {
 	ups := map[string]int{}
 	var reasons []report.GroupReason

@@ -70,7 +70,7 @@ func TestExplain(t *testing.T) {
 	if _, err := l.Explain(ctx, types.NamespacedName{Namespace: "ns", Name: "nope"}); err == nil {
 		t.Error("explained a pod that does not exist")
 	}
-	for _, g := range []*fakeprovider.Group{small, big, full} {
+	for _, g := range []*fakeprovider.FakeNodeGroup{small, big, full} {
 		if calls := g.Calls(); len(calls) != 0 {
 			t.Errorf("explain called the provider: %s %+v", g.Id(), calls)
 		}

@@ -95,10 +95,10 @@ type Pass struct {
 	Pending   []*corev1.Pod
 	FitsNow   int
 	Plan      *plan.Plan
-	Results   []act.Result
+	Results   []act.LaunchResult
 	Gangs     []plan.GangOutcome
 	Failures  []track.Failure
-	ScaleDown *scaledown.Result
+	ScaleDown *scaledown.PassResult
 	StartedAt time.Time
 	// Fits are the pending pods the simulation placed on existing or
 	// upcoming nodes, and where.

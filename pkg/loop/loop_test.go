@@ -38,7 +38,7 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 
-func cpuGroup(id, cpu string) *fakeprovider.Group {
+func cpuGroup(id, cpu string) *fakeprovider.FakeNodeGroup {
 	return fakeprovider.NewGroup(id, 0, 5).WithTemplate(&cloudprovider.NodeTemplate{
 		Node: builder.Node(template.PlaceholderNodeName).CPU(cpu).Memory("32Gi").Label("group", id).Obj(),
 	}, nil)

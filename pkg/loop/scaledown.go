@@ -24,7 +24,7 @@ func (l *Loop) scaleDown(ctx context.Context, pass *Pass) error {
 		}
 	}
 	start := time.Now()
-	res, err := l.ScaleDown.Run(ctx, scaledown.Input{State: pass.cluster, PDBs: l.Observer, Owners: l.Observer.ControllerExists,
+	res, err := l.ScaleDown.Run(ctx, scaledown.ControllerInput{State: pass.cluster, PDBs: l.Observer, Owners: l.Observer.ControllerExists,
 		Groups: pass.Groups, Nodes: pass.built.Nodes, Now: now})
 	l.Metrics.Observe("scaleDown", start)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 func (l *Loop) sharing(ctx context.Context, p *Pass) error {
 	if l.Stranded != nil {
 		start := time.Now()
-		l.Stranded.Run(ctx, stranded.Input{Snapshot: l.Runner.Snapshot(), Pods: p.cluster.Pods, Nodes: p.built.Nodes,
+		l.Stranded.Run(ctx, stranded.MeterInput{Snapshot: l.Runner.Snapshot(), Pods: p.cluster.Pods, Nodes: p.built.Nodes,
 			GroupOf: groupOf(p.Groups), DeviceClasses: p.cluster.DeviceClasses}, p.StartedAt)
 		l.Metrics.Observe("strandedCapacity", start)
 	}

@@ -29,7 +29,7 @@ type Stage interface {
 // they fill for tests and the status.
 type state struct {
 	cluster *observe.ClusterState
-	built   *load.Result
+	built   *load.Loaded
 	// reserved is the pass's count of the reservations (nil: none).
 	reserved *reservations.Count
 	// gangs, loose and waiting split the pending pods; usage counts the

@@ -105,7 +105,7 @@ func (l *Loop) observe(ctx context.Context, p *Pass) error {
 func (l *Loop) collectGroups(ctx context.Context, p *Pass) error {
 	state := p.cluster
 	slicesByNode, podsByNode := indexByNode(state)
-	groups, err := nodegroups.Collect(ctx, nodegroups.Input{Groups: l.Groups, Sizes: l.Sizes, Provider: l.Provider,
+	groups, err := nodegroups.Collect(ctx, nodegroups.CollectInput{Groups: l.Groups, Sizes: l.Sizes, Provider: l.Provider,
 		Nodes: state.Nodes, SlicesByNode: slicesByNode, PodsByNode: podsByNode, DaemonSets: state.DaemonSets,
 		Now: p.StartedAt, MaxProvision: l.Options.MaxNodeProvisionTime}, l.Templates)
 	if err != nil {
@@ -180,7 +180,7 @@ func (l *Loop) provisioningRequests(ctx context.Context, p *Pass) error {
 	if p.Unsafe != "" {
 		return nil
 	}
-	p.Results = l.ProvReqs.Run(ctx, provreq.Input{Runner: l.Runner, Candidates: p.built.Candidates(),
+	p.Results = l.ProvReqs.Run(ctx, provreq.ProcessInput{Runner: l.Runner, Candidates: p.built.Candidates(),
 		Groups: p.Groups, Usage: &p.usage, Pods: p.cluster.Pods, Now: p.StartedAt})
 	return nil
 }

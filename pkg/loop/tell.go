@@ -52,7 +52,7 @@ func (l *Loop) writeStatus(ctx context.Context, pass *Pass, state *observe.Clust
 	if l.Status == nil {
 		return
 	}
-	in := status.Input{Now: now, Healthy: failure == nil && pass.Unsafe == "", Groups: pass.Groups, Backoff: l.Backoff.Get}
+	in := status.BuildInput{Now: now, Healthy: failure == nil && pass.Unsafe == "", Groups: pass.Groups, Backoff: l.Backoff.Get}
 	switch {
 	case failure != nil:
 		in.Message = failure.Error()
@@ -69,11 +69,11 @@ func (l *Loop) writeStatus(ctx context.Context, pass *Pass, state *observe.Clust
 	}
 	if state != nil {
 		for _, g := range gangReports(pass.Gangs, nil, state) {
-			in.Gangs = append(in.Gangs, status.Gang{Namespace: g.Namespace, Name: g.Name, Pods: len(g.Pods), Planned: g.Planned, Message: g.Message})
+			in.Gangs = append(in.Gangs, status.GangStatus{Namespace: g.Namespace, Name: g.Name, Pods: len(g.Pods), Planned: g.Planned, Message: g.Message})
 		}
 	}
 	for _, d := range pass.Disagreements {
-		in.Disagreements = append(in.Disagreements, status.Disagreement{Namespace: d.Namespace, Name: d.Name, Node: d.Node,
+		in.Disagreements = append(in.Disagreements, status.DisagreementStatus{Namespace: d.Namespace, Name: d.Name, Node: d.Node,
 			Since: metav1.NewTime(d.Since), SchedulerMessage: d.SchedulerMessage})
 	}
 	s := l.statusBuilder.Build(in)
@@ -87,7 +87,7 @@ func (l *Loop) writeStatus(ctx context.Context, pass *Pass, state *observe.Clust
 
 // reservations is the status's section: the pass's count or, when the
 // pass ended before counting, the last one (else what the provider says).
-func (l *Loop) reservations(ctx context.Context, c *reservations.Count) []status.Reservation {
+func (l *Loop) reservations(ctx context.Context, c *reservations.Count) []status.ReservationStatus {
 	if c != nil && c.Book != nil {
 		return reservationSection(c.Book)
 	}
@@ -110,7 +110,7 @@ func notHelped(pass *Pass) []status.PodNotHelped {
 	for _, p := range pass.Plan.NotHelped {
 		e := status.PodNotHelped{Namespace: p.Namespace, Name: p.Name}
 		for _, r := range pass.Plan.Reasons[p.UID] {
-			e.Reasons = append(e.Reasons, status.GroupReason{NodeGroup: r.Group, Reason: r.Reason, Message: r.Message, Constraint: r.Constraint})
+			e.Reasons = append(e.Reasons, status.GroupReasonStatus{NodeGroup: r.Group, Reason: r.Reason, Message: r.Message, Constraint: r.Constraint})
 		}
 		out = append(out, e)
 	}
@@ -119,7 +119,7 @@ func notHelped(pass *Pass) []status.PodNotHelped {
 
 // readyNodes are the registered nodes that are ready and not booting:
 // where a pod the simulation places should be bound by the scheduler.
-func readyNodes(nodes []*corev1.Node, built *load.Result) map[string]bool {
+func readyNodes(nodes []*corev1.Node, built *load.Loaded) map[string]bool {
 	out := make(map[string]bool, len(nodes))
 	for _, n := range nodes {
 		if _, booting := built.GroupOf[n.Name]; booting || n.Spec.Unschedulable {

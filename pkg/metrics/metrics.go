@@ -34,7 +34,7 @@ type Metrics struct {
 	ScaleUpOptionsEvaluated prometheus.Counter
 	InstanceErrors          *prometheus.CounterVec
 	Sharing                 *Sharing
-	ScaleDown               *ScaleDown
+	ScaleDown               *ScaleDownMetrics
 	ExplainMetrics
 	Reservations *ReservationMetrics
 }

@@ -2,8 +2,8 @@ package metrics
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// ScaleDown are the scale-down metrics, upstream's names.
-type ScaleDown struct {
+// ScaleDownMetrics are the scale-down metrics, upstream's names.
+type ScaleDownMetrics struct {
 	UnneededNodes    prometheus.Gauge
 	ScaledDownNodes  *prometheus.CounterVec
 	EvictedPods      prometheus.Counter
@@ -17,8 +17,8 @@ const (
 	ScaleDownUnderutilized = "underutilized"
 )
 
-func newScaleDown(register func(prometheus.Collector)) *ScaleDown {
-	s := &ScaleDown{
+func newScaleDown(register func(prometheus.Collector)) *ScaleDownMetrics {
+	s := &ScaleDownMetrics{
 		UnneededNodes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "unneeded_nodes_count",
 			Help: "Number of nodes currently considered unneeded."}),
 		ScaledDownNodes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "scaled_down_nodes_total",

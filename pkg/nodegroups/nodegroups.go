@@ -106,8 +106,8 @@ type TemplateBuilder interface {
 	FromProvider(ctx context.Context, tmpl *cloudprovider.NodeTemplate, daemonSets []*appsv1.DaemonSet) (*cloudprovider.NodeTemplate, error)
 }
 
-// Input is what Collect looks at.
-type Input struct {
+// CollectInput is what Collect looks at.
+type CollectInput struct {
 	Groups       []cloudprovider.NodeGroup
 	Sizes        map[string]config.NodeGroupSpec
 	Provider     cloudprovider.CloudProvider
@@ -122,7 +122,7 @@ type Input struct {
 
 // Collect builds the loop's view of the groups from the provider and the
 // observed nodes, slices and pods.
-func Collect(ctx context.Context, in Input, templates TemplateBuilder) ([]*Info, error) {
+func Collect(ctx context.Context, in CollectInput, templates TemplateBuilder) ([]*Info, error) {
 	logger := klog.FromContext(ctx)
 	groups, sizes, provider, nodes := in.Groups, in.Sizes, in.Provider, in.Nodes
 	infos := make([]*Info, 0, len(groups))
@@ -180,7 +180,7 @@ func Collect(ctx context.Context, in Input, templates TemplateBuilder) ([]*Info,
 	return infos, nil
 }
 
-func (i *Info) buildTemplate(ctx context.Context, in Input, templates TemplateBuilder) {
+func (i *Info) buildTemplate(ctx context.Context, in CollectInput, templates TemplateBuilder) {
 	// A real node shows what the group really gets (kubelet-computed
 	// allocatable, the devices the drivers really publish).
 	// Nodes still booting (NotReady, start-up taints, incomplete pools)

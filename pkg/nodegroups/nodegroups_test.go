@@ -143,7 +143,7 @@ func TestCollect(t *testing.T) {
 		"gpu-ready":     {gpuSlice("gpu-ready")},
 		"gpu-not-ready": {gpuSlice("gpu-not-ready")},
 	}
-	in := nodegroups.Input{
+	in := nodegroups.CollectInput{
 		Groups:       []cloudprovider.NodeGroup{gpu, cpu, broken},
 		Sizes:        map[string]config.NodeGroupSpec{"gpu": {Name: "gpu", Min: 0, Max: 6}, "cpu": {Name: "cpu", Min: 1, Max: 4}, "broken": {Name: "broken", Max: 3}},
 		Provider:     provider,
@@ -237,7 +237,7 @@ func TestCollectTemplateFallbacks(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			g := fakeprovider.NewGroup("g", 0, 5).WithTemplate(tc.provider, nil)
-			infos, err := nodegroups.Collect(ctx, nodegroups.Input{
+			infos, err := nodegroups.Collect(ctx, nodegroups.CollectInput{
 				Groups: []cloudprovider.NodeGroup{g}, Provider: fakeprovider.New(g), Nodes: tc.nodes,
 			}, failingFromNode{fail: tc.fail})
 			if err != nil {
@@ -255,7 +255,7 @@ func TestCollectTargetSizeError(t *testing.T) {
 	g := fakeprovider.NewGroup("gpu", 0, 5)
 	g.Fail("TargetSize", errors.New("throttled"))
 	_, ctx := ktesting.NewTestContext(t)
-	_, err := nodegroups.Collect(ctx, nodegroups.Input{
+	_, err := nodegroups.Collect(ctx, nodegroups.CollectInput{
 		Groups: []cloudprovider.NodeGroup{g}, Provider: fakeprovider.New(g),
 	}, nodegroups.Templates{})
 	if err == nil || !strings.Contains(err.Error(), "gpu") || !strings.Contains(err.Error(), "throttled") {

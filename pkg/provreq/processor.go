@@ -30,10 +30,10 @@ type GangPlanner interface {
 		groups []*nodegroups.Info, usage *limits.Usage, now time.Time) ([]plan.GangOutcome, error)
 }
 
-// Launcher carries out scale-ups (act.Launcher); the parts of one gang
+// ScaleUpLauncher carries out scale-ups (act.Launcher); the parts of one gang
 // succeed together or are undone.
-type Launcher interface {
-	Execute(ctx context.Context, ups []act.ScaleUp, now time.Time) []act.Result
+type ScaleUpLauncher interface {
+	Execute(ctx context.Context, ups []act.ScaleUp, now time.Time) []act.LaunchResult
 }
 
 // revokeAfter is how many loops in a row a booking may not fit before its
@@ -47,7 +47,7 @@ type Processor struct {
 	templates corelisters.PodTemplateLister
 	client    StatusClient
 	planner   GangPlanner
-	actuator  Launcher
+	actuator  ScaleUpLauncher
 	recorder  record.EventRecorder
 	// misses counts, per booked request, the loops in a row its pods did
 	// not fit.
@@ -58,7 +58,7 @@ type Processor struct {
 // NewProcessor returns a processor reading through the listers and
 // writing status through client.
 func NewProcessor(opts Options, requests provlisters.ProvisioningRequestLister, templates corelisters.PodTemplateLister,
-	client StatusClient, planner GangPlanner, actuator Launcher, recorder record.EventRecorder) *Processor {
+	client StatusClient, planner GangPlanner, actuator ScaleUpLauncher, recorder record.EventRecorder) *Processor {
 	if opts.TemplateGrace == 0 {
 		opts.TemplateGrace = DefaultTemplateGrace
 	}
@@ -66,10 +66,10 @@ func NewProcessor(opts Options, requests provlisters.ProvisioningRequestLister, 
 		planner: planner, actuator: actuator, recorder: recorder, misses: map[types.UID]int{}}
 }
 
-// Input is the loop's state the processor works on. The runner's snapshot
+// ProcessInput is the loop's state the processor works on. The runner's snapshot
 // holds the cluster with the upcoming nodes; what the processor books or
 // plans stays in it, taken, for the rest of the loop.
-type Input struct {
+type ProcessInput struct {
 	Runner     *framework.Runner
 	Candidates []string
 	Groups     []*nodegroups.Info
@@ -84,7 +84,7 @@ type Input struct {
 // provisions the others, oldest first. It returns the scale-ups made
 // (without pods: the request's pods are not API objects). A request that
 // cannot be served gets a condition saying why; it never stops the others.
-func (p *Processor) Run(ctx context.Context, in Input) []act.Result {
+func (p *Processor) Run(ctx context.Context, in ProcessInput) []act.LaunchResult {
 	logger := klog.FromContext(ctx)
 	all, err := p.requests.List(labels.Everything())
 	if err != nil {
@@ -111,7 +111,7 @@ func (p *Processor) Run(ctx context.Context, in Input) []act.Result {
 	})
 	consumed := boundConsumers(in.Pods)
 	seen := map[types.UID]bool{}
-	var results []act.Result
+	var results []act.LaunchResult
 	for _, pr := range reqs {
 		seen[pr.UID] = true
 		u := p.serve(ctx, pr, in, consumed[pr.Namespace+"/"+pr.Name])

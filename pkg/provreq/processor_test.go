@@ -123,9 +123,9 @@ func newEnv(t testing.TB, groups []*nodegroups.Info, reqs []*v1.ProvisioningRequ
 	return e
 }
 
-func (e *env) run(pods ...*corev1.Pod) []act.Result {
+func (e *env) run(pods ...*corev1.Pod) []act.LaunchResult {
 	usage := limits.Usage{}
-	return e.proc.Run(e.ctx, provreq.Input{Runner: e.runner, Candidates: e.nodes, Groups: e.groups, Usage: &usage, Pods: pods, Now: now})
+	return e.proc.Run(e.ctx, provreq.ProcessInput{Runner: e.runner, Candidates: e.nodes, Groups: e.groups, Usage: &usage, Pods: pods, Now: now})
 }
 
 // conditions renders a stored request's conditions as "Type=Status/Reason".
@@ -150,7 +150,7 @@ func (e *env) message(t *testing.T, name, typ string) string {
 
 func cpuNode(name, cpu string) *corev1.Node { return builder.Node(name).CPU(cpu).Memory("64Gi").Obj() }
 
-func cpuGroup(id, cpu string, max int) (*nodegroups.Info, *fakeprovider.Group) {
+func cpuGroup(id, cpu string, max int) (*nodegroups.Info, *fakeprovider.FakeNodeGroup) {
 	g := fakeprovider.NewGroup(id, 0, max)
 	return &nodegroups.Info{Group: g, Id: id, Max: max, TemplateSource: "provider",
 		Template: &cloudprovider.NodeTemplate{Node: builder.Node(template.PlaceholderNodeName).CPU(cpu).Memory("64Gi").Label("group", id).Obj()}}, g

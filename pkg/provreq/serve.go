@@ -30,12 +30,12 @@ type update struct {
 	conds   []metav1.Condition
 	changed bool
 	events  []event
-	results []act.Result
+	results []act.LaunchResult
 }
 
 type event struct{ typ, reason, message string }
 
-func (u *update) set(pr *v1.ProvisioningRequest, in Input, typ string, status metav1.ConditionStatus, reason, msg string) bool {
+func (u *update) set(pr *v1.ProvisioningRequest, in ProcessInput, typ string, status metav1.ConditionStatus, reason, msg string) bool {
 	c := metav1.Condition{Type: typ, Status: status, Reason: reason, Message: trim(msg),
 		ObservedGeneration: pr.Generation, LastTransitionTime: metav1.NewTime(in.Now)}
 	if apimeta.SetStatusCondition(&u.conds, c) {
@@ -50,7 +50,7 @@ func (u *update) event(typ, reason, msg string) {
 }
 
 // serve decides one request. bound is how many of its consumers are bound.
-func (p *Processor) serve(ctx context.Context, pr *v1.ProvisioningRequest, in Input, bound int) *update {
+func (p *Processor) serve(ctx context.Context, pr *v1.ProvisioningRequest, in ProcessInput, bound int) *update {
 	logger := klog.FromContext(ctx).WithValues("provisioningRequest", klog.KObj(pr), "class", pr.Spec.ProvisioningClassName)
 	u := &update{conds: append([]metav1.Condition(nil), pr.Status.Conditions...)}
 	if done(u.conds) {
@@ -89,7 +89,7 @@ func (p *Processor) serve(ctx context.Context, pr *v1.ProvisioningRequest, in In
 
 // book holds a Provisioned request's capacity: its pods not consumed yet
 // are placed in the snapshot, or, once the window is over, BookingExpired.
-func (p *Processor) book(ctx context.Context, pr *v1.ProvisioningRequest, in Input, pods []*corev1.Pod, bound int, u *update) {
+func (p *Processor) book(ctx context.Context, pr *v1.ProvisioningRequest, in ProcessInput, pods []*corev1.Pod, bound int, u *update) {
 	logger := klog.FromContext(ctx).WithValues("provisioningRequest", klog.KObj(pr))
 	since := apimeta.FindStatusCondition(u.conds, v1.Provisioned).LastTransitionTime.Time
 	if !in.Now.Before(since.Add(p.opts.BookingDuration)) {
@@ -128,7 +128,7 @@ func (p *Processor) book(ctx context.Context, pr *v1.ProvisioningRequest, in Inp
 // check answers check-capacity from the simulation: all pods fit existing
 // and upcoming nodes (and are then booked), or Provisioned=False says how
 // far they got.
-func (p *Processor) check(ctx context.Context, pr *v1.ProvisioningRequest, in Input, pods []*corev1.Pod, u *update) {
+func (p *Processor) check(ctx context.Context, pr *v1.ProvisioningRequest, in ProcessInput, pods []*corev1.Pod, u *update) {
 	ok, why, err := placeAll(ctx, in.Runner, pods, in.Candidates)
 	switch {
 	case err != nil:
@@ -148,7 +148,7 @@ func (p *Processor) check(ctx context.Context, pr *v1.ProvisioningRequest, in In
 
 // scaleUp plans the request's pods as one gang (all of them, none
 // running yet) and makes the scale-up all or nothing.
-func (p *Processor) scaleUp(ctx context.Context, pr *v1.ProvisioningRequest, in Input, pods []*corev1.Pod, u *update) {
+func (p *Processor) scaleUp(ctx context.Context, pr *v1.ProvisioningRequest, in ProcessInput, pods []*corev1.Pod, u *update) {
 	logger := klog.FromContext(ctx).WithValues("provisioningRequest", klog.KObj(pr))
 	g := &gang.Gang{Namespace: pr.Namespace, Name: Kind + "/" + pr.Name, MinCount: len(pods), Pending: pods}
 	snap := in.Runner.Snapshot()

@@ -18,7 +18,7 @@ import (
 // and the cluster serves them, nil otherwise (the loop then runs as if
 // the API did not exist). Shutdown stops its informers.
 func Start(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, opts config.ProvisioningRequestOptions,
-	planner GangPlanner, actuator Launcher, recorder record.EventRecorder) (*Processor, error) {
+	planner GangPlanner, actuator ScaleUpLauncher, recorder record.EventRecorder) (*Processor, error) {
 	logger := klog.FromContext(ctx)
 	if !opts.Enabled {
 		return nil, nil

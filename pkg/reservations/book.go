@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// Group is what the book needs to know of a node group.
-type Group struct {
+// GroupNodes is what the book needs to know of a node group.
+type GroupNodes struct {
 	ID string
 	// Template is a node of the group (labels: capacity type, instance
 	// type); nil when unknown.
@@ -40,13 +40,13 @@ type Book struct {
 	now    time.Time
 	margin time.Duration
 	slots  []*Slot
-	groups map[string]*Group
+	groups map[string]*GroupNodes
 	nodeOn map[string]*Slot
 }
 
 // NewBook counts reservations against the groups at now.
-func NewBook(now time.Time, margin time.Duration, res []*Reservation, groups []Group) *Book {
-	b := &Book{now: now, margin: margin, groups: map[string]*Group{}, nodeOn: map[string]*Slot{}}
+func NewBook(now time.Time, margin time.Duration, res []*Reservation, groups []GroupNodes) *Book {
+	b := &Book{now: now, margin: margin, groups: map[string]*GroupNodes{}, nodeOn: map[string]*Slot{}}
 	for _, r := range res {
 		b.slots = append(b.slots, &Slot{Reservation: r})
 	}

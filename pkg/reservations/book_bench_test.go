@@ -11,10 +11,10 @@ import (
 // BenchmarkNewBook counts 20 reservations against 100 groups of 50
 // registered nodes each (5,000 nodes): the per-loop cost of the model.
 func BenchmarkNewBook(b *testing.B) {
-	var groups []Group
+	var groups []GroupNodes
 	for i := range 100 {
 		id := fmt.Sprintf("g%d", i)
-		groups = append(groups, Group{ID: id, Template: tmpl("reserved"), Nodes: nodes(id, 50), Size: 55})
+		groups = append(groups, GroupNodes{ID: id, Template: tmpl("reserved"), Nodes: nodes(id, 50), Size: 55})
 	}
 	var res []*Reservation
 	for i := range 20 {

@@ -43,61 +43,61 @@ func TestBookCounts(t *testing.T) {
 	tests := []struct {
 		name   string
 		res    []*Reservation
-		groups []Group
+		groups []GroupNodes
 		// want is InUse and Left per reservation.
 		want map[string][2]int
 	}{{
 		name:   "registered, booting and requested nodes all count",
 		res:    []*Reservation{targeted("r", 4, "a")},
-		groups: []Group{{ID: "a", Template: tmpl("reserved"), Nodes: nodes("a", 2), Size: 3}},
+		groups: []GroupNodes{{ID: "a", Template: tmpl("reserved"), Nodes: nodes("a", 2), Size: 3}},
 		want:   map[string][2]int{"r": {3, 1}},
 	}, {
 		name:   "groups sharing a reservation share its counter, never beyond it",
 		res:    []*Reservation{targeted("r", 3, "a", "b")},
-		groups: []Group{{ID: "a", Template: tmpl("reserved"), Size: 2}, {ID: "b", Template: tmpl("reserved"), Size: 2}},
+		groups: []GroupNodes{{ID: "a", Template: tmpl("reserved"), Size: 2}, {ID: "b", Template: tmpl("reserved"), Size: 2}},
 		want:   map[string][2]int{"r": {3, 0}},
 	}, {
 		name:   "reservations fill in order",
 		res:    []*Reservation{targeted("r1", 1, "a"), targeted("r2", 5, "a")},
-		groups: []Group{{ID: "a", Template: tmpl("reserved"), Size: 3}},
+		groups: []GroupNodes{{ID: "a", Template: tmpl("reserved"), Size: 3}},
 		want:   map[string][2]int{"r1": {1, 0}, "r2": {2, 3}},
 	}, {
 		name:   "a block not started holds nothing and offers nothing",
 		res:    []*Reservation{{ID: "b", Kind: cloudprovider.ReservationCapacityBlock, NodeGroups: []string{"a"}, Count: 2, Start: now.Add(time.Minute), End: now.Add(time.Hour)}},
-		groups: []Group{{ID: "a", Template: tmpl("reserved"), Size: 1}},
+		groups: []GroupNodes{{ID: "a", Template: tmpl("reserved"), Size: 1}},
 		want:   map[string][2]int{"b": {0, 0}},
 	}, {
 		name:   "an open reservation serves groups of its instance type",
 		res:    []*Reservation{{ID: "o", Kind: cloudprovider.ReservationOpen, InstanceType: "gpu-8x", Count: 4}},
-		groups: []Group{{ID: "a", Template: tmpl("on-demand"), Size: 1}, {ID: "b", Template: tmpl("on-demand"), Size: 1}},
+		groups: []GroupNodes{{ID: "a", Template: tmpl("on-demand"), Size: 1}, {ID: "b", Template: tmpl("on-demand"), Size: 1}},
 		want:   map[string][2]int{"o": {2, 2}},
 	}, {
 		name:   "a targeted reservation ignores the instance type",
 		res:    []*Reservation{{ID: "t", Kind: cloudprovider.ReservationTargeted, InstanceType: "gpu-8x", NodeGroups: []string{"x"}, Count: 4}},
-		groups: []Group{{ID: "a", Template: tmpl("on-demand"), Size: 1}},
+		groups: []GroupNodes{{ID: "a", Template: tmpl("on-demand"), Size: 1}},
 		want:   map[string][2]int{"t": {0, 4}},
 	}, {
 		name: "an open reservation that ended holds nothing",
 		res: []*Reservation{{ID: "o", Kind: cloudprovider.ReservationOpen, NodeGroups: []string{"a"}, Count: 4,
 			Start: now.Add(-2 * time.Hour), End: now.Add(-time.Minute), ReportedInUse: 2}},
-		groups: []Group{{ID: "a", Template: tmpl("on-demand"), Nodes: nodes("a", 2), Size: 2}},
+		groups: []GroupNodes{{ID: "a", Template: tmpl("on-demand"), Nodes: nodes("a", 2), Size: 2}},
 		want:   map[string][2]int{"o": {0, 0}},
 	}, {
 		name: "a targeted reservation that ended holds nothing, pinned nodes neither",
 		res: []*Reservation{{ID: "t", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"a"}, Count: 4,
 			End: now.Add(-time.Minute)}},
-		groups: []Group{{ID: "a", Template: tmpl("on-demand"), Nodes: pinned(nodes("a", 2), "t"), Size: 2}},
+		groups: []GroupNodes{{ID: "a", Template: tmpl("on-demand"), Nodes: pinned(nodes("a", 2), "t"), Size: 2}},
 		want:   map[string][2]int{"t": {0, 0}},
 	}, {
 		name: "a block that ended keeps its registered nodes, to drain them",
 		res: []*Reservation{{ID: "b", Kind: cloudprovider.ReservationCapacityBlock, NodeGroups: []string{"a"}, Count: 4,
 			Start: now.Add(-2 * time.Hour), End: now.Add(-time.Minute)}},
-		groups: []Group{{ID: "a", Template: tmpl("reserved"), Nodes: nodes("a", 2), Size: 3}},
+		groups: []GroupNodes{{ID: "a", Template: tmpl("reserved"), Nodes: nodes("a", 2), Size: 3}},
 		want:   map[string][2]int{"b": {2, 0}},
 	}, {
 		name:   "the provider's count wins when higher",
 		res:    []*Reservation{{ID: "p", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"a"}, Count: 4, ReportedInUse: 3}},
-		groups: []Group{{ID: "a", Template: tmpl("reserved"), Size: 1}},
+		groups: []GroupNodes{{ID: "a", Template: tmpl("reserved"), Size: 1}},
 		want:   map[string][2]int{"p": {3, 1}},
 	}}
 	for _, tc := range tests {
@@ -115,7 +115,7 @@ func TestBookCounts(t *testing.T) {
 
 func TestBookTakeNeverExceeds(t *testing.T) {
 	b := NewBook(now, 30*time.Minute, []*Reservation{{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"a", "b"}, Count: 3}},
-		[]Group{{ID: "a", Template: tmpl("reserved"), Size: 1}, {ID: "b", Template: tmpl("reserved")}})
+		[]GroupNodes{{ID: "a", Template: tmpl("reserved"), Size: 1}, {ID: "b", Template: tmpl("reserved")}})
 	if got, _ := b.Take("a", 5, nil); got != 2 {
 		t.Errorf("first take got %d reserved, want 2", got)
 	}
@@ -133,7 +133,7 @@ func TestBookPinnedAndOldestNodes(t *testing.T) {
 	b := NewBook(now, 0, []*Reservation{
 		{ID: "r1", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"a"}, Count: 1},
 		{ID: "r2", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"a"}, Count: 1},
-	}, []Group{{ID: "a", Template: tmpl("on-demand"), Nodes: ns, Size: 3}})
+	}, []GroupNodes{{ID: "a", Template: tmpl("on-demand"), Nodes: ns, Size: 3}})
 	for node, want := range map[string]string{"a-a": "r1", "a-b": "", "a-c": "r2"} {
 		got := ""
 		if s := b.NodeSlot(node); s != nil {

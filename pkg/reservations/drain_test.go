@@ -56,13 +56,13 @@ func (f *drainFixture) evictions() int {
 }
 
 func TestOnlyCapacityBlocksAreDrained(t *testing.T) {
-	window := func(kind cloudprovider.ReservationKind, end time.Duration) cloudprovider.Reservation {
-		return cloudprovider.Reservation{ID: "r", Kind: kind, NodeGroups: []string{"a"}, Count: 1,
+	window := func(kind cloudprovider.ReservationKind, end time.Duration) cloudprovider.ReservedCapacity {
+		return cloudprovider.ReservedCapacity{ID: "r", Kind: kind, NodeGroups: []string{"a"}, Count: 1,
 			Start: now.Add(-time.Hour), End: now.Add(end)}
 	}
 	tests := []struct {
 		name      string
-		res       cloudprovider.Reservation
+		res       cloudprovider.ReservedCapacity
 		wantDrain bool
 		// wantOn: the node still counts on the reservation.
 		wantOn bool
@@ -76,7 +76,7 @@ func TestOnlyCapacityBlocksAreDrained(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f := newDrainFixture(builder.Node("a-a").Obj(), provider{res: []cloudprovider.Reservation{tc.res}})
+			f := newDrainFixture(builder.Node("a-a").Obj(), provider{res: []cloudprovider.ReservedCapacity{tc.res}})
 			f.stage.Update(context.Background(), f.groups, f.pods, now)
 			n := f.node(t)
 			drained := n.Spec.Unschedulable || f.evictions() > 0
@@ -100,8 +100,8 @@ func TestOnlyCapacityBlocksAreDrained(t *testing.T) {
 }
 
 func TestCordonLiftedWhenTheBlockNoLongerEnds(t *testing.T) {
-	block := func(end time.Duration, groups ...string) cloudprovider.Reservation {
-		return cloudprovider.Reservation{ID: "b", Kind: cloudprovider.ReservationCapacityBlock, NodeGroups: groups, Count: 1,
+	block := func(end time.Duration, groups ...string) cloudprovider.ReservedCapacity {
+		return cloudprovider.ReservedCapacity{ID: "b", Kind: cloudprovider.ReservationCapacityBlock, NodeGroups: groups, Count: 1,
 			Start: now.Add(-time.Hour), End: now.Add(end)}
 	}
 	ours := map[string]string{AnnotationCordonedBy: "capacity-block/b"}
@@ -111,10 +111,10 @@ func TestCordonLiftedWhenTheBlockNoLongerEnds(t *testing.T) {
 		provider    provider
 		wantCordon  bool
 	}{
-		{"end moved later", ours, provider{res: []cloudprovider.Reservation{block(2*time.Hour, "a")}}, false},
+		{"end moved later", ours, provider{res: []cloudprovider.ReservedCapacity{block(2*time.Hour, "a")}}, false},
 		{"reservation deleted", ours, provider{}, false},
-		{"node no longer on it", ours, provider{res: []cloudprovider.Reservation{block(10*time.Minute, "other")}}, false},
-		{"block still ending", ours, provider{res: []cloudprovider.Reservation{block(10*time.Minute, "a")}}, true},
+		{"node no longer on it", ours, provider{res: []cloudprovider.ReservedCapacity{block(10*time.Minute, "other")}}, false},
+		{"block still ending", ours, provider{res: []cloudprovider.ReservedCapacity{block(10*time.Minute, "a")}}, true},
 		{"reservations unavailable: the block may still be there", ours, provider{err: errors.New("throttled")}, true},
 		{"cordoned by someone else", map[string]string{"owner": "ops"}, provider{}, true},
 		{"someone else's mark", map[string]string{AnnotationCordonedBy: "maintenance"}, provider{}, true},

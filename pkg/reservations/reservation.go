@@ -127,7 +127,7 @@ func (r *Reservation) String() string {
 }
 
 // FromProvider converts the provider's reservations.
-func FromProvider(in []cloudprovider.Reservation) []*Reservation {
+func FromProvider(in []cloudprovider.ReservedCapacity) []*Reservation {
 	out := make([]*Reservation, 0, len(in))
 	for _, r := range in {
 		out = append(out, &Reservation{ID: r.ID, Source: SourceProvider, Kind: r.Kind,

@@ -9,20 +9,20 @@ import (
 // ReasonReservedCapacity is why scale-down keeps a node.
 const ReasonReservedCapacity = "ReservedCapacity"
 
-// ScaleDown is what scale-down asks of reservations: whether to keep an
+// ScaleDownView is what scale-down asks of reservations: whether to keep an
 // unneeded node because it is paid for anyway, and in which order to
 // remove nodes. It reads the stage's latest count.
-type ScaleDown struct {
+type ScaleDownView struct {
 	stage *Policy
 }
 
-// ScaleDown returns the scale-down view of the stage.
-func (s *Policy) ScaleDown() *ScaleDown { return &ScaleDown{stage: s} }
+// ScaleDownView returns the scale-down view of the stage.
+func (s *Policy) ScaleDownView() *ScaleDownView { return &ScaleDownView{stage: s} }
 
 // Keep is true for a node on an active reservation (idle paid capacity:
 // removing it saves nothing) unless --scale-down-reserved-nodes allows
 // it. A node on a block about to end is not kept: it is being drained.
-func (d *ScaleDown) Keep(node *corev1.Node, now time.Time) (reason string, keep bool) {
+func (d *ScaleDownView) Keep(node *corev1.Node, now time.Time) (reason string, keep bool) {
 	if d == nil || d.stage == nil || d.stage.opts.ScaleDownReserved {
 		return "", false
 	}
@@ -39,7 +39,7 @@ func (d *ScaleDown) Keep(node *corev1.Node, now time.Time) (reason string, keep 
 
 // Rank orders removals, lower first: nodes on no reservation (0) before
 // nodes on one (1).
-func (d *ScaleDown) Rank(node *corev1.Node, now time.Time) int {
+func (d *ScaleDownView) Rank(node *corev1.Node, now time.Time) int {
 	if d == nil || d.stage == nil {
 		return 0
 	}

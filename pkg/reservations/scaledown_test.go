@@ -14,14 +14,14 @@ import (
 
 type provider struct {
 	cloudprovider.CloudProvider
-	res []cloudprovider.Reservation
+	res []cloudprovider.ReservedCapacity
 	err error
 }
 
-func (p provider) Reservations() ([]cloudprovider.Reservation, error) { return p.res, p.err }
+func (p provider) Reservations() ([]cloudprovider.ReservedCapacity, error) { return p.res, p.err }
 
 // stageWith counts group "a" (nodes a-a, a-b, a-c) against res.
-func stageWith(t *testing.T, opts Options, res ...cloudprovider.Reservation) *Policy {
+func stageWith(t *testing.T, opts Options, res ...cloudprovider.ReservedCapacity) *Policy {
 	s := New(opts, provider{res: res}, nil, nil, nil, nil, nil)
 	g := &nodegroups.Info{Id: "a", Target: 3, Ready: nodes("a", 3), Template: &cloudprovider.NodeTemplate{Node: tmpl("on-demand")}}
 	s.Update(context.Background(), []*nodegroups.Info{g}, nil, now)
@@ -29,14 +29,14 @@ func stageWith(t *testing.T, opts Options, res ...cloudprovider.Reservation) *Po
 }
 
 func TestScaleDownKeepAndRank(t *testing.T) {
-	two := cloudprovider.Reservation{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"a"}, Count: 2}
-	ending := cloudprovider.Reservation{ID: "b", Kind: cloudprovider.ReservationCapacityBlock, NodeGroups: []string{"a"}, Count: 2,
+	two := cloudprovider.ReservedCapacity{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"a"}, Count: 2}
+	ending := cloudprovider.ReservedCapacity{ID: "b", Kind: cloudprovider.ReservationCapacityBlock, NodeGroups: []string{"a"}, Count: 2,
 		Start: now.Add(-time.Hour), End: now.Add(10 * time.Minute)}
 	node := func(name string) *corev1.Node { return builder.Node(name).Obj() }
 	tests := []struct {
 		name     string
 		opts     Options
-		res      cloudprovider.Reservation
+		res      cloudprovider.ReservedCapacity
 		node     string
 		wantKeep bool
 		wantRank int
@@ -50,7 +50,7 @@ func TestScaleDownKeepAndRank(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			sd := stageWith(t, tc.opts, tc.res).ScaleDown()
+			sd := stageWith(t, tc.opts, tc.res).ScaleDownView()
 			reason, keep := sd.Keep(node(tc.node), now)
 			if keep != tc.wantKeep || keep && reason != ReasonReservedCapacity {
 				t.Errorf("Keep = %q, %v; want keep %v", reason, keep, tc.wantKeep)
@@ -61,7 +61,7 @@ func TestScaleDownKeepAndRank(t *testing.T) {
 		})
 	}
 	var nilStage *Policy
-	if _, keep := nilStage.ScaleDown().Keep(node("a-a"), now); keep {
+	if _, keep := nilStage.ScaleDownView().Keep(node("a-a"), now); keep {
 		t.Error("a nil stage keeps nodes")
 	}
 }

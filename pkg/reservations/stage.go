@@ -125,9 +125,9 @@ func (s *Policy) Count(ctx context.Context, groups []*nodegroups.Info, pods []*c
 		}
 		c.rejected = bad
 	}
-	views := make([]Group, 0, len(groups))
+	views := make([]GroupNodes, 0, len(groups))
 	for _, g := range groups {
-		v := Group{ID: g.Id, Size: s.ledger.size(g.Id, g.Size(), now)}
+		v := GroupNodes{ID: g.Id, Size: s.ledger.size(g.Id, g.Size(), now)}
 		if g.Template != nil {
 			v.Template = g.Template.Node
 		}

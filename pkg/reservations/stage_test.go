@@ -56,9 +56,9 @@ func TestDrainEndingBlock(t *testing.T) {
 	short.Status.StartTime = &started
 	ds := builder.Pod("ns", "ds").Node("a-a").OwnedBy("apps/v1", "DaemonSet", "agent").Obj()
 	client := fake.NewClientset(node, long, short, ds)
-	block := cloudprovider.Reservation{ID: "b", Kind: cloudprovider.ReservationCapacityBlock, NodeGroups: []string{"a"}, Count: 1,
+	block := cloudprovider.ReservedCapacity{ID: "b", Kind: cloudprovider.ReservationCapacityBlock, NodeGroups: []string{"a"}, Count: 1,
 		Start: now.Add(-time.Hour), End: now.Add(10 * time.Minute)}
-	s := New(Options{EndMargin: 30 * time.Minute}, provider{res: []cloudprovider.Reservation{block}}, nil, nil, client, nil, nil)
+	s := New(Options{EndMargin: 30 * time.Minute}, provider{res: []cloudprovider.ReservedCapacity{block}}, nil, nil, client, nil, nil)
 	groups := []*nodegroups.Info{{Id: "a", Target: 1, Ready: []*corev1.Node{node}, Template: &cloudprovider.NodeTemplate{Node: tmpl("reserved")}}}
 	s.Update(context.Background(), groups, []*corev1.Pod{long, short, ds}, now)
 

@@ -41,7 +41,7 @@ type Controller struct {
 	actuator     *actuator.Remover
 	client       kubernetes.Interface
 	recorder     record.EventRecorder
-	metrics      *metrics.ScaleDown
+	metrics      *metrics.ScaleDownMetrics
 
 	lastScaleUp, lastDelete, lastFailure time.Time
 	cleaned                              bool
@@ -55,7 +55,7 @@ type warnKey struct {
 
 // New returns the stage.
 func New(opts config.ScaleDownOptions, scanInterval time.Duration, p *planner.RemovalPlanner, a *actuator.Remover,
-	client kubernetes.Interface, recorder record.EventRecorder, m *metrics.ScaleDown) *Controller {
+	client kubernetes.Interface, recorder record.EventRecorder, m *metrics.ScaleDownMetrics) *Controller {
 	return &Controller{opts: opts, scanInterval: scanInterval, planner: p, actuator: a, client: client, recorder: recorder,
 		metrics: m, warned: map[warnKey]time.Time{}}
 }
@@ -71,8 +71,8 @@ func (s *Controller) NoteScaleUp(at time.Time) {
 	}
 }
 
-// Input is what one pass hands the stage.
-type Input struct {
+// ControllerInput is what one pass hands the stage.
+type ControllerInput struct {
 	State *observe.ClusterState
 	PDBs  PDBLister
 	// Owners tells whether pods' controllers exist (nil: not checked).
@@ -88,8 +88,8 @@ type PDBLister interface {
 	PodDisruptionBudgets() ([]*policyv1.PodDisruptionBudget, error)
 }
 
-// Result is what the stage did, for tests and the status.
-type Result struct {
+// PassResult is what the stage did, for tests and the status.
+type PassResult struct {
 	Plan *planner.RemovalPlan
 	// Cooldown names the cooldown that held removals back, if any.
 	Cooldown string
@@ -97,10 +97,10 @@ type Result struct {
 }
 
 // Run is one pass of scale-down.
-func (s *Controller) Run(ctx context.Context, in Input) (*Result, error) {
+func (s *Controller) Run(ctx context.Context, in ControllerInput) (*PassResult, error) {
 	logger := klog.FromContext(ctx)
 	if !s.opts.Enabled {
-		return &Result{}, nil
+		return &PassResult{}, nil
 	}
 	s.collect()
 	if !s.cleaned {
@@ -112,7 +112,7 @@ func (s *Controller) Run(ctx context.Context, in Input) (*Result, error) {
 		return nil, fmt.Errorf("scale-down: list PodDisruptionBudgets: %w", err)
 	}
 	deleting, drains := s.actuator.Deleting()
-	pin := planner.Input{
+	pin := planner.RemovalInput{
 		Pods: in.State.Pods, PodsByNode: map[string][]*corev1.Pod{}, PDBs: pdbs, PodGroups: in.State.PodGroups,
 		Deleting: deleting, InFlightDrains: drains, Owners: in.Owners, Now: in.Now,
 	}
@@ -134,7 +134,7 @@ func (s *Controller) Run(ctx context.Context, in Input) (*Result, error) {
 				nodes = append(nodes, n)
 			}
 		}
-		pin.Groups = append(pin.Groups, planner.Group{Id: g.Id, Min: g.Min, Size: g.Size(), Nodes: nodes})
+		pin.Groups = append(pin.Groups, planner.RemovalGroup{Id: g.Id, Min: g.Min, Size: g.Size(), Nodes: nodes})
 	}
 	tainted := map[string]bool{}
 	for _, n := range in.State.Nodes {
@@ -152,7 +152,7 @@ func (s *Controller) Run(ctx context.Context, in Input) (*Result, error) {
 		return nil, err
 	}
 	s.report(logger, plan, in.Now)
-	res := &Result{Plan: plan}
+	res := &PassResult{Plan: plan}
 	if res.Cooldown = s.cooldown(in.Now); res.Cooldown != "" {
 		if len(plan.Empty)+len(plan.Drain) > 0 {
 			logger.V(2).Info("Scale-down in cooldown; no node removed", "cooldown", res.Cooldown, "removable", len(plan.Empty)+len(plan.Drain))

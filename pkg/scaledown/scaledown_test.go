@@ -73,20 +73,20 @@ func TestCooldowns(t *testing.T) {
 	tests := []struct {
 		name string
 		// prepare runs before the first pass and tells when the second runs.
-		prepare      func(s *Controller, g *fakeprovider.Group) time.Duration
+		prepare      func(s *Controller, g *fakeprovider.FakeNodeGroup) time.Duration
 		wantCooldown string
 		wantRemoved  bool
 	}{
-		{name: "no cooldown", prepare: func(*Controller, *fakeprovider.Group) time.Duration { return 0 }, wantRemoved: true},
-		{name: "after a scale-up", prepare: func(s *Controller, _ *fakeprovider.Group) time.Duration {
+		{name: "no cooldown", prepare: func(*Controller, *fakeprovider.FakeNodeGroup) time.Duration { return 0 }, wantRemoved: true},
+		{name: "after a scale-up", prepare: func(s *Controller, _ *fakeprovider.FakeNodeGroup) time.Duration {
 			s.NoteScaleUp(t0)
 			return 9 * time.Minute
 		}, wantCooldown: "scale-down-delay-after-add"},
-		{name: "after the scale-up cooldown", prepare: func(s *Controller, _ *fakeprovider.Group) time.Duration {
+		{name: "after the scale-up cooldown", prepare: func(s *Controller, _ *fakeprovider.FakeNodeGroup) time.Duration {
 			s.NoteScaleUp(t0)
 			return 10 * time.Minute
 		}, wantRemoved: true},
-		{name: "after a failure", prepare: func(s *Controller, g *fakeprovider.Group) time.Duration {
+		{name: "after a failure", prepare: func(s *Controller, g *fakeprovider.FakeNodeGroup) time.Duration {
 			g.Fail("DeleteNodes", errors.New("provider down"))
 			return time.Minute
 		}, wantCooldown: "scale-down-delay-after-failure"},
@@ -102,8 +102,8 @@ func TestCooldowns(t *testing.T) {
 			opts.UnneededTime = 0
 			// The actuator's clock is the loop's: outcomes are stamped t0.
 			s, a, _, m := testStage(t, opts, testclock.NewFakeClock(t0), node)
-			in := func(now time.Time) Input {
-				return Input{State: &observe.ClusterState{Nodes: []*corev1.Node{node}}, PDBs: noPDBs{},
+			in := func(now time.Time) ControllerInput {
+				return ControllerInput{State: &observe.ClusterState{Nodes: []*corev1.Node{node}}, PDBs: noPDBs{},
 					Groups: []*nodegroups.Info{{Group: g, Id: "g", Max: 5, Target: 1, Ready: []*corev1.Node{node}}}, Nodes: []string{"n1"}, Now: now}
 			}
 
@@ -148,7 +148,7 @@ func TestWarningsDeduplicated(t *testing.T) {
 	s, _, rec, m := testStage(t, config.DefaultScaleDown(), clock.RealClock{}, node)
 	g := fakeprovider.NewGroup("g", 0, 5)
 	for _, at := range []time.Duration{0, time.Minute, 11 * time.Minute} {
-		in := Input{State: &observe.ClusterState{Nodes: []*corev1.Node{node}}, PDBs: noPDBs{},
+		in := ControllerInput{State: &observe.ClusterState{Nodes: []*corev1.Node{node}}, PDBs: noPDBs{},
 			Groups: []*nodegroups.Info{{Group: g, Id: "g", Max: 5, Target: 1, Ready: []*corev1.Node{node}}}, Nodes: []string{"n1"}, Now: t0.Add(at)}
 		if _, err := s.Run(ctx, in); err != nil {
 			t.Fatal(err)
@@ -178,7 +178,7 @@ func TestLeftoverTaintsCleaned(t *testing.T) {
 	busy := builder.Pod("app", "busy").CPU("3").Node("ours").Obj()
 	s, _, _, _ := testStage(t, config.DefaultScaleDown(), clock.RealClock{}, ours, theirs, busy)
 	g := fakeprovider.NewGroup("g", 0, 5)
-	in := Input{State: &observe.ClusterState{Nodes: []*corev1.Node{ours, theirs}, Pods: []*corev1.Pod{busy}}, PDBs: noPDBs{},
+	in := ControllerInput{State: &observe.ClusterState{Nodes: []*corev1.Node{ours, theirs}, Pods: []*corev1.Pod{busy}}, PDBs: noPDBs{},
 		Groups: []*nodegroups.Info{{Group: g, Id: "g", Max: 5, Target: 1, Ready: []*corev1.Node{ours}}}, Nodes: []string{"ours", "theirs"}, Now: t0}
 	if _, err := s.Run(ctx, in); err != nil {
 		t.Fatal(err)
@@ -202,7 +202,7 @@ func TestUnreadyNodesReachThePlanner(t *testing.T) {
 	g := fakeprovider.NewGroup("g", 0, 5)
 	up, down, starting := builder.Node("up").Obj(), builder.Node("down").NotReady().Obj(), builder.Node("starting").Obj()
 	s, _, _, _ := testStage(t, config.DefaultScaleDown(), testclock.NewFakeClock(t0), up, down, starting)
-	res, err := s.Run(ctx, Input{State: &observe.ClusterState{Nodes: []*corev1.Node{up, down, starting}}, PDBs: noPDBs{},
+	res, err := s.Run(ctx, ControllerInput{State: &observe.ClusterState{Nodes: []*corev1.Node{up, down, starting}}, PDBs: noPDBs{},
 		Groups: []*nodegroups.Info{{Group: g, Id: "g", Max: 5, Target: 3, Ready: []*corev1.Node{up}, Booting: []*corev1.Node{down, starting}}},
 		Nodes:  []string{"down", "starting", "up"}, Now: t0})
 	if err != nil {

@@ -17,10 +17,10 @@ import (
 // MaxPodsNotHelped bounds the podsNotHelped section; the total is kept.
 const MaxPodsNotHelped = 50
 
-// Input is what one loop tells the status. The sections other features
+// BuildInput is what one loop tells the status. The sections other features
 // own (scale-down, reservations) are plain structs, so that their code
 // fills them in without this package knowing it.
-type Input struct {
+type BuildInput struct {
 	Now time.Time
 	// Healthy is false when the loop could not observe or simulate, or
 	// found too many nodes unready to act; Message says why.
@@ -29,12 +29,12 @@ type Input struct {
 	Nodes   []*corev1.Node
 	Groups  []*nodegroups.Info
 	// Backoff returns a group's backoff, if it is backed off now.
-	Backoff       func(group string, now time.Time) (backoff.Status, bool)
+	Backoff       func(group string, now time.Time) (backoff.State, bool)
 	ScaleDown     ScaleDownInput
-	Gangs         []Gang
-	Reservations  []Reservation
+	Gangs         []GangStatus
+	Reservations  []ReservationStatus
 	NotHelped     []PodNotHelped
-	Disagreements []Disagreement
+	Disagreements []DisagreementStatus
 }
 
 // ScaleDownInput is the scale-down's part: how many nodes are candidates
@@ -44,16 +44,16 @@ type ScaleDownInput struct {
 	PerGroup   map[string]int
 }
 
-// Builder builds Status documents, keeping each status's last transition
+// Builder builds AutoscalerStatus documents, keeping each status's last transition
 // time across loops as upstream does.
 type Builder struct {
-	prev *Status
+	prev *AutoscalerStatus
 }
 
 // Build returns the status for in.
-func (b *Builder) Build(in Input) *Status {
+func (b *Builder) Build(in BuildInput) *AutoscalerStatus {
 	now := metav1.NewTime(in.Now)
-	s := &Status{Time: now, AutoscalerStatus: "Running", Message: in.Message}
+	s := &AutoscalerStatus{Time: now, AutoscalerStatus: "Running", Message: in.Message}
 	health := HealthHealthy
 	if !in.Healthy {
 		health = HealthUnhealthy
@@ -68,7 +68,7 @@ func (b *Builder) Build(in Input) *Status {
 		s.NodeGroups = append(s.NodeGroups, ng)
 	}
 	sort.Slice(s.NodeGroups, func(i, j int) bool { return s.NodeGroups[i].Name < s.NodeGroups[j].Name })
-	s.ClusterWide.ScaleUp = ScaleUp{Status: clusterUp, LastProbeTime: now}
+	s.ClusterWide.ScaleUp = ScaleUpStatus{Status: clusterUp, LastProbeTime: now}
 	s.ClusterWide.ScaleDown = scaleDown(in.ScaleDown.Candidates, now)
 	s.Gangs, s.Reservations, s.SchedulerDisagreements = in.Gangs, in.Reservations, in.Disagreements
 	s.PodsNotHelpedTotal = len(in.NotHelped)
@@ -81,9 +81,9 @@ func (b *Builder) Build(in Input) *Status {
 	return s
 }
 
-func (b *Builder) group(g *nodegroups.Info, in Input, now metav1.Time) NodeGroup {
+func (b *Builder) group(g *nodegroups.Info, in BuildInput, now metav1.Time) NodeGroupStatus {
 	target, minSize, maxSize := g.Target, g.Min, g.Max
-	ng := NodeGroup{Name: g.Id, TemplateSource: g.TemplateSource, TemplateSkipped: g.TemplateSkipped}
+	ng := NodeGroupStatus{Name: g.Id, TemplateSource: g.TemplateSource, TemplateSkipped: g.TemplateSkipped}
 	health := HealthHealthy
 	if g.Template == nil {
 		health = HealthUnhealthy
@@ -94,7 +94,7 @@ func (b *Builder) group(g *nodegroups.Info, in Input, now metav1.Time) NodeGroup
 			Registered:   RegisteredNodes{Total: len(g.Ready) + len(g.Booting), Ready: len(g.Ready), NotStarted: len(g.Booting)},
 			Unregistered: g.Upcoming(),
 		}}
-	ng.ScaleUp = ScaleUp{Status: ScaleUpNoActivity, LastProbeTime: now}
+	ng.ScaleUp = ScaleUpStatus{Status: ScaleUpNoActivity, LastProbeTime: now}
 	if g.Upcoming() > 0 || len(g.Booting) > 0 {
 		ng.ScaleUp.Status = ScaleUpInProgress
 	}
@@ -112,8 +112,8 @@ func (b *Builder) group(g *nodegroups.Info, in Input, now metav1.Time) NodeGroup
 	return ng
 }
 
-func scaleDown(candidates int, now metav1.Time) ScaleDown {
-	sd := ScaleDown{Status: ScaleDownNoCandidates, LastProbeTime: now}
+func scaleDown(candidates int, now metav1.Time) ScaleDownStatus {
+	sd := ScaleDownStatus{Status: ScaleDownNoCandidates, LastProbeTime: now}
 	if candidates > 0 {
 		sd.Status, sd.Candidates = ScaleDownCandidatesPresent, candidates
 	}
@@ -182,7 +182,7 @@ func Pools(t *cloudprovider.NodeTemplate) []DRAPool {
 
 // carryTransitions keeps the previous transition time of every status
 // that did not change.
-func (b *Builder) carryTransitions(s *Status) {
+func (b *Builder) carryTransitions(s *AutoscalerStatus) {
 	now := s.Time
 	carry := func(cur string, t *metav1.Time, prev string, prevT metav1.Time, had bool) {
 		*t = now
@@ -199,7 +199,7 @@ func (b *Builder) carryTransitions(s *Status) {
 	carry(s.ClusterWide.Health.Status, &s.ClusterWide.Health.LastTransitionTime, pc.Health.Status, pc.Health.LastTransitionTime, had)
 	carry(s.ClusterWide.ScaleUp.Status, &s.ClusterWide.ScaleUp.LastTransitionTime, pc.ScaleUp.Status, pc.ScaleUp.LastTransitionTime, had)
 	carry(s.ClusterWide.ScaleDown.Status, &s.ClusterWide.ScaleDown.LastTransitionTime, pc.ScaleDown.Status, pc.ScaleDown.LastTransitionTime, had)
-	prevGroups := map[string]NodeGroup{}
+	prevGroups := map[string]NodeGroupStatus{}
 	if had {
 		for _, g := range p.NodeGroups {
 			prevGroups[g.Name] = g
@@ -215,10 +215,10 @@ func (b *Builder) carryTransitions(s *Status) {
 }
 
 // ReservationsFrom turns the provider's reservations into the section.
-func ReservationsFrom(rs []cloudprovider.Reservation, source string) []Reservation {
-	out := make([]Reservation, 0, len(rs))
+func ReservationsFrom(rs []cloudprovider.ReservedCapacity, source string) []ReservationStatus {
+	out := make([]ReservationStatus, 0, len(rs))
 	for _, r := range rs {
-		x := Reservation{ID: r.ID, Kind: string(r.Kind), Source: source, NodeGroups: r.NodeGroups, Count: r.Count, InUse: r.InUse}
+		x := ReservationStatus{ID: r.ID, Kind: string(r.Kind), Source: source, NodeGroups: r.NodeGroups, Count: r.Count, InUse: r.InUse}
 		if !r.Start.IsZero() {
 			t := metav1.NewTime(r.Start)
 			x.Start = &t

@@ -30,11 +30,11 @@ func TestBuildAndWrite(t *testing.T) {
 	broken := &nodegroups.Info{Id: "broken", Max: 3, TemplateErr: errTest("no template")}
 	b := backoff.New(5*time.Minute, time.Hour, time.Hour)
 	b.Fail("broken", "cloudProviderError", t0)
-	in := Input{Now: t0, Healthy: true, Nodes: []*corev1.Node{builder.Node("gpu-1").Obj(), builder.Node("other").NotReady().Obj()},
+	in := BuildInput{Now: t0, Healthy: true, Nodes: []*corev1.Node{builder.Node("gpu-1").Obj(), builder.Node("other").NotReady().Obj()},
 		Groups: []*nodegroups.Info{gpu, broken}, Backoff: b.Get,
 		ScaleDown:     ScaleDownInput{Candidates: 1, PerGroup: map[string]int{"gpu": 1}},
-		Reservations:  ReservationsFrom([]cloudprovider.Reservation{{ID: "r1", Kind: cloudprovider.ReservationOpen, Count: 4, InUse: 1}}, "cloudprovider"),
-		Disagreements: []Disagreement{{Namespace: "ns", Name: "p", Node: "gpu-1", SchedulerMessage: "untolerated taint"}},
+		Reservations:  ReservationsFrom([]cloudprovider.ReservedCapacity{{ID: "r1", Kind: cloudprovider.ReservationOpen, Count: 4, InUse: 1}}, "cloudprovider"),
+		Disagreements: []DisagreementStatus{{Namespace: "ns", Name: "p", Node: "gpu-1", SchedulerMessage: "untolerated taint"}},
 	}
 	for i := range 60 {
 		in.NotHelped = append(in.NotHelped, PodNotHelped{Namespace: "ns", Name: "pod-" + string(rune('a'+i%26))})
@@ -69,7 +69,7 @@ func TestBuildAndWrite(t *testing.T) {
 	client := fake.NewClientset()
 	w := NewWriter(client, "kube-system", "cluster-autoscaler-status")
 	ctx := context.Background()
-	for _, st := range []*Status{s, s2} { // create, then update
+	for _, st := range []*AutoscalerStatus{s, s2} { // create, then update
 		if err := w.Write(ctx, st); err != nil {
 			t.Fatal(err)
 		}

@@ -11,27 +11,27 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// Status is the document stored under the "status" key.
-type Status struct {
-	Time             metav1.Time `json:"time"`
-	AutoscalerStatus string      `json:"autoscalerStatus"`
-	Message          string      `json:"message,omitempty"`
-	ClusterWide      ClusterWide `json:"clusterWide"`
-	NodeGroups       []NodeGroup `json:"nodeGroups"`
+// AutoscalerStatus is the document stored under the "status" key.
+type AutoscalerStatus struct {
+	Time             metav1.Time       `json:"time"`
+	AutoscalerStatus string            `json:"autoscalerStatus"`
+	Message          string            `json:"message,omitempty"`
+	ClusterWide      ClusterWide       `json:"clusterWide"`
+	NodeGroups       []NodeGroupStatus `json:"nodeGroups"`
 
 	// Ours.
-	Gangs                  []Gang         `json:"gangs,omitempty"`
-	Reservations           []Reservation  `json:"reservations,omitempty"`
-	PodsNotHelped          []PodNotHelped `json:"podsNotHelped,omitempty"`
-	PodsNotHelpedTotal     int            `json:"podsNotHelpedTotal,omitempty"`
-	SchedulerDisagreements []Disagreement `json:"schedulerDisagreements,omitempty"`
+	Gangs                  []GangStatus         `json:"gangs,omitempty"`
+	Reservations           []ReservationStatus  `json:"reservations,omitempty"`
+	PodsNotHelped          []PodNotHelped       `json:"podsNotHelped,omitempty"`
+	PodsNotHelpedTotal     int                  `json:"podsNotHelpedTotal,omitempty"`
+	SchedulerDisagreements []DisagreementStatus `json:"schedulerDisagreements,omitempty"`
 }
 
 // ClusterWide is upstream's clusterWide section.
 type ClusterWide struct {
-	Health    Health    `json:"health"`
-	ScaleUp   ScaleUp   `json:"scaleUp"`
-	ScaleDown ScaleDown `json:"scaleDown"`
+	Health    Health          `json:"health"`
+	ScaleUp   ScaleUpStatus   `json:"scaleUp"`
+	ScaleDown ScaleDownStatus `json:"scaleDown"`
 }
 
 // Health statuses, upstream's.
@@ -73,8 +73,8 @@ const (
 	ScaleUpNeeded     = "NeedsScaleUp"
 )
 
-// ScaleUp says whether nodes are coming.
-type ScaleUp struct {
+// ScaleUpStatus says whether nodes are coming.
+type ScaleUpStatus struct {
 	Status             string       `json:"status"`
 	BackoffInfo        *BackoffInfo `json:"backoffInfo,omitempty"`
 	LastProbeTime      metav1.Time  `json:"lastProbeTime"`
@@ -95,20 +95,20 @@ const (
 	ScaleDownCandidatesPresent = "CandidatesPresent"
 )
 
-// ScaleDown says whether nodes are candidates for removal.
-type ScaleDown struct {
+// ScaleDownStatus says whether nodes are candidates for removal.
+type ScaleDownStatus struct {
 	Status             string      `json:"status"`
 	Candidates         int         `json:"candidates,omitempty"`
 	LastProbeTime      metav1.Time `json:"lastProbeTime"`
 	LastTransitionTime metav1.Time `json:"lastTransitionTime"`
 }
 
-// NodeGroup is one group's entry.
-type NodeGroup struct {
-	Name      string    `json:"name"`
-	Health    Health    `json:"health"`
-	ScaleUp   ScaleUp   `json:"scaleUp"`
-	ScaleDown ScaleDown `json:"scaleDown"`
+// NodeGroupStatus is one group's entry.
+type NodeGroupStatus struct {
+	Name      string          `json:"name"`
+	Health    Health          `json:"health"`
+	ScaleUp   ScaleUpStatus   `json:"scaleUp"`
+	ScaleDown ScaleDownStatus `json:"scaleDown"`
 	// Ours: where the template came from and the DRA pools a new node
 	// of the group would bring.
 	TemplateSource string `json:"templateSource,omitempty"`
@@ -127,8 +127,8 @@ type DRAPool struct {
 	Counters map[string]string `json:"counters,omitempty"`
 }
 
-// Gang is one gang the planner looked at.
-type Gang struct {
+// GangStatus is one gang the planner looked at.
+type GangStatus struct {
 	Namespace string `json:"namespace"`
 	Name      string `json:"name"`
 	Pods      int    `json:"pods"`
@@ -136,8 +136,8 @@ type Gang struct {
 	Message   string `json:"message,omitempty"`
 }
 
-// Reservation is one capacity reservation and how much of it is used.
-type Reservation struct {
+// ReservationStatus is one capacity reservation and how much of it is used.
+type ReservationStatus struct {
 	ID         string       `json:"id"`
 	Kind       string       `json:"kind"`
 	Source     string       `json:"source,omitempty"`
@@ -151,21 +151,21 @@ type Reservation struct {
 // PodNotHelped is a pending pod no scale-up helps, with every group's
 // reason.
 type PodNotHelped struct {
-	Namespace string        `json:"namespace"`
-	Name      string        `json:"name"`
-	Reasons   []GroupReason `json:"reasons,omitempty"`
+	Namespace string              `json:"namespace"`
+	Name      string              `json:"name"`
+	Reasons   []GroupReasonStatus `json:"reasons,omitempty"`
 }
 
-// GroupReason is why one group cannot help a pod.
-type GroupReason struct {
+// GroupReasonStatus is why one group cannot help a pod.
+type GroupReasonStatus struct {
 	NodeGroup  string `json:"nodeGroup"`
 	Reason     string `json:"reason"`
 	Message    string `json:"message,omitempty"`
 	Constraint string `json:"constraint,omitempty"`
 }
 
-// Disagreement is a pod the simulation places but the scheduler does not.
-type Disagreement struct {
+// DisagreementStatus is a pod the simulation places but the scheduler does not.
+type DisagreementStatus struct {
 	Namespace        string      `json:"namespace"`
 	Name             string      `json:"name"`
 	Node             string      `json:"node"`

@@ -32,7 +32,7 @@ func NewWriter(client kubernetes.Interface, namespace, name string) *Writer {
 }
 
 // Write stores s, creating the ConfigMap when it is missing.
-func (w *Writer) Write(ctx context.Context, s *Status) error {
+func (w *Writer) Write(ctx context.Context, s *AutoscalerStatus) error {
 	data, err := yaml.Marshal(s)
 	if err != nil {
 		return fmt.Errorf("status: %w", err)
@@ -42,7 +42,7 @@ func (w *Writer) Write(ctx context.Context, s *Status) error {
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error { return w.write(ctx, s, data) })
 }
 
-func (w *Writer) write(ctx context.Context, s *Status, data []byte) error {
+func (w *Writer) write(ctx context.Context, s *AutoscalerStatus, data []byte) error {
 	cms := w.client.CoreV1().ConfigMaps(w.namespace)
 	stamp := s.Time.UTC().Format(time.RFC3339)
 	cm, err := cms.Get(ctx, w.name, metav1.GetOptions{})
@@ -80,7 +80,7 @@ func (w *Writer) write(ctx context.Context, s *Status, data []byte) error {
 
 // Read returns the status stored in namespace/name, for `explain` and
 // tests; nil without error when there is none.
-func Read(ctx context.Context, client kubernetes.Interface, namespace, name string) (*Status, error) {
+func Read(ctx context.Context, client kubernetes.Interface, namespace, name string) (*AutoscalerStatus, error) {
 	cm, err := client.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -88,7 +88,7 @@ func Read(ctx context.Context, client kubernetes.Interface, namespace, name stri
 	if err != nil {
 		return nil, err
 	}
-	var s Status
+	var s AutoscalerStatus
 	if err := yaml.Unmarshal([]byte(cm.Data[Key]), &s); err != nil {
 		return nil, fmt.Errorf("status ConfigMap %s/%s: %w", namespace, name, err)
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
-// Limit names, as reported in Result.Limited and Unplaced.Limit.
+// Limit names, as reported in Estimate.Limited and Unplaced.Limit.
 const (
 	LimitMaxNodes    = "max-nodes"
 	LimitMaxDuration = "max-duration"
@@ -56,8 +56,8 @@ func (e *Estimator) WithLimits(opts Options) *Estimator {
 	return &Estimator{runner: e.runner, opts: opts, cache: e.cache}
 }
 
-// Result is the outcome of one estimate.
-type Result struct {
+// Estimate is the outcome of one estimate.
+type Estimate struct {
 	// NodeCount is the number of new nodes the placed pods need.
 	NodeCount int
 	// NewNodes names them, in opening order: "<group>-template-<i>" with
@@ -86,7 +86,7 @@ type Placement struct {
 // Unplaced is a pod without a node and why.
 type Unplaced struct {
 	Pod *v1.Pod
-	// Result is the scheduler's verdict on an empty new node of the group
+	// Estimate is the scheduler's verdict on an empty new node of the group
 	// (a node the estimate then dropped again), when the pod's class does
 	// not fit there. Zero when a limit stopped the pod.
 	Result framework.NodeResult
@@ -95,11 +95,11 @@ type Unplaced struct {
 	Limit string
 }
 
-// Group is a node group to estimate: its name (new nodes are named
+// TemplateGroup is a node group to estimate: its name (new nodes are named
 // "<name>-template-<i>"), the template of its nodes and, when positive,
 // its own cap on new nodes in place of Options.MaxNodes (a group's room
 // to grow).
-type Group struct {
+type TemplateGroup struct {
 	Name     string
 	Template *cloudprovider.NodeTemplate
 	MaxNodes int
@@ -108,8 +108,8 @@ type Group struct {
 // Estimate binpacks pods onto new nodes of tmpl's group and leaves the
 // snapshot exactly as it found it. Errors are simulation failures (bad
 // input, a plugin error), never "does not fit".
-func (e *Estimator) Estimate(ctx context.Context, pods []*v1.Pod, tmpl *cloudprovider.NodeTemplate, group string) (*Result, error) {
-	res, err := e.EstimateGroups(ctx, pods, []Group{{Name: group, Template: tmpl}})
+func (e *Estimator) Estimate(ctx context.Context, pods []*v1.Pod, tmpl *cloudprovider.NodeTemplate, group string) (*Estimate, error) {
+	res, err := e.EstimateGroups(ctx, pods, []TemplateGroup{{Name: group, Template: tmpl}})
 	if err != nil {
 		return nil, err
 	}
@@ -120,14 +120,14 @@ func (e *Estimator) Estimate(ctx context.Context, pods []*v1.Pod, tmpl *cloudpro
 // that does not depend on the group (classifying the pods), and returns
 // the results in the groups' order.
 // The snapshot is left exactly as it was.
-func (e *Estimator) EstimateGroups(ctx context.Context, pods []*v1.Pod, groups []Group) (_ []*Result, err error) {
+func (e *Estimator) EstimateGroups(ctx context.Context, pods []*v1.Pod, groups []TemplateGroup) (_ []*Estimate, err error) {
 	if err := e.check(groups); err != nil {
 		return nil, err
 	}
-	results := make([]*Result, len(groups))
+	results := make([]*Estimate, len(groups))
 	if len(pods) == 0 {
 		for i := range results {
-			results[i] = &Result{}
+			results[i] = &Estimate{}
 		}
 		return results, nil
 	}
@@ -159,9 +159,9 @@ func (e *Estimator) EstimateGroups(ctx context.Context, pods []*v1.Pod, groups [
 // allocations stay in the snapshot (in the current fork level, if any),
 // so that a planner can go on from the chosen option. Its result is the
 // one Estimate gives for the same input.
-func (e *Estimator) EstimateAndKeep(ctx context.Context, pods []*v1.Pod, tmpl *cloudprovider.NodeTemplate, group string) (*Result, error) {
-	g := Group{Name: group, Template: tmpl}
-	if err := e.check([]Group{g}); err != nil {
+func (e *Estimator) EstimateAndKeep(ctx context.Context, pods []*v1.Pod, tmpl *cloudprovider.NodeTemplate, group string) (*Estimate, error) {
+	g := TemplateGroup{Name: group, Template: tmpl}
+	if err := e.check([]TemplateGroup{g}); err != nil {
 		return nil, err
 	}
 	order, err := e.cache.classify(e.runner.Snapshot(), pods)
@@ -171,7 +171,7 @@ func (e *Estimator) EstimateAndKeep(ctx context.Context, pods []*v1.Pod, tmpl *c
 	return e.estimate(ctx, order, g, true)
 }
 
-func (e *Estimator) check(groups []Group) error {
+func (e *Estimator) check(groups []TemplateGroup) error {
 	if e == nil || e.runner == nil {
 		return fmt.Errorf("estimate: estimator without a framework runner")
 	}
@@ -188,7 +188,7 @@ func (e *Estimator) check(groups []Group) error {
 
 // estimate runs one group's binpacking in a fork of its own, reverted or
 // (keep) committed.
-func (e *Estimator) estimate(ctx context.Context, order *ordering, g Group, keep bool) (res *Result, err error) {
+func (e *Estimator) estimate(ctx context.Context, order *ordering, g TemplateGroup, keep bool) (res *Estimate, err error) {
 	logger := klog.FromContext(ctx).WithValues("nodeGroup", g.Name)
 	ctx = klog.NewContext(ctx, logger)
 	start := time.Now()
@@ -209,7 +209,7 @@ func (e *Estimator) estimate(ctx context.Context, order *ordering, g Group, keep
 		snap:     snap,
 		tmpl:     g.Template,
 		group:    g.Name,
-		res:      &Result{},
+		res:      &Estimate{},
 		memo:     newMemo(!e.opts.DisableMemo),
 		lazy:     !keep,
 		maxNodes: e.opts.MaxNodes,

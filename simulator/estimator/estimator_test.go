@@ -22,7 +22,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
-// outcome is a Result in comparable form: new nodes, pod -> node, and
+// outcome is a Estimate in comparable form: new nodes, pod -> node, and
 // pod -> rejecting plugin or limit.
 type outcome struct {
 	Nodes    []string
@@ -32,7 +32,7 @@ type outcome struct {
 	Devices  int
 }
 
-func outcomeOf(r *Result) outcome {
+func outcomeOf(r *Estimate) outcome {
 	o := outcome{Nodes: r.NewNodes, Limited: r.Limited, Devices: r.DevicesUsed}
 	for _, p := range r.Placements {
 		o.Placed = append(o.Placed, p.Pod.Name+"@"+p.Node)
@@ -206,7 +206,7 @@ func TestEstimateIsDeterministicAndLeavesSnapshot(t *testing.T) {
 			t.Fatalf("run %d differs:\n%+v\n%+v", i, outcomeOf(first), outcomeOf(again))
 		}
 	}
-	groups, err := e.EstimateGroups(ctx, pods, []Group{{Name: "g", Template: gpuTemplate(8, nil)}, {Name: "h", Template: gpuTemplate(4, nil), MaxNodes: 1}})
+	groups, err := e.EstimateGroups(ctx, pods, []TemplateGroup{{Name: "g", Template: gpuTemplate(8, nil)}, {Name: "h", Template: gpuTemplate(4, nil), MaxNodes: 1}})
 	if err != nil || !reflect.DeepEqual(outcomeOf(groups[0]), outcomeOf(first)) {
 		t.Fatalf("EstimateGroups differs from Estimate: %v", err)
 	}

@@ -30,7 +30,7 @@ type run struct {
 	snap     *snapshot.Snapshot
 	tmpl     *cloudprovider.NodeTemplate
 	group    string
-	res      *Result
+	res      *Estimate
 	deadline time.Time
 	// nodes are the hypothetical nodes kept so far, in opening order.
 	nodes    []*hnode
@@ -62,7 +62,7 @@ type hnode struct {
 	virtual bool
 	pending []pendingCopy
 	// used lists the template devices placed pods' claims took here
-	// (Result.DevicesUsed), each once.
+	// (Estimate.DevicesUsed), each once.
 	used []usedDevice
 }
 

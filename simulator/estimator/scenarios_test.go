@@ -169,10 +169,10 @@ func shapedPods(pods, shapes int) ([]*v1.Pod, []any) {
 
 // groupTemplates returns n node groups of 8-GPU nodes that differ by a
 // label (and so are distinct groups to the estimator).
-func groupTemplates(n int) []Group {
-	out := make([]Group, n)
+func groupTemplates(n int) []TemplateGroup {
+	out := make([]TemplateGroup, n)
 	for i := range out {
-		out[i] = Group{Name: fmt.Sprintf("group-%d", i), Template: gpuTemplate(8, map[string]string{"example.com/group": fmt.Sprintf("g%d", i)})}
+		out[i] = TemplateGroup{Name: fmt.Sprintf("group-%d", i), Template: gpuTemplate(8, map[string]string{"example.com/group": fmt.Sprintf("g%d", i)})}
 	}
 	return out
 }

@@ -30,8 +30,8 @@ type Candidate struct {
 	Pods []*corev1.Pod
 }
 
-// Result is the verdict on one candidate.
-type Result struct {
+// CandidateVerdict is the verdict on one candidate.
+type CandidateVerdict struct {
 	Node      string
 	Removable bool
 	// Moves maps each moving pod ("namespace/name") to its new node.
@@ -80,18 +80,18 @@ func (p *Session) Removed() []string {
 // removal then stays in effect for the rest of the pass. Otherwise the
 // snapshot is left as it was and the result says why. An error is a
 // broken snapshot, not a node that cannot go.
-func (p *Session) Try(ctx context.Context, c Candidate) (Result, error) {
+func (p *Session) Try(ctx context.Context, c Candidate) (CandidateVerdict, error) {
 	return p.TryAll(ctx, []Candidate{c})
 }
 
 // TryAll is Try for nodes that go together or not at all (the nodes of a
 // gang that moves whole): all are removed before any pod is placed, so no
-// pod moves to a node of the same unit. Result.Node is the first node.
-func (p *Session) TryAll(ctx context.Context, cs []Candidate) (res Result, err error) {
+// pod moves to a node of the same unit. CandidateVerdict.Node is the first node.
+func (p *Session) TryAll(ctx context.Context, cs []Candidate) (res CandidateVerdict, err error) {
 	if len(cs) == 0 {
 		return res, fmt.Errorf("no node to remove")
 	}
-	res = Result{Node: cs[0].Node}
+	res = CandidateVerdict{Node: cs[0].Node}
 	if p.closed {
 		return res, fmt.Errorf("removal pass already ended")
 	}

@@ -41,8 +41,8 @@ func PortsFrom(base int) Ports {
 // DefaultPortBase is where `make up` puts its ports; tests pick free ones.
 const DefaultPortBase = 16440
 
-// Config says where the control plane keeps its state and how it runs.
-type Config struct {
+// ClusterConfig says where the control plane keeps its state and how it runs.
+type ClusterConfig struct {
 	// StateDir holds certificates, logs, etcd data and the kubeconfig.
 	StateDir string
 	// BinDir holds kube-apiserver, kube-controller-manager, kube-scheduler
@@ -62,7 +62,7 @@ type Config struct {
 }
 
 // Defaults fills the zero fields.
-func (c *Config) Defaults() {
+func (c *ClusterConfig) Defaults() {
 	if c.Ports == (Ports{}) {
 		c.Ports = PortsFrom(DefaultPortBase)
 	}
@@ -80,7 +80,7 @@ func (c *Config) Defaults() {
 	}
 }
 
-func (c *Config) validate() error {
+func (c *ClusterConfig) validate() error {
 	if c.StateDir == "" {
 		return fmt.Errorf("control plane: StateDir is required")
 	}
@@ -114,9 +114,9 @@ func (p Ports) All() []int {
 }
 
 // KubeconfigPath is where Start writes the admin kubeconfig.
-func (c *Config) KubeconfigPath() string { return filepath.Join(c.StateDir, "kubeconfig") }
+func (c *ClusterConfig) KubeconfigPath() string { return filepath.Join(c.StateDir, "kubeconfig") }
 
-func (c *Config) path(elem ...string) string {
+func (c *ClusterConfig) path(elem ...string) string {
 	return filepath.Join(append([]string{c.StateDir}, elem...)...)
 }
 

@@ -27,7 +27,7 @@ const KwokNodeAnnotationValue = "fake"
 
 // ControlPlane is a running local control plane.
 type ControlPlane struct {
-	cfg   Config
+	cfg   ClusterConfig
 	etcd  *embed.Etcd
 	procs []*process // in start order
 	// RESTConfig is the admin client configuration.
@@ -38,7 +38,7 @@ type ControlPlane struct {
 // kube-scheduler and kwok, each waited for in turn. On failure everything
 // already started is stopped and the error names the component that did not
 // come up, with the last lines of its log.
-func Start(ctx context.Context, cfg Config) (*ControlPlane, error) {
+func Start(ctx context.Context, cfg ClusterConfig) (*ControlPlane, error) {
 	cfg.Defaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -91,8 +91,8 @@ func (cp *ControlPlane) start(ctx context.Context, creds *credentials) error {
 	return nil
 }
 
-// Config returns the configuration the control plane runs with.
-func (cp *ControlPlane) Config() Config { return cp.cfg }
+// ClusterConfig returns the configuration the control plane runs with.
+func (cp *ControlPlane) ClusterConfig() ClusterConfig { return cp.cfg }
 
 // Exited reports the first component that stopped on its own, for
 // supervisors that must not keep a half-dead control plane.
@@ -210,7 +210,7 @@ func kwokStages(stageDir string) []string {
 	return files
 }
 
-func writeSchedulerConfig(cfg *Config) (string, error) {
+func writeSchedulerConfig(cfg *ClusterConfig) (string, error) {
 	path := cfg.path("kube-scheduler.yaml")
 	data := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration

@@ -11,16 +11,16 @@ import (
 )
 
 func TestConfigValidate(t *testing.T) {
-	good := Config{StateDir: "s", BinDir: "b", KwokStageDir: "k", Ports: PortsFrom(20000)}
+	good := ClusterConfig{StateDir: "s", BinDir: "b", KwokStageDir: "k", Ports: PortsFrom(20000)}
 	tests := []struct {
 		name    string
-		mutate  func(*Config)
+		mutate  func(*ClusterConfig)
 		wantErr string
 	}{
-		{"valid", func(*Config) {}, ""},
-		{"no state dir", func(c *Config) { c.StateDir = "" }, "StateDir"},
-		{"port out of range", func(c *Config) { c.Ports.Kwok = 70000 }, "port of kwok is 70000"},
-		{"port shared", func(c *Config) { c.Ports.Scheduler = c.Ports.APIServer }, "both use port"},
+		{"valid", func(*ClusterConfig) {}, ""},
+		{"no state dir", func(c *ClusterConfig) { c.StateDir = "" }, "StateDir"},
+		{"port out of range", func(c *ClusterConfig) { c.Ports.Kwok = 70000 }, "port of kwok is 70000"},
+		{"port shared", func(c *ClusterConfig) { c.Ports.Scheduler = c.Ports.APIServer }, "both use port"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,7 +81,7 @@ func TestStartFailsNamingComponent(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			cp, err := Start(ctx, Config{StateDir: t.TempDir(), BinDir: binDir, KwokStageDir: stageDir,
+			cp, err := Start(ctx, ClusterConfig{StateDir: t.TempDir(), BinDir: binDir, KwokStageDir: stageDir,
 				Ports: ports, ReadyTimeout: time.Minute})
 			if err == nil {
 				_ = cp.Stop()

@@ -9,7 +9,7 @@ import (
 )
 
 // startEtcd runs etcd inside this process, the version k8s.io/kubernetes pins.
-func startEtcd(cfg *Config, timeout time.Duration) (*embed.Etcd, error) {
+func startEtcd(cfg *ClusterConfig, timeout time.Duration) (*embed.Etcd, error) {
 	logPath := cfg.path("etcd.log")
 	ec := embed.NewConfig()
 	ec.Name = "local"

@@ -121,7 +121,7 @@ func TestExplainDRAConstraint(t *testing.T) {
 		t.Errorf("%d nodes added to %s", len(nodes), split.Name)
 	}
 	// The status says it too, and shows the pools of the group's template.
-	st := s.waitStatus(t, "infer listed in podsNotHelped", func(st *status.Status) bool {
+	st := s.waitStatus(t, "infer listed in podsNotHelped", func(st *status.AutoscalerStatus) bool {
 		for _, p := range st.PodsNotHelped {
 			for _, r := range p.Reasons {
 				if p.Name == "infer" && r.NodeGroup == split.Name && r.Reason == "DynamicResources" && r.Constraint == constraint {
@@ -140,9 +140,9 @@ func TestExplainDRAConstraint(t *testing.T) {
 
 // waitStatus waits until the status ConfigMap in the test's namespace
 // satisfies ok, and returns it.
-func (s *scenario) waitStatus(t *testing.T, what string, ok func(*status.Status) bool) *status.Status {
+func (s *scenario) waitStatus(t *testing.T, what string, ok func(*status.AutoscalerStatus) bool) *status.AutoscalerStatus {
 	t.Helper()
-	var got *status.Status
+	var got *status.AutoscalerStatus
 	framework.Eventually(s.ctx, t, time.Minute, "status: "+what, func(ctx context.Context) (bool, string, error) {
 		st, err := status.Read(ctx, s.c.Client, s.ns, "cluster-autoscaler-status")
 		if err != nil || st == nil {
@@ -215,7 +215,7 @@ profiles:
 			strings.Contains(m, "cluster_autoscaler_scheduler_disagreements_total 1")
 		return ok, grepLines(m, "scheduler_disagreement"), err
 	})
-	s.waitStatus(t, "the disagreement listed", func(st *status.Status) bool {
+	s.waitStatus(t, "the disagreement listed", func(st *status.AutoscalerStatus) bool {
 		return len(st.SchedulerDisagreements) == 1 && st.SchedulerDisagreements[0].Node == node &&
 			strings.Contains(st.SchedulerDisagreements[0].SchedulerMessage, "untolerated taint")
 	})

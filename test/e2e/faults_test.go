@@ -23,7 +23,7 @@ func (s *scenario) faultyAndGood(fault func(*kwok.FaultsConfig)) (bad, good kwok
 }
 
 // groupStatus is the status entry of group, or nil.
-func groupStatus(st *status.Status, group string) *status.NodeGroup {
+func groupStatus(st *status.AutoscalerStatus, group string) *status.NodeGroupStatus {
 	for i := range st.NodeGroups {
 		if st.NodeGroups[i].Name == group {
 			return &st.NodeGroups[i]
@@ -64,7 +64,7 @@ func TestNodesThatNeverBecomeUsable(t *testing.T) {
 				return badNode != "", fmt.Sprintf("%d nodes", len(nodes)), err
 			})
 			// While it exists, the status says it is skipped as template.
-			st := s.waitStatus(t, "the faulty node skipped as template", func(st *status.Status) bool {
+			st := s.waitStatus(t, "the faulty node skipped as template", func(st *status.AutoscalerStatus) bool {
 				g := groupStatus(st, bad.Name)
 				return g != nil && strings.Contains(strings.Join(g.TemplateSkipped, " "), badNode)
 			})

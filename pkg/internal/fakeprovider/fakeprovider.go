@@ -27,10 +27,10 @@ type Call struct {
 	Nodes []string
 }
 
-// Group is a fake node group. IncreaseSize adds instances in state
+// FakeNodeGroup is a fake node group. IncreaseSize adds instances in state
 // InstanceCreating with providerIDs "fake://<id>/<n>"; deleting instances
 // lowers the target by the number deleted.
-type Group struct {
+type FakeNodeGroup struct {
 	mu          sync.Mutex
 	id          string
 	min, max    int
@@ -45,15 +45,15 @@ type Group struct {
 	calls       []Call
 }
 
-var _ cloudprovider.NodeGroup = &Group{}
+var _ cloudprovider.NodeGroup = &FakeNodeGroup{}
 
 // NewGroup returns an empty group (target 0, no instances, no template).
-func NewGroup(id string, min, max int) *Group {
-	return &Group{id: id, min: min, max: max, errs: map[string]error{}}
+func NewGroup(id string, min, max int) *FakeNodeGroup {
+	return &FakeNodeGroup{id: id, min: min, max: max, errs: map[string]error{}}
 }
 
 // WithTemplate sets what TemplateNodeInfo returns (a copy of tmpl, or err).
-func (g *Group) WithTemplate(tmpl *cloudprovider.NodeTemplate, err error) *Group {
+func (g *FakeNodeGroup) WithTemplate(tmpl *cloudprovider.NodeTemplate, err error) *FakeNodeGroup {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.template, g.templateErr = tmpl, err
@@ -61,7 +61,7 @@ func (g *Group) WithTemplate(tmpl *cloudprovider.NodeTemplate, err error) *Group
 }
 
 // SetTarget sets the target size without touching the instances.
-func (g *Group) SetTarget(n int) {
+func (g *FakeNodeGroup) SetTarget(n int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.target = n
@@ -69,13 +69,13 @@ func (g *Group) SetTarget(n int) {
 
 // AddInstance adds an instance with the given state and creation error
 // (nil for none) and returns its providerID. The target is not changed.
-func (g *Group) AddInstance(state cloudprovider.InstanceState, errInfo *cloudprovider.InstanceErrorInfo) string {
+func (g *FakeNodeGroup) AddInstance(state cloudprovider.InstanceState, errInfo *cloudprovider.InstanceErrorInfo) string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.addInstance(state, errInfo)
 }
 
-func (g *Group) addInstance(state cloudprovider.InstanceState, errInfo *cloudprovider.InstanceErrorInfo) string {
+func (g *FakeNodeGroup) addInstance(state cloudprovider.InstanceState, errInfo *cloudprovider.InstanceErrorInfo) string {
 	id := fmt.Sprintf("fake://%s/%d", g.id, g.next)
 	g.next++
 	g.instances = append(g.instances, cloudprovider.Instance{Id: id, Status: &cloudprovider.InstanceStatus{State: state, ErrorInfo: errInfo}})
@@ -84,7 +84,7 @@ func (g *Group) addInstance(state cloudprovider.InstanceState, errInfo *cloudpro
 
 // Fail makes method (e.g. "IncreaseSize", "TargetSize", "Nodes") return
 // err from now on; a nil err clears it.
-func (g *Group) Fail(method string, err error) {
+func (g *FakeNodeGroup) Fail(method string, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err == nil {
@@ -97,7 +97,7 @@ func (g *Group) Fail(method string, err error) {
 // FailIncrease makes IncreaseSize and AtomicIncreaseSize fail with err
 // after adding added nodes (a partial success; AtomicIncreaseSize ignores
 // added, as its contract demands).
-func (g *Group) FailIncrease(err error, added int) {
+func (g *FakeNodeGroup) FailIncrease(err error, added int) {
 	g.Fail("IncreaseSize", err)
 	g.Fail("AtomicIncreaseSize", err)
 	g.mu.Lock()
@@ -106,27 +106,29 @@ func (g *Group) FailIncrease(err error, added int) {
 }
 
 // Calls returns the mutating calls so far, in order.
-func (g *Group) Calls() []Call {
+func (g *FakeNodeGroup) Calls() []Call {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return append([]Call(nil), g.calls...)
 }
 
 // Target returns the target size without recording anything.
-func (g *Group) Target() int {
+func (g *FakeNodeGroup) Target() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.target
 }
 
-func (g *Group) Id() string         { return g.id }
-func (g *Group) MinSize() int       { return g.min }
-func (g *Group) MaxSize() int       { return g.max }
-func (g *Group) Debug() string      { return fmt.Sprintf("fake group %s (%d..%d)", g.id, g.min, g.max) }
-func (g *Group) String() string     { return g.Debug() }
-func (g *Group) err(m string) error { return g.errs[m] }
+func (g *FakeNodeGroup) Id() string   { return g.id }
+func (g *FakeNodeGroup) MinSize() int { return g.min }
+func (g *FakeNodeGroup) MaxSize() int { return g.max }
+func (g *FakeNodeGroup) Debug() string {
+	return fmt.Sprintf("fake group %s (%d..%d)", g.id, g.min, g.max)
+}
+func (g *FakeNodeGroup) String() string     { return g.Debug() }
+func (g *FakeNodeGroup) err(m string) error { return g.errs[m] }
 
-func (g *Group) TargetSize() (int, error) {
+func (g *FakeNodeGroup) TargetSize() (int, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err := g.err("TargetSize"); err != nil {
@@ -135,17 +137,17 @@ func (g *Group) TargetSize() (int, error) {
 	return g.target, nil
 }
 
-func (g *Group) IncreaseSize(ctx context.Context, delta int) ([]string, error) {
+func (g *FakeNodeGroup) IncreaseSize(ctx context.Context, delta int) ([]string, error) {
 	return g.increase(ctx, "IncreaseSize", delta, false)
 }
 
-func (g *Group) AtomicIncreaseSize(ctx context.Context, delta int) ([]string, error) {
+func (g *FakeNodeGroup) AtomicIncreaseSize(ctx context.Context, delta int) ([]string, error) {
 	return g.increase(ctx, "AtomicIncreaseSize", delta, true)
 }
 
 // increase adds instances and returns their ids, unless HideCreated was
 // set (a provider whose instances appear only later).
-func (g *Group) increase(ctx context.Context, method string, delta int, atomic bool) ([]string, error) {
+func (g *FakeNodeGroup) increase(ctx context.Context, method string, delta int, atomic bool) ([]string, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.calls = append(g.calls, Call{Method: method, Delta: delta})
@@ -179,14 +181,14 @@ func (g *Group) increase(ctx context.Context, method string, delta int, atomic b
 
 // HideCreated makes IncreaseSize return no instance ids, like a provider
 // whose instances a controller creates after the call.
-func (g *Group) HideCreated() {
+func (g *FakeNodeGroup) HideCreated() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.hideCreated = true
 }
 
 // SetCreatedAt sets when the instance id was created (Instance.CreatedAt).
-func (g *Group) SetCreatedAt(id string, at time.Time) {
+func (g *FakeNodeGroup) SetCreatedAt(id string, at time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for i := range g.instances {
@@ -196,15 +198,15 @@ func (g *Group) SetCreatedAt(id string, at time.Time) {
 	}
 }
 
-func (g *Group) DeleteNodes(_ context.Context, nodes []*corev1.Node) error {
+func (g *FakeNodeGroup) DeleteNodes(_ context.Context, nodes []*corev1.Node) error {
 	return g.delete("DeleteNodes", nodes, false)
 }
 
-func (g *Group) ForceDeleteNodes(_ context.Context, nodes []*corev1.Node) error {
+func (g *FakeNodeGroup) ForceDeleteNodes(_ context.Context, nodes []*corev1.Node) error {
 	return g.delete("ForceDeleteNodes", nodes, true)
 }
 
-func (g *Group) delete(method string, nodes []*corev1.Node, force bool) error {
+func (g *FakeNodeGroup) delete(method string, nodes []*corev1.Node, force bool) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	call := Call{Method: method}
@@ -232,7 +234,7 @@ func (g *Group) delete(method string, nodes []*corev1.Node, force bool) error {
 	return nil
 }
 
-func (g *Group) DecreaseTargetSize(_ context.Context, delta int) error {
+func (g *FakeNodeGroup) DecreaseTargetSize(_ context.Context, delta int) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.calls = append(g.calls, Call{Method: "DecreaseTargetSize", Delta: delta})
@@ -246,7 +248,7 @@ func (g *Group) DecreaseTargetSize(_ context.Context, delta int) error {
 	return nil
 }
 
-func (g *Group) Nodes() ([]cloudprovider.Instance, error) {
+func (g *FakeNodeGroup) Nodes() ([]cloudprovider.Instance, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if err := g.err("Nodes"); err != nil {
@@ -263,7 +265,7 @@ func (g *Group) Nodes() ([]cloudprovider.Instance, error) {
 	return out, nil
 }
 
-func (g *Group) TemplateNodeInfo() (*cloudprovider.NodeTemplate, error) {
+func (g *FakeNodeGroup) TemplateNodeInfo() (*cloudprovider.NodeTemplate, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.templateErr != nil {
@@ -275,7 +277,7 @@ func (g *Group) TemplateNodeInfo() (*cloudprovider.NodeTemplate, error) {
 	return g.template.DeepCopy(), nil
 }
 
-func (g *Group) GetOptions(cloudprovider.NodeGroupAutoscalingOptions) (*cloudprovider.NodeGroupAutoscalingOptions, error) {
+func (g *FakeNodeGroup) GetOptions(cloudprovider.NodeGroupAutoscalingOptions) (*cloudprovider.NodeGroupAutoscalingOptions, error) {
 	return nil, cloudprovider.ErrNotImplemented
 }
 
@@ -283,7 +285,7 @@ func (g *Group) GetOptions(cloudprovider.NodeGroupAutoscalingOptions) (*cloudpro
 // belongs to the group that has an instance with its providerID or, failing
 // that, the group its GroupLabel names.
 type Provider struct {
-	Groups []*Group
+	Groups []*FakeNodeGroup
 	// Errors injected into NodeGroupForNode (by node name) and Refresh.
 	NodeGroupForNodeErr map[string]error
 	RefreshErr          error
@@ -293,7 +295,7 @@ type Provider struct {
 var _ cloudprovider.CloudProvider = &Provider{}
 
 // New returns a provider over groups.
-func New(groups ...*Group) *Provider { return &Provider{Groups: groups} }
+func New(groups ...*FakeNodeGroup) *Provider { return &Provider{Groups: groups} }
 
 func (p *Provider) Name() string { return "fake" }
 
@@ -340,7 +342,7 @@ func (p *Provider) GetResourceLimiter() (*cloudprovider.ResourceLimiter, error) 
 	return p.Limiter, nil
 }
 
-func (p *Provider) Reservations() ([]cloudprovider.Reservation, error) {
+func (p *Provider) Reservations() ([]cloudprovider.ReservedCapacity, error) {
 	return nil, cloudprovider.ErrNotImplemented
 }
 

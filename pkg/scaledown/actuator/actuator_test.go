@@ -27,7 +27,7 @@ import (
 
 type env struct {
 	client *fake.Clientset
-	group  *fakeprovider.Group
+	group  *fakeprovider.FakeNodeGroup
 	a      *Remover
 	nodes  map[string]*corev1.Node
 }

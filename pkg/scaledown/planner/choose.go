@@ -15,7 +15,7 @@ import (
 // gang that moves whole are chosen together or not at all, and take one
 // drain slot between them; gangs are checked again against the nodes
 // really chosen.
-func (p *RemovalPlanner) choose(plan *RemovalPlan, cands []*candidate, gangs *drainability.Gangs, in Input) {
+func (p *RemovalPlanner) choose(plan *RemovalPlan, cands []*candidate, gangs *drainability.Gangs, in RemovalInput) {
 	byName := make(map[string]*candidate, len(cands))
 	for _, c := range cands {
 		byName[c.node.Name] = c
@@ -87,7 +87,7 @@ func (p *RemovalPlanner) choose(plan *RemovalPlan, cands []*candidate, gangs *dr
 // unit returns the candidates that must go with the named node (itself
 // included), if every one of them has been unneeded long enough: an
 // unready one for --scale-down-unready-time, as upstream.
-func (p *RemovalPlanner) unit(plan *RemovalPlan, byName map[string]*candidate, name string, in Input) ([]*candidate, bool) {
+func (p *RemovalPlanner) unit(plan *RemovalPlan, byName map[string]*candidate, name string, in RemovalInput) ([]*candidate, bool) {
 	names := plan.unitOf[name]
 	if len(names) == 0 {
 		names = []string{name}

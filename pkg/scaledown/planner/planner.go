@@ -57,8 +57,8 @@ type Options struct {
 	Policies []NodePolicy
 }
 
-// Group is one node group as scale-down sees it.
-type Group struct {
+// RemovalGroup is one node group as scale-down sees it.
+type RemovalGroup struct {
 	Id   string
 	Min  int
 	Size int
@@ -67,10 +67,10 @@ type Group struct {
 	Nodes []*corev1.Node
 }
 
-// Input is what one pass looks at. The runner's snapshot holds the
+// RemovalInput is what one pass looks at. The runner's snapshot holds the
 // cluster as built for this loop.
-type Input struct {
-	Groups []Group
+type RemovalInput struct {
+	Groups []RemovalGroup
 	// Pods are every pod of the cluster (budgets and gangs span nodes);
 	// PodsByNode are the pods really bound to each node.
 	Pods       []*corev1.Pod
@@ -160,7 +160,7 @@ func (p *RemovalPlanner) UnneededSince(node string) (time.Time, bool) { return p
 // candidate is a node that passed the cheap checks.
 type candidate struct {
 	node  *corev1.Node
-	group *Group
+	group *RemovalGroup
 	util  utilization.NodeUtilization
 	// moving are the pods to re-place (the snapshot's, assumed ones
 	// included); evict are those really bound to the node.
@@ -172,7 +172,7 @@ type candidate struct {
 
 // RemovalPlan runs one pass. It changes nothing in the cluster; the snapshot is
 // as before when it returns.
-func (p *RemovalPlanner) Plan(ctx context.Context, in Input) (*RemovalPlan, error) {
+func (p *RemovalPlanner) Plan(ctx context.Context, in RemovalInput) (*RemovalPlan, error) {
 	logger := klog.FromContext(ctx)
 	plan := &RemovalPlan{Unremovable: map[string]Unremovable{}, Utilization: map[string]utilization.NodeUtilization{}}
 	calc, err := utilization.FromSnapshot(p.runner.Snapshot())
@@ -220,7 +220,7 @@ func (p *RemovalPlanner) Plan(ctx context.Context, in Input) (*RemovalPlan, erro
 
 // screen applies the per-node checks and the pod rules; it returns nil
 // for a node that is unremovable (recorded in plan).
-func (p *RemovalPlanner) screen(plan *RemovalPlan, pdbs *drainability.PDBs, g *Group, node *corev1.Node, deleting int, calc *utilization.Calculator, in Input) *candidate {
+func (p *RemovalPlanner) screen(plan *RemovalPlan, pdbs *drainability.PDBs, g *RemovalGroup, node *corev1.Node, deleting int, calc *utilization.Calculator, in RemovalInput) *candidate {
 	now := in.Now
 	unremovable := func(reason, detail string) *candidate {
 		plan.Unremovable[node.Name] = Unremovable{Reason: reason, Detail: detail}

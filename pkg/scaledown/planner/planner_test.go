@@ -57,13 +57,13 @@ type world struct {
 	podGroups []*schedulingv1beta1.PodGroup
 }
 
-func (w world) input(now time.Time) Input {
-	in := Input{Pods: w.pods, PodsByNode: map[string][]*corev1.Pod{}, PDBs: w.pdbs, PodGroups: w.podGroups, Now: now}
+func (w world) input(now time.Time) RemovalInput {
+	in := RemovalInput{Pods: w.pods, PodsByNode: map[string][]*corev1.Pod{}, PDBs: w.pdbs, PodGroups: w.podGroups, Now: now}
 	size := w.size
 	if size == 0 {
 		size = len(w.nodes)
 	}
-	in.Groups = []Group{{Id: "g", Min: w.min, Size: size, Nodes: w.nodes}}
+	in.Groups = []RemovalGroup{{Id: "g", Min: w.min, Size: size, Nodes: w.nodes}}
 	for _, n := range w.nodes {
 		in.Destinations = append(in.Destinations, n.Name)
 	}

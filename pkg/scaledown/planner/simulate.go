@@ -17,7 +17,7 @@ const maxUnit = 16
 // and returns the nodes that could go. A candidate that hosts members of
 // a gang spread over several nodes is tried together with those nodes,
 // when they all are candidates: the gang moves whole or stays.
-func (p *RemovalPlanner) simulate(ctx context.Context, plan *RemovalPlan, cands []*candidate, pdbs *drainability.PDBs, gangs *drainability.Gangs, in Input) (_ []string, err error) {
+func (p *RemovalPlanner) simulate(ctx context.Context, plan *RemovalPlan, cands []*candidate, pdbs *drainability.PDBs, gangs *drainability.Gangs, in RemovalInput) (_ []string, err error) {
 	byName := make(map[string]*candidate, len(cands))
 	for _, c := range cands {
 		byName[c.node.Name] = c

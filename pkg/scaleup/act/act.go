@@ -28,8 +28,8 @@ type ScaleUp struct {
 	Pods []*corev1.Pod
 }
 
-// Result is what came of one ScaleUp.
-type Result struct {
+// LaunchResult is what came of one ScaleUp.
+type LaunchResult struct {
 	ScaleUp
 	// Added is how far the target really grew (less than Delta on a
 	// partial failure).
@@ -51,8 +51,8 @@ func New(t *track.Tracker, b *backoff.Backoff) *Launcher {
 // Execute performs the scale-ups in order. The parts of one gang come as
 // one unit: when a part fails, the nodes the others added are removed
 // again, so no part of a gang is left half provisioned.
-func (a *Launcher) Execute(ctx context.Context, ups []ScaleUp, now time.Time) []Result {
-	results := make([]Result, 0, len(ups))
+func (a *Launcher) Execute(ctx context.Context, ups []ScaleUp, now time.Time) []LaunchResult {
+	results := make([]LaunchResult, 0, len(ups))
 	for i := 0; i < len(ups); {
 		j := i + 1
 		for ups[i].Gang != "" && j < len(ups) && ups[j].Gang == ups[i].Gang {
@@ -64,13 +64,13 @@ func (a *Launcher) Execute(ctx context.Context, ups []ScaleUp, now time.Time) []
 	return results
 }
 
-func (a *Launcher) unit(ctx context.Context, parts []ScaleUp, now time.Time) []Result {
+func (a *Launcher) unit(ctx context.Context, parts []ScaleUp, now time.Time) []LaunchResult {
 	var attempt uint64
 	if parts[0].Gang != "" {
 		// Each try of a gang has its own deadline.
 		attempt = a.tracker.StartGang(parts[0].Gang, now)
 	}
-	results := make([]Result, 0, len(parts))
+	results := make([]LaunchResult, 0, len(parts))
 	failed := false
 	for _, up := range parts {
 		r := a.one(ctx, up, attempt, now)
@@ -105,12 +105,12 @@ func (a *Launcher) unit(ctx context.Context, parts []ScaleUp, now time.Time) []R
 	return results
 }
 
-func (a *Launcher) one(ctx context.Context, up ScaleUp, attempt uint64, now time.Time) Result {
+func (a *Launcher) one(ctx context.Context, up ScaleUp, attempt uint64, now time.Time) LaunchResult {
 	logger := klog.FromContext(ctx).WithValues("nodeGroup", up.Group.Id, "delta", up.Delta, "atomic", up.Atomic)
 	g := up.Group.Group
 	before, err := g.TargetSize()
 	if err != nil {
-		return Result{ScaleUp: up, Err: fmt.Errorf("node group %s: target size: %w", up.Group.Id, err)}
+		return LaunchResult{ScaleUp: up, Err: fmt.Errorf("node group %s: target size: %w", up.Group.Id, err)}
 	}
 	var created []string
 	if up.Atomic {
@@ -135,8 +135,8 @@ func (a *Launcher) one(ctx context.Context, up ScaleUp, attempt uint64, now time
 	if err != nil {
 		a.backoff.Fail(up.Group.Id, track.ReasonCloudProvider, now)
 		logger.Error(err, "Scale-up failed; node group backed off", "added", added)
-		return Result{ScaleUp: up, Added: added, Err: fmt.Errorf("node group %s: increase by %d: %w", up.Group.Id, up.Delta, err)}
+		return LaunchResult{ScaleUp: up, Added: added, Err: fmt.Errorf("node group %s: increase by %d: %w", up.Group.Id, up.Delta, err)}
 	}
 	logger.Info("Scale-up", "from", before, "to", before+added, "pods", len(up.Pods), "gang", up.Gang)
-	return Result{ScaleUp: up, Added: added}
+	return LaunchResult{ScaleUp: up, Added: added}
 }

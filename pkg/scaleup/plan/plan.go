@@ -132,7 +132,7 @@ type candidate struct {
 func (p *Planner) options(ctx context.Context, groups []*nodegroups.Info, used map[string]bool, pods []*corev1.Pod,
 	usage limits.Usage, now time.Time, reasons map[types.UID][]report.GroupReason) ([]expander.Option, error) {
 	var cands []candidate
-	var est []estimator.Group
+	var est []estimator.TemplateGroup
 	for _, g := range groups {
 		if used[g.Id] {
 			continue
@@ -148,7 +148,7 @@ func (p *Planner) options(ctx context.Context, groups []*nodegroups.Info, used m
 			continue
 		}
 		cands = append(cands, *c)
-		est = append(est, estimator.Group{Name: g.Id, Template: g.Template, MaxNodes: c.room})
+		est = append(est, estimator.TemplateGroup{Name: g.Id, Template: g.Template, MaxNodes: c.room})
 	}
 	if len(cands) == 0 {
 		return nil, nil

@@ -72,16 +72,16 @@ func (p *Planner) reserve(c *candidate, pods []*corev1.Pod, reasons map[types.UI
 
 // estimateCandidates estimates every candidate: those serving all pods in
 // one pass (shared per-pod work), those restricted to some pods each alone.
-func (p *Planner) estimateCandidates(ctx context.Context, pods []*corev1.Pod, cands []candidate, est []estimator.Group) ([]*estimator.Result, error) {
-	var shared []estimator.Group
+func (p *Planner) estimateCandidates(ctx context.Context, pods []*corev1.Pod, cands []candidate, est []estimator.TemplateGroup) ([]*estimator.Estimate, error) {
+	var shared []estimator.TemplateGroup
 	var at []int
-	results := make([]*estimator.Result, len(cands))
+	results := make([]*estimator.Estimate, len(cands))
 	for i, c := range cands {
 		if c.pods == nil {
 			shared, at = append(shared, est[i]), append(at, i)
 			continue
 		}
-		res, err := p.estimate.EstimateGroups(ctx, c.pods, []estimator.Group{est[i]})
+		res, err := p.estimate.EstimateGroups(ctx, c.pods, []estimator.TemplateGroup{est[i]})
 		if err != nil {
 			return nil, fmt.Errorf("node group %s: %w", c.info.Id, err)
 		}

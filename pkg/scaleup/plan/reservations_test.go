@@ -23,10 +23,12 @@ import (
 // reservingProvider is the fake provider with reservations.
 type reservingProvider struct {
 	*fakeprovider.Provider
-	res []cloudprovider.Reservation
+	res []cloudprovider.ReservedCapacity
 }
 
-func (p *reservingProvider) Reservations() ([]cloudprovider.Reservation, error) { return p.res, nil }
+func (p *reservingProvider) Reservations() ([]cloudprovider.ReservedCapacity, error) {
+	return p.res, nil
+}
 
 func reservedGroup(id string, target int) *nodegroups.Info {
 	g := group(id, "4", 10, target)
@@ -44,18 +46,18 @@ func withRuntime(pods []*corev1.Pod, d string) []*corev1.Pod {
 // Each pod of 3 CPUs needs a 4-CPU node of its own. "ondemand" sorts
 // first, so without the reserved expander and the cap it would win all.
 func TestPlanReservedFirstAndCapped(t *testing.T) {
-	block := func(start, end time.Time) cloudprovider.Reservation {
-		return cloudprovider.Reservation{ID: "block", Kind: cloudprovider.ReservationCapacityBlock, NodeGroups: []string{"reserved"}, Count: 2, Start: start, End: end}
+	block := func(start, end time.Time) cloudprovider.ReservedCapacity {
+		return cloudprovider.ReservedCapacity{ID: "block", Kind: cloudprovider.ReservationCapacityBlock, NodeGroups: []string{"reserved"}, Count: 2, Start: start, End: end}
 	}
 	tests := []struct {
 		name   string
-		res    []cloudprovider.Reservation
+		res    []cloudprovider.ReservedCapacity
 		groups func() []*nodegroups.Info
 		pods   []*corev1.Pod
 		want   []string
 	}{{
 		name: "two reserved, the rest on-demand",
-		res:  []cloudprovider.Reservation{{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"reserved"}, Count: 2}},
+		res:  []cloudprovider.ReservedCapacity{{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"reserved"}, Count: 2}},
 		groups: func() []*nodegroups.Info {
 			return []*nodegroups.Info{group("ondemand", "4", 10, 0), reservedGroup("reserved", 0)}
 		},
@@ -63,7 +65,7 @@ func TestPlanReservedFirstAndCapped(t *testing.T) {
 		want: []string{"reserved+2: job-0 job-1", "ondemand+1: job-2"},
 	}, {
 		name: "nodes requested earlier take the count",
-		res:  []cloudprovider.Reservation{{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"reserved"}, Count: 2}},
+		res:  []cloudprovider.ReservedCapacity{{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"reserved"}, Count: 2}},
 		groups: func() []*nodegroups.Info {
 			return []*nodegroups.Info{group("ondemand", "4", 10, 0), reservedGroup("reserved", 1)}
 		},
@@ -71,7 +73,7 @@ func TestPlanReservedFirstAndCapped(t *testing.T) {
 		want: []string{"reserved+1: job-0", "ondemand+2: job-1 job-2"},
 	}, {
 		name: "two groups share one counter",
-		res:  []cloudprovider.Reservation{{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"reserved-a", "reserved-b"}, Count: 2}},
+		res:  []cloudprovider.ReservedCapacity{{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"reserved-a", "reserved-b"}, Count: 2}},
 		groups: func() []*nodegroups.Info {
 			return []*nodegroups.Info{group("ondemand", "4", 10, 0), reservedGroup("reserved-a", 0), reservedGroup("reserved-b", 0)}
 		},
@@ -79,7 +81,7 @@ func TestPlanReservedFirstAndCapped(t *testing.T) {
 		want: []string{"reserved-a+2: job-0 job-1", "ondemand+1: job-2"},
 	}, {
 		name: "a block not started is not used",
-		res:  []cloudprovider.Reservation{block(now.Add(10*time.Minute), now.Add(2*time.Hour))},
+		res:  []cloudprovider.ReservedCapacity{block(now.Add(10*time.Minute), now.Add(2*time.Hour))},
 		groups: func() []*nodegroups.Info {
 			return []*nodegroups.Info{group("ondemand", "4", 10, 0), reservedGroup("reserved", 0)}
 		},
@@ -87,7 +89,7 @@ func TestPlanReservedFirstAndCapped(t *testing.T) {
 		want: []string{"ondemand+1: job-0"},
 	}, {
 		name: "a block ending within the margin serves no 2h pod",
-		res:  []cloudprovider.Reservation{block(now.Add(-time.Hour), now.Add(5*time.Minute))},
+		res:  []cloudprovider.ReservedCapacity{block(now.Add(-time.Hour), now.Add(5*time.Minute))},
 		groups: func() []*nodegroups.Info {
 			return []*nodegroups.Info{group("ondemand", "4", 10, 0), reservedGroup("reserved", 0)}
 		},
@@ -95,7 +97,7 @@ func TestPlanReservedFirstAndCapped(t *testing.T) {
 		want: []string{"ondemand+1: job-0"},
 	}, {
 		name: "a block ending within the margin serves a 2m pod",
-		res:  []cloudprovider.Reservation{block(now.Add(-time.Hour), now.Add(5*time.Minute))},
+		res:  []cloudprovider.ReservedCapacity{block(now.Add(-time.Hour), now.Add(5*time.Minute))},
 		groups: func() []*nodegroups.Info {
 			return []*nodegroups.Info{group("ondemand", "4", 10, 0), reservedGroup("reserved", 0)}
 		},
@@ -103,7 +105,7 @@ func TestPlanReservedFirstAndCapped(t *testing.T) {
 		want: []string{"reserved+1: job-0"},
 	}, {
 		name: "short pods get the ending block, long ones go elsewhere",
-		res:  []cloudprovider.Reservation{block(now.Add(-time.Hour), now.Add(5*time.Minute))},
+		res:  []cloudprovider.ReservedCapacity{block(now.Add(-time.Hour), now.Add(5*time.Minute))},
 		groups: func() []*nodegroups.Info {
 			return []*nodegroups.Info{group("ondemand", "4", 10, 0), reservedGroup("reserved", 0)}
 		},
@@ -142,7 +144,7 @@ func TestPlanGangSharesTheReservationCounter(t *testing.T) {
 	ondemand := group("ondemand", "4", 1, 0)
 	groups := []*nodegroups.Info{ondemand, reservedGroup("reserved-a", 0), reservedGroup("reserved-b", 0)}
 	stage := reservations.New(reservations.Options{EndMargin: 30 * time.Minute, LaunchTTL: time.Minute},
-		&reservingProvider{Provider: fakeprovider.New(), res: []cloudprovider.Reservation{
+		&reservingProvider{Provider: fakeprovider.New(), res: []cloudprovider.ReservedCapacity{
 			{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"reserved-a", "reserved-b"}, Count: 2}}}, nil, nil, nil, nil, nil)
 	stage.Update(e.ctx, groups, nil, now)
 	chain := expander.Chain{reserved.New(), leastwaste.New()}

@@ -23,7 +23,7 @@ import (
 
 // fleet is one fake group and the API objects behind its registered nodes.
 type fleet struct {
-	g      *fakeprovider.Group
+	g      *fakeprovider.FakeNodeGroup
 	ready  []*corev1.Node
 	boot   []*corev1.Node
 	why    map[string]string
@@ -87,7 +87,7 @@ func (f *fleet) info() *nodegroups.Info {
 	return &nodegroups.Info{Group: f.g, Id: f.g.Id(), Max: f.g.MaxSize(), Target: f.g.Target(), Ready: f.ready, Booting: f.boot, NotUsable: f.why}
 }
 
-func deleted(g *fakeprovider.Group) []string {
+func deleted(g *fakeprovider.FakeNodeGroup) []string {
 	var out []string
 	for _, c := range g.Calls() {
 		if c.Method == "ForceDeleteNodes" || c.Method == "DeleteNodes" {

@@ -34,7 +34,7 @@ func registered(ids ...string) []*corev1.Node {
 }
 
 // info is the loop's view of g with the given nodes registered.
-func info(g *fakeprovider.Group, ready ...*corev1.Node) []*nodegroups.Info {
+func info(g *fakeprovider.FakeNodeGroup, ready ...*corev1.Node) []*nodegroups.Info {
 	return []*nodegroups.Info{{Group: g, Id: g.Id(), Max: g.MaxSize(), Target: g.Target(), Ready: ready}}
 }
 

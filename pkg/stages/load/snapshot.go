@@ -20,8 +20,8 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
 )
 
-// Result says which nodes the snapshot holds.
-type Result struct {
+// Loaded says which nodes the snapshot holds.
+type Loaded struct {
 	// Nodes are the registered nodes, booting ones included, sorted.
 	Nodes []string
 	// Upcoming are hypothetical nodes for requests not registered yet.
@@ -31,14 +31,14 @@ type Result struct {
 }
 
 // Candidates are all nodes a pending pod may go to without a scale-up.
-func (r *Result) Candidates() []string {
+func (r *Loaded) Candidates() []string {
 	return append(append(make([]string, 0, len(r.Nodes)+len(r.Upcoming)), r.Nodes...), r.Upcoming...)
 }
 
 // Build empties snap and fills it from the observed state and the groups.
 // Objects that cannot be loaded (say, a pod on a node that is gone) are
 // logged and left out; they never stop the loop.
-func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.ClusterState, groups []*nodegroups.Info) (*Result, error) {
+func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.ClusterState, groups []*nodegroups.Info) (*Loaded, error) {
 	logger := klog.FromContext(ctx)
 	if err := snap.Reset(); err != nil {
 		return nil, fmt.Errorf("reset snapshot: %w", err)
@@ -67,7 +67,7 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 		skip("podgroup/"+g.Namespace+"/"+g.Name, snap.SetPodGroup(g))
 	}
 
-	res := &Result{GroupOf: map[string]string{}}
+	res := &Loaded{GroupOf: map[string]string{}}
 	booting := map[string]*nodegroups.Info{}
 	for _, g := range groups {
 		for _, n := range g.Booting {

@@ -79,7 +79,7 @@ func New(recorder record.EventRecorder, m *metrics.Metrics, repeat time.Duration
 }
 
 // ScaleUps reports what the actuator did.
-func (r *Reporter) ScaleUps(results []act.Result, now time.Time) {
+func (r *Reporter) ScaleUps(results []act.LaunchResult, now time.Time) {
 	for _, res := range results {
 		if res.Added > 0 {
 			r.metrics.ScaledUpNodes.WithLabelValues(res.Group.Id).Add(float64(res.Added))

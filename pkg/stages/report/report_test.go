@@ -110,7 +110,7 @@ func TestScaleUps(t *testing.T) {
 	gpu := &nodegroups.Info{Id: "gpu", Target: 1, Max: 10}
 	cpu := &nodegroups.Info{Id: "cpu", Target: 0, Max: 3}
 	train, web := builder.Pod("ns", "train").Obj(), builder.Pod("ns", "web").Obj()
-	r.ScaleUps([]act.Result{
+	r.ScaleUps([]act.LaunchResult{
 		{ScaleUp: act.ScaleUp{Group: gpu, Delta: 2, Pods: []*corev1.Pod{train}}, Added: 2},
 		{ScaleUp: act.ScaleUp{Group: cpu, Delta: 3, Pods: []*corev1.Pod{web}}, Added: 1, Err: errors.New("node group cpu: increase by 3: quota exceeded")},
 	}, t0)

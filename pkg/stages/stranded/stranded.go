@@ -42,8 +42,8 @@ func New(a *fragmentation.Analyzer, shapes *fragmentation.Shapes, budget time.Du
 	return &Meter{analyzer: a, shapes: shapes, budget: budget, metrics: m, clock: time.Now, last: map[string]fragmentation.NodeReport{}}
 }
 
-// Input is what one pass looks at.
-type Input struct {
+// MeterInput is what one pass looks at.
+type MeterInput struct {
 	Snapshot *snapshot.Snapshot
 	// Pods are all observed pods: pending and running ones both add
 	// their request shapes.
@@ -72,7 +72,7 @@ type Totals struct{ Total, Free, Stranded fragmentation.Amounts }
 
 // Run measures as many nodes as the budget allows and updates the metrics.
 // Errors on one node are logged and leave that node's previous figures.
-func (s *Meter) Run(ctx context.Context, in Input, now time.Time) *Figures {
+func (s *Meter) Run(ctx context.Context, in MeterInput, now time.Time) *Figures {
 	logger := klog.FromContext(ctx)
 	start := s.clock()
 	if key := classesKey(in.DeviceClasses); key != s.classesKey {

@@ -49,7 +49,7 @@ func TestRun(t *testing.T) {
 	m := metrics.New()
 	now := time.Unix(1000, 0)
 	s := New(fragmentation.NewAnalyzer(r), fragmentation.NewShapes(time.Hour), time.Minute, m.Sharing)
-	in := Input{Snapshot: r.Snapshot(), Pods: []*corev1.Pod{placed, pending}, Nodes: []string{"n1", "n2", "lone"},
+	in := MeterInput{Snapshot: r.Snapshot(), Pods: []*corev1.Pod{placed, pending}, Nodes: []string{"n1", "n2", "lone"},
 		GroupOf: map[string]string{"n1": "g", "n2": "g"}}
 	rep := s.Run(ctx, in, now)
 	slices := fragmentation.CounterResource(driver, "slices")

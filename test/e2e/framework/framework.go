@@ -93,7 +93,7 @@ func setUp(ctx context.Context) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := controlplane.Config{StateDir: stateDir, BinDir: binDir, KwokStageDir: stageDir, Ports: ports,
+	cfg := controlplane.ClusterConfig{StateDir: stateDir, BinDir: binDir, KwokStageDir: stageDir, Ports: ports,
 		FeatureGates: *featureGates, ReadyTimeout: *readyTimeout}
 	start := time.Now()
 	cp, err := controlplane.Start(ctx, cfg)
