@@ -14,7 +14,6 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/explain"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
@@ -76,12 +75,9 @@ func explainLoop(ctx context.Context, opts *config.Options, client kubernetes.In
 		return fail(fmt.Errorf("CapacityReservation informer: %w", err))
 	}
 	m := metrics.New()
-	// Read-only: without clients and recorder the reservations are counted
-	// as the loop counts them, but no status, event or drain is written.
-	reserved := reservations.New(reservations.Options{EndMargin: opts.Reservations.EndMargin,
-		ScaleDownReserved: opts.Reservations.ScaleDownReservedNodes, LaunchTTL: opts.MaxNodeProvisionTime},
-		p.provider, crs, nil, nil, nil, m.Reservations)
-	lp := p.loopParts(opts, b, track.New(opts.MaxNodeProvisionTime, b), reserved, m)
+	// Read-only: the reservations are counted as the loop counts them, but
+	// without an upkeep no status, event or drain is written.
+	lp := p.loopParts(opts, b, track.New(opts.MaxNodeProvisionTime, b), crs, m)
 	lp.Observer = obs
 	l := loop.New(lp)
 	return l, func() { stopInformers(); obs.Shutdown(); cleanup() }, nil

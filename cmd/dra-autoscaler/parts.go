@@ -89,7 +89,9 @@ func (p *parts) planner(opts *config.Options, b *backoff.Backoff) *plan.Planner 
 
 // loopParts are the parts the running loop and explain share: what the
 // pass simulates and plans with. The caller adds what acts and tells.
-func (p *parts) loopParts(opts *config.Options, b *backoff.Backoff, tracker *track.Tracker, reserved *reservations.Policy, m *metrics.Metrics) loop.Parts {
+func (p *parts) loopParts(opts *config.Options, b *backoff.Backoff, tracker *track.Tracker, crs reservations.ObjectSource, m *metrics.Metrics) loop.Parts {
+	reserved := reservations.New(reservations.Options{EndMargin: opts.Reservations.EndMargin, ScaleDownReserved: opts.Reservations.ScaleDownReservedNodes,
+		LaunchTTL: opts.MaxNodeProvisionTime}, p.provider, crs, m.Reservations)
 	return loop.Parts{
 		Options:      opts,
 		Clock:        clock.RealClock{},
@@ -100,7 +102,7 @@ func (p *parts) loopParts(opts *config.Options, b *backoff.Backoff, tracker *tra
 		Templates:    nodegroups.Templates{Runner: p.runner},
 		Tracker:      tracker,
 		Backoff:      b,
-		Planner:      p.planner(opts, b).WithCapacity(reserved),
+		Planner:      p.planner(opts, b),
 		Metrics:      m,
 		ClassOf:      p.est.ClassKey,
 		Placement:    p.placer,

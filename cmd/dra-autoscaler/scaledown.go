@@ -17,10 +17,11 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
-// newScaleDown wires the scale-down stage. policies are the other rules
-// that may keep nodes or order removals (reservations, cost).
+// newScaleDown wires the scale-down stage over drainer. policies are the
+// other rules that may keep nodes or order removals for every pass (the
+// reservations come with each pass's count).
 func newScaleDown(opts *config.Options, runner *framework.Runner, client kubernetes.Interface, recorder record.EventRecorder,
-	m *metrics.Metrics, policies ...planner.NodePolicy) *scaledown.Controller {
+	m *metrics.Metrics, drainer *drain.Drainer, policies ...planner.NodePolicy) *scaledown.Controller {
 	sd := opts.ScaleDown
 	p := planner.New(runner, planner.Options{
 		Thresholds:            eligibility.Thresholds{Utilization: sd.UtilizationThreshold, GPU: sd.GPUUtilizationThreshold},
@@ -33,11 +34,17 @@ func newScaleDown(opts *config.Options, runner *framework.Runner, client kuberne
 		MaxNonEmptyCandidates: sd.NonEmptyCandidatesCount,
 		Policies:              policies,
 	})
-	drainer := drain.New(client, recorder, clock.RealClock{}, drain.Options{
-		MaxGracefulTermination: sd.MaxGracefulTermination,
-		MaxPodEvictionTime:     sd.MaxPodEvictionTime,
-	})
-	drainer.OnEvicted = func(*corev1.Pod) { m.ScaleDown.EvictedPods.Inc() }
 	a := actuator.New(client, drainer, recorder, clock.RealClock{})
 	return scaledown.New(sd, opts.ScanInterval, p, a, client, recorder, m.ScaleDown)
+}
+
+// newDrainer is the one eviction path: scale-down drains and the drains of
+// ending capacity blocks share its grace period cap and eviction count.
+func newDrainer(opts *config.Options, client kubernetes.Interface, recorder record.EventRecorder, m *metrics.Metrics) *drain.Drainer {
+	d := drain.New(client, recorder, clock.RealClock{}, drain.Options{
+		MaxGracefulTermination: opts.ScaleDown.MaxGracefulTermination,
+		MaxPodEvictionTime:     opts.ScaleDown.MaxPodEvictionTime,
+	})
+	d.OnEvicted = func(*corev1.Pod) { m.ScaleDown.EvictedPods.Inc() }
+	return d
 }

@@ -27,7 +27,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations/upkeep"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
@@ -67,16 +67,17 @@ func run(ctx context.Context, opts *config.Options) error {
 	// it for a failed scale-up, so no running pod dies with it.
 	tracker := track.New(opts.MaxNodeProvisionTime, b).WithClient(client)
 	crs := observe.NewCapacityReservations(dyn, client.Discovery())
-	reserved := reservations.New(reservations.Options{EndMargin: opts.Reservations.EndMargin, ScaleDownReserved: opts.Reservations.ScaleDownReservedNodes,
-		LaunchTTL: opts.MaxNodeProvisionTime}, p.provider, crs, dyn, client, recorder, m.Reservations)
-	lp := p.loopParts(opts, b, tracker, reserved, m)
+	lp := p.loopParts(opts, b, tracker, crs, m)
+	// Block drains evict through the scale-down drainer: one grace period
+	// cap, one eviction count.
+	drainer := newDrainer(opts, client, recorder, m)
+	lp.Upkeep = upkeep.New(client, dyn, recorder, drainer)
 	lp.Launcher = act.New(tracker, b)
 	lp.Reporter = report.New(recorder, m, 5*time.Minute).WithStatusObject(opts.Namespace, opts.StatusConfigMapName)
 	lp.OnPass = h.passed
 	lp.Stranded = stranded.New(p.analyzer, p.shapes, opts.Sharing.StrandedCapacityBudget, m.Sharing)
 	l := loop.New(lp)
-	// Reserved nodes go last and idle paid capacity stays (issue 6).
-	l.ScaleDown = newScaleDown(opts, p.runner, client, recorder, m, reserved.ScaleDownView())
+	l.ScaleDown = newScaleDown(opts, p.runner, client, recorder, m, drainer)
 	l.Disagree, l.Status = loop.NewStatusParts(opts, client, recorder, m)
 	autoscale := func(ctx context.Context) error {
 		served, err := observe.Discover(client)

@@ -129,6 +129,19 @@ func (d *Drainer) evict(ctx context.Context, node string, pod *corev1.Pod) error
 	}
 }
 
+// EvictNow asks once for the pod's eviction with the drain's grace period
+// cap, and counts it as the drain does; a refusal (a disruption budget)
+// comes back for the caller to retry later. It is the drain for work that
+// must not block the loop: the nodes of ending capacity blocks.
+func (d *Drainer) EvictNow(ctx context.Context, pod *corev1.Pod) error {
+	grace := d.gracePeriod(pod)
+	evicted, err := EvictOnce(ctx, d.client, pod, &grace)
+	if evicted && d.OnEvicted != nil {
+		d.OnEvicted(pod)
+	}
+	return err
+}
+
 // EvictOnce asks once for the pod's eviction through the Eviction API
 // (disruption budgets hold), for this very pod (UID precondition), with
 // grace (nil: the pod's own). evicted is false with a nil error when the

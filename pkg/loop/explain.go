@@ -29,7 +29,11 @@ func (l *Loop) Explain(ctx context.Context, key types.NamespacedName) (*explain.
 	var rep *explain.Report
 	var pod *corev1.Pod
 	errScheduled := errors.New("scheduled")
-	err := runStages(ctx, l.Stages(), pass, true, func(name string) error {
+	stages, err := l.Stages()
+	if err != nil {
+		return nil, err
+	}
+	err = runStages(ctx, stages, pass, true, func(name string) error {
 		switch name {
 		case StageObserve:
 			if pod = findPod(pass.cluster.Pods, key); pod == nil {

@@ -30,6 +30,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/placement"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations/upkeep"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
@@ -63,8 +64,10 @@ type Parts struct {
 	ScaleDown *scaledown.Controller
 	// ProvReqs serves ProvisioningRequests; nil when the cluster has none.
 	ProvReqs *provreq.Processor
-	// Reservations counts reserved capacity (nil: none).
+	// Reservations counts reserved capacity (nil: none); Upkeep acts on
+	// each pass's count (nil: nothing written, as in explain).
 	Reservations *reservations.Policy
+	Upkeep       *upkeep.Keeper
 	// ClassOf groups equivalent pods for the fit-existing stage.
 	ClassOf func(*corev1.Pod) string
 	// Stranded measures stranded DRA capacity; Placement ranks the nodes
@@ -73,6 +76,9 @@ type Parts struct {
 	Placement *placement.Placer
 	// OnPass, if set, is told when a pass finished without error.
 	OnPass func(time.Time)
+	// Extensions are stages features outside the loop add to the pass,
+	// each right after the stage it names.
+	Extensions []Extension
 	// Disagree detects where the scheduler does not do what the
 	// simulation says; Status writes the status ConfigMap. Each optional.
 	Disagree *disagree.Detector
@@ -130,7 +136,11 @@ func (l *Loop) RunOnce(ctx context.Context) (pass *Pass, err error) {
 }
 
 func (l *Loop) run(ctx context.Context, pass *Pass, now time.Time) (*Pass, error) {
-	if err := runStages(ctx, l.Stages(), pass, false, nil); err != nil {
+	stages, err := l.Stages()
+	if err != nil {
+		return l.fail(pass, "configurationError", err)
+	}
+	if err := runStages(ctx, stages, pass, false, nil); err != nil {
 		kind := "simulationError"
 		if se, ok := err.(*stageError); ok {
 			kind = se.kind

@@ -7,6 +7,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/planner"
 )
 
 // scaleDown runs the scale-down stage on this pass's snapshot, unless the
@@ -23,9 +24,14 @@ func (l *Loop) scaleDown(ctx context.Context, pass *Pass) error {
 			l.ScaleDown.NoteScaleUp(now)
 		}
 	}
+	in := scaledown.ControllerInput{State: pass.cluster, PDBs: l.Observer, Owners: l.Observer.ControllerExists,
+		Groups: pass.Groups, Nodes: pass.built.Nodes, Now: now}
+	if pass.reserved != nil {
+		// Reserved nodes go last and idle paid capacity stays.
+		in.Policies = []planner.NodePolicy{pass.reserved}
+	}
 	start := time.Now()
-	res, err := l.ScaleDown.Run(ctx, scaledown.ControllerInput{State: pass.cluster, PDBs: l.Observer, Owners: l.Observer.ControllerExists,
-		Groups: pass.Groups, Nodes: pass.built.Nodes, Now: now})
+	res, err := l.ScaleDown.Run(ctx, in)
 	l.Metrics.Observe("scaleDown", start)
 	if err != nil {
 		l.Metrics.Errors.WithLabelValues("simulationError").Inc()

@@ -10,6 +10,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/load"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 )
@@ -32,6 +33,8 @@ type state struct {
 	built   *load.Loaded
 	// reserved is the pass's count of the reservations (nil: none).
 	reserved *reservations.Count
+	// planner is the scale-up planner for this pass (with its count).
+	planner *plan.Planner
 	// gangs, loose and waiting split the pending pods; usage counts the
 	// cluster for limits and is taken from by each scale-up planned.
 	gangs   []*gang.Gang
@@ -72,6 +75,44 @@ type stage struct {
 func (s stage) Name() string                           { return s.name }
 func (s stage) Acts() bool                             { return s.acts }
 func (s stage) Run(ctx context.Context, p *Pass) error { return s.run(ctx, p) }
+
+// Extension is a stage a feature registers: it runs right after the stage
+// named After (one of the Stage* names or an earlier extension's name),
+// reading what the stages before it left in the pass. Several extensions
+// after one stage run in the order given.
+type Extension struct {
+	After string
+	Stage Stage
+}
+
+// extend places the extensions into the pass, each after the stage it
+// names and the extensions placed there before it. One whose After names
+// no stage is an error, so a misspelt registration fails the pass loudly
+// instead of never running.
+func extend(base []Stage, ext []Extension) ([]Stage, error) {
+	placed := make([]bool, len(ext))
+	out := make([]Stage, 0, len(base)+len(ext))
+	var after func(name string)
+	after = func(name string) {
+		for i, e := range ext {
+			if !placed[i] && e.After == name {
+				placed[i] = true
+				out = append(out, e.Stage)
+				after(e.Stage.Name())
+			}
+		}
+	}
+	for _, s := range base {
+		out = append(out, s)
+		after(s.Name())
+	}
+	for i, e := range ext {
+		if !placed[i] {
+			return nil, fmt.Errorf("stage %q is registered after %q, which is not a stage of the pass", e.Stage.Name(), e.After)
+		}
+	}
+	return out, nil
+}
 
 // runStages runs the stages in order; a dry run skips those that act.
 // after, if set, is called after each stage that ran.

@@ -42,10 +42,12 @@ const (
 )
 
 // Stages is the pass: every stage in order, the optional ones only when
-// their part is there. The loop and explain run this one list (explain
-// without the stages that act), so they cannot decide differently. A new
-// stage is a Stage and one line here.
-func (l *Loop) Stages() []Stage {
+// their part is there, and the registered extensions where they asked to
+// be. The loop and explain run this one list (explain without the stages
+// that act), so they cannot decide differently. A new built-in stage is a
+// Stage and one line here; a feature outside the loop registers an
+// Extension instead.
+func (l *Loop) Stages() ([]Stage, error) {
 	out := []Stage{
 		stage{name: StageRefresh, run: l.refresh},
 		stage{name: StageObserve, run: l.observe},
@@ -53,10 +55,14 @@ func (l *Loop) Stages() []Stage {
 		stage{name: StageTrack, acts: true, run: l.track},
 		stage{name: StageSnapshot, run: l.buildSnapshot},
 		stage{name: StageReservations, run: l.countReservations},
-		stage{name: StageReservationUpkeep, acts: true, run: l.reservationUpkeep},
+	}
+	if l.Upkeep != nil {
+		out = append(out, stage{name: StageReservationUpkeep, acts: true, run: l.reservationUpkeep})
+	}
+	out = append(out,
 		stage{name: StagePending, run: l.pending},
 		stage{name: StageSharing, run: l.sharing},
-	}
+	)
 	if l.ProvReqs != nil {
 		out = append(out, stage{name: StageProvReqs, acts: true, run: l.provisioningRequests})
 	}
@@ -76,7 +82,7 @@ func (l *Loop) Stages() []Stage {
 	if l.Status != nil {
 		out = append(out, stage{name: StageStatus, acts: true, run: l.status})
 	}
-	return out
+	return extend(out, l.Extensions)
 }
 
 func (l *Loop) refresh(ctx context.Context, p *Pass) error {
@@ -140,14 +146,18 @@ func (l *Loop) buildSnapshot(ctx context.Context, p *Pass) error {
 }
 
 // countReservations counts the reservations once for the pass: the
-// planner, scale-down and the status read this count.
+// pass's planner, scale-down, the status and the upkeep read this count.
 func (l *Loop) countReservations(ctx context.Context, p *Pass) error {
 	p.reserved = l.Reservations.Count(ctx, p.Groups, p.cluster.Pods, p.StartedAt)
+	p.planner = l.Planner
+	if p.reserved != nil {
+		p.planner = l.Planner.WithCapacity(p.reserved)
+	}
 	return nil
 }
 
 func (l *Loop) reservationUpkeep(ctx context.Context, p *Pass) error {
-	l.Reservations.Upkeep(ctx, p.reserved, p.cluster.Pods)
+	l.Upkeep.Run(ctx, p.reserved, p.cluster.Pods)
 	return nil
 }
 
@@ -180,15 +190,16 @@ func (l *Loop) provisioningRequests(ctx context.Context, p *Pass) error {
 	if p.Unsafe != "" {
 		return nil
 	}
-	p.Results = l.ProvReqs.Run(ctx, provreq.ProcessInput{Runner: l.Runner, Candidates: p.built.Candidates(),
-		Groups: p.Groups, Usage: &p.usage, Pods: p.cluster.Pods, Now: p.StartedAt})
+	p.Results, p.usage = l.ProvReqs.Run(ctx, provreq.ProcessInput{Runner: l.Runner, Candidates: p.built.Candidates(),
+		Groups: p.Groups, Usage: p.usage, Planner: p.planner, Pods: p.cluster.Pods, Now: p.StartedAt})
 	return nil
 }
 
 // planGangs plans each gang whole or not at all; what it gets is taken
 // before single pods are fitted.
 func (l *Loop) planGangs(ctx context.Context, p *Pass) error {
-	outcomes, err := l.Planner.PlanGangs(ctx, l.Runner, p.gangs, p.built.Candidates(), p.Groups, &p.usage, p.StartedAt)
+	outcomes, usage, err := p.planner.PlanGangs(ctx, l.Runner, p.gangs, p.built.Candidates(), p.Groups, p.usage, p.StartedAt)
+	p.usage = usage
 	if err != nil {
 		return failed("simulationError", err)
 	}
@@ -216,7 +227,7 @@ func (l *Loop) plan(ctx context.Context, p *Pass) error {
 		return nil
 	}
 	start := time.Now()
-	plan, err := l.Planner.Plan(ctx, p.Pending, p.Groups, p.usage, p.StartedAt)
+	plan, err := p.planner.Plan(ctx, p.Pending, p.Groups, p.usage, p.StartedAt)
 	l.Metrics.Observe("scaleUp", start)
 	if err != nil {
 		return failed("simulationError", err)
@@ -236,7 +247,7 @@ func (l *Loop) act(ctx context.Context, p *Pass) error {
 		p.Results = append(p.Results, l.Launcher.Execute(ctx, p.ups, p.StartedAt)...)
 	}
 	for _, r := range p.Results {
-		l.Reservations.Launched(r.Group.Id, r.Group.Size(), r.Added, p.StartedAt)
+		p.reserved.Launched(r.Group.Id, r.Group.Size(), r.Added, p.StartedAt)
 	}
 	if len(p.Results) > 0 {
 		l.Reporter.ScaleUps(p.Results, p.StartedAt)

@@ -27,7 +27,7 @@ import (
 // GangPlanner plans gangs all or nothing (plan.Planner).
 type GangPlanner interface {
 	PlanGangs(ctx context.Context, runner *framework.Runner, gangs []*gang.Gang, candidates []string,
-		groups []*nodegroups.Info, usage *limits.Usage, now time.Time) ([]plan.GangOutcome, error)
+		groups []*nodegroups.Info, usage limits.Usage, now time.Time) ([]plan.GangOutcome, limits.Usage, error)
 }
 
 // ScaleUpLauncher carries out scale-ups (act.Launcher); the parts of one gang
@@ -73,23 +73,35 @@ type ProcessInput struct {
 	Runner     *framework.Runner
 	Candidates []string
 	Groups     []*nodegroups.Info
-	// Usage is what the cluster has and has asked for; scale-ups add to it.
-	Usage *limits.Usage
+	// Usage is what the cluster has and has asked for; Run returns it
+	// with the scale-ups it made added.
+	Usage limits.Usage
+	// Planner is the pass's planner (with its reservations count); nil:
+	// the one the processor was made with.
+	Planner GangPlanner
 	// Pods are all pods of the cluster, to find the consumers.
 	Pods []*corev1.Pod
 	Now  time.Time
+
+	usage *limits.Usage // Run's running count
 }
 
 // Run books the capacity of Provisioned requests, then answers or
 // provisions the others, oldest first. It returns the scale-ups made
 // (without pods: the request's pods are not API objects). A request that
 // cannot be served gets a condition saying why; it never stops the others.
-func (p *Processor) Run(ctx context.Context, in ProcessInput) []act.LaunchResult {
+func (p *Processor) Run(ctx context.Context, in ProcessInput) ([]act.LaunchResult, limits.Usage) {
 	logger := klog.FromContext(ctx)
 	all, err := p.requests.List(labels.Everything())
 	if err != nil {
 		logger.Error(err, "Listing ProvisioningRequests failed")
-		return nil
+		return nil, in.Usage
+	}
+	// The requests served in turn take from one running count.
+	usage := in.Usage
+	in.usage = &usage
+	if in.Planner == nil {
+		in.Planner = p.planner
 	}
 	var reqs []*v1.ProvisioningRequest
 	for _, pr := range all {
@@ -123,7 +135,7 @@ func (p *Processor) Run(ctx context.Context, in ProcessInput) []act.LaunchResult
 			delete(p.misses, uid)
 		}
 	}
-	return results
+	return results, usage
 }
 
 func provisioned(pr *v1.ProvisioningRequest) bool {

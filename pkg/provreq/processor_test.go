@@ -125,7 +125,8 @@ func newEnv(t testing.TB, groups []*nodegroups.Info, reqs []*v1.ProvisioningRequ
 
 func (e *env) run(pods ...*corev1.Pod) []act.LaunchResult {
 	usage := limits.Usage{}
-	return e.proc.Run(e.ctx, provreq.ProcessInput{Runner: e.runner, Candidates: e.nodes, Groups: e.groups, Usage: &usage, Pods: pods, Now: now})
+	results, _ := e.proc.Run(e.ctx, provreq.ProcessInput{Runner: e.runner, Candidates: e.nodes, Groups: e.groups, Usage: usage, Pods: pods, Now: now})
+	return results
 }
 
 // conditions renders a stored request's conditions as "Type=Status/Reason".

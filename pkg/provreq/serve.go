@@ -152,7 +152,7 @@ func (p *Processor) scaleUp(ctx context.Context, pr *v1.ProvisioningRequest, in 
 	logger := klog.FromContext(ctx).WithValues("provisioningRequest", klog.KObj(pr))
 	g := &gang.Gang{Namespace: pr.Namespace, Name: Kind + "/" + pr.Name, MinCount: len(pods), Pending: pods}
 	snap := in.Runner.Snapshot()
-	usage := *in.Usage
+	before := *in.usage
 	snap.Fork()
 	keep := false
 	defer func() {
@@ -160,13 +160,14 @@ func (p *Processor) scaleUp(ctx context.Context, pr *v1.ProvisioningRequest, in 
 		if keep {
 			end = snap.Commit
 		} else {
-			*in.Usage = usage
+			*in.usage = before
 		}
 		if err := end(); err != nil {
 			logger.Error(err, "Closing the snapshot fork failed")
 		}
 	}()
-	outs, err := p.planner.PlanGangs(ctx, in.Runner, []*gang.Gang{g}, in.Candidates, in.Groups, in.Usage, in.Now)
+	outs, usage, err := in.Planner.PlanGangs(ctx, in.Runner, []*gang.Gang{g}, in.Candidates, in.Groups, *in.usage, in.Now)
+	*in.usage = usage
 	if err != nil || len(outs) != 1 {
 		logger.Error(err, "Planning failed")
 		u.set(pr, in, v1.Provisioned, metav1.ConditionFalse, ReasonFailedToCheckCapacity, fmt.Sprintf("Failed to plan the request: %v", err))

@@ -89,7 +89,7 @@ func NewBook(now time.Time, margin time.Duration, res []*Reservation, groups []G
 			if s.Active(now) != pass || !s.Started(now) || !pass && !s.IsBlock() {
 				continue
 			}
-			for _, id := range b.servedGroups(s) {
+			for _, id := range b.ServedGroups(s) {
 				for len(unplacedNodes[id]) > 0 && s.InUse < s.Count {
 					b.assign(s, unplacedNodes[id][0])
 					unplacedNodes[id] = unplacedNodes[id][1:]
@@ -118,9 +118,9 @@ func (b *Book) assign(s *Slot, n *corev1.Node) {
 	b.nodeOn[n.Name] = s
 }
 
-// servedGroups are the known groups a reservation serves, its named ones
+// ServedGroups are the known groups a reservation serves, its named ones
 // in its order, then those matching its instance type.
-func (b *Book) servedGroups(s *Slot) []string {
+func (b *Book) ServedGroups(s *Slot) []string {
 	var out []string
 	seen := map[string]bool{}
 	for _, id := range s.NodeGroups {
@@ -255,4 +255,22 @@ func (b *Book) WhyNot(group string, pods []*corev1.Pod) string {
 		return "no reservation serves the group"
 	}
 	return strings.Join(parts, "; ")
+}
+
+// Now is the time the book was counted at; Margin its end margin.
+func (b *Book) Now() time.Time { return b.now }
+
+// Margin: a block ending within it is drained.
+func (b *Book) Margin() time.Duration { return b.margin }
+
+// HasGroup: the book counted group id (one of this autoscaler's groups).
+func (b *Book) HasGroup(id string) bool { return b.groups[id] != nil }
+
+// Nodes are the counted groups' nodes (registered and booting).
+func (b *Book) Nodes() []*corev1.Node {
+	var out []*corev1.Node
+	for _, g := range b.groups {
+		out = append(out, g.Nodes...)
+	}
+	return out
 }

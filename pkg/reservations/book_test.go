@@ -163,3 +163,12 @@ func TestLedgerCountsLaunchesNotYetVisible(t *testing.T) {
 		t.Errorf("size after the ttl = %d, want 0 (the request was given up)", got)
 	}
 }
+
+func TestOpenReservationEndingSoonServesPodsWithoutRunTime(t *testing.T) {
+	// An open reservation ending soon still serves a pod that declares no
+	// run time: its nodes keep running after the end.
+	open := &Reservation{ID: "o", Kind: cloudprovider.ReservationOpen, End: now.Add(time.Minute)}
+	if !open.servesPod(builder.Pod("ns", "p").Obj(), now, 30*time.Minute) {
+		t.Error("an open reservation ending soon refuses a pod without a declared run time")
+	}
+}

@@ -1,11 +1,7 @@
 package reservations
 
 import (
-	"errors"
-	"fmt"
-
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/dra-autoscaler/dra-autoscaler/apis/autoscaling/v1alpha1"
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
@@ -25,9 +21,9 @@ func FromObjects(objs []*unstructured.Unstructured) ([]*Reservation, []*v1alpha1
 	var typed []*v1alpha1.CapacityReservation
 	var rejected []Rejected
 	for _, u := range objs {
-		cr, err := Convert(u)
+		cr, err := v1alpha1.FromUnstructured(u)
 		if err == nil {
-			err = Validate(cr)
+			err = cr.Validate()
 		}
 		if err != nil {
 			rejected = append(rejected, Rejected{Object: u, Err: err})
@@ -37,51 +33,6 @@ func FromObjects(objs []*unstructured.Unstructured) ([]*Reservation, []*v1alpha1
 		typed = append(typed, cr)
 	}
 	return out, typed, rejected
-}
-
-// Convert turns an unstructured object into the typed one.
-func Convert(u *unstructured.Unstructured) (cr *v1alpha1.CapacityReservation, err error) {
-	// The converter panics on some shapes of bad input (a map where a
-	// scalar belongs in older versions); a bad object must not end the loop.
-	defer func() {
-		if r := recover(); r != nil {
-			cr, err = nil, fmt.Errorf("malformed object: %v", r)
-		}
-	}()
-	cr = &v1alpha1.CapacityReservation{}
-	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, cr); err != nil {
-		return nil, fmt.Errorf("malformed object: %w", err)
-	}
-	return cr, nil
-}
-
-// Validate is the autoscaler's own check, the same rules as the CRD's
-// schema, for objects stored without it.
-func Validate(cr *v1alpha1.CapacityReservation) error {
-	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	s := cr.Spec
-	switch s.Type {
-	case "", v1alpha1.TypeOpen, v1alpha1.TypeTargeted, v1alpha1.TypeCapacityBlock:
-	default:
-		add("spec.type %q: must be Open, Targeted or CapacityBlock", s.Type)
-	}
-	if s.Count < 0 {
-		add("spec.count (%d) must not be negative", s.Count)
-	}
-	if s.Start != nil && s.End != nil && !s.End.After(s.Start.Time) {
-		add("spec.end (%s) must be after spec.start (%s)", s.End.UTC().Format("2006-01-02T15:04:05Z"), s.Start.UTC().Format("2006-01-02T15:04:05Z"))
-	}
-	if s.Type == v1alpha1.TypeCapacityBlock && (s.Start == nil || s.End == nil) {
-		add("a CapacityBlock needs both spec.start and spec.end")
-	}
-	if len(s.NodeGroups) == 0 && s.InstanceType == "" {
-		add("spec.nodeGroups or spec.instanceType is required")
-	}
-	if s.PricePerNodeHour != nil && s.PricePerNodeHour.Sign() < 0 {
-		add("spec.pricePerNodeHour (%s) must not be negative", s.PricePerNodeHour)
-	}
-	return errors.Join(errs...)
 }
 
 func fromCRD(cr *v1alpha1.CapacityReservation) *Reservation {

@@ -16,8 +16,8 @@ const ReasonReservation = "reservation"
 // the pods, and eligible the pods it may serve (a block ending soon serves
 // only pods that declare they finish before its end). Other groups are not
 // capped (room -1): their nodes beyond the reservations are on-demand.
-func (s *Policy) Room(g *nodegroups.Info, pods []*corev1.Pod) (room int, eligible []*corev1.Pod, reason, message string) {
-	b := s.Book()
+func (c *Count) Room(g *nodegroups.Info, pods []*corev1.Pod) (room int, eligible []*corev1.Pod, reason, message string) {
+	b := c.book()
 	if b == nil || !b.ReservedOnly(g.Id) {
 		return -1, pods, "", ""
 	}
@@ -44,8 +44,8 @@ func (s *Policy) Room(g *nodegroups.Info, pods []*corev1.Pod) (room int, eligibl
 // Describe says what an option of nodes new nodes of g for pods lands on:
 // the group's capacity type, how many nodes go onto reservations and what
 // those cost per hour (0 when already paid).
-func (s *Policy) Describe(g *nodegroups.Info, nodes int, pods []*corev1.Pod) (capacityType string, reserved int, price float64) {
-	b := s.Book()
+func (c *Count) Describe(g *nodegroups.Info, nodes int, pods []*corev1.Pod) (capacityType string, reserved int, price float64) {
+	b := c.book()
 	if b == nil {
 		return CapacityOnDemand, 0, 0
 	}
@@ -56,21 +56,21 @@ func (s *Policy) Describe(g *nodegroups.Info, nodes int, pods []*corev1.Pod) (ca
 // Take books a chosen scale-up onto the group's reservations, so the
 // planner's later choices in this loop (other groups sharing a
 // reservation) see it taken.
-func (s *Policy) Take(g *nodegroups.Info, nodes int, pods []*corev1.Pod) {
-	b := s.Book()
+func (c *Count) Take(g *nodegroups.Info, nodes int, pods []*corev1.Pod) {
+	b := c.book()
 	if b == nil {
 		return
 	}
 	reserved, _ := b.Take(g.Id, nodes, pods)
-	s.mu.Lock()
-	s.taken[g.Id] += reserved
-	s.mu.Unlock()
+	c.mu.Lock()
+	c.taken[g.Id] += reserved
+	c.mu.Unlock()
 }
 
 // Mark returns a function that undoes every Take made after it: the
 // planner tries plans (a gang in each topology domain) and keeps one.
-func (s *Policy) Mark() (restore func()) {
-	b := s.Book()
+func (c *Count) Mark() (restore func()) {
+	b := c.book()
 	if b == nil {
 		return func() {}
 	}
@@ -78,18 +78,26 @@ func (s *Policy) Mark() (restore func()) {
 	for i, sl := range b.slots {
 		inUse[i] = sl.InUse
 	}
-	s.mu.Lock()
-	taken := make(map[string]int, len(s.taken))
-	for k, v := range s.taken {
+	c.mu.Lock()
+	taken := make(map[string]int, len(c.taken))
+	for k, v := range c.taken {
 		taken[k] = v
 	}
-	s.mu.Unlock()
+	c.mu.Unlock()
 	return func() {
 		for i, sl := range b.slots {
 			sl.InUse = inUse[i]
 		}
-		s.mu.Lock()
-		s.taken = taken
-		s.mu.Unlock()
+		c.mu.Lock()
+		c.taken = taken
+		c.mu.Unlock()
 	}
+}
+
+// book is the count's Book; nil for a nil Count.
+func (c *Count) book() *Book {
+	if c == nil {
+		return nil
+	}
+	return c.Book
 }

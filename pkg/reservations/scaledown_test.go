@@ -20,12 +20,11 @@ type provider struct {
 
 func (p provider) Reservations() ([]cloudprovider.ReservedCapacity, error) { return p.res, p.err }
 
-// stageWith counts group "a" (nodes a-a, a-b, a-c) against res.
-func stageWith(t *testing.T, opts Options, res ...cloudprovider.ReservedCapacity) *Policy {
-	s := New(opts, provider{res: res}, nil, nil, nil, nil, nil)
+// countWith counts group "a" (nodes a-a, a-b, a-c) against res.
+func countWith(t *testing.T, opts Options, res ...cloudprovider.ReservedCapacity) *Count {
+	s := New(opts, provider{res: res}, nil, nil)
 	g := &nodegroups.Info{Id: "a", Target: 3, Ready: nodes("a", 3), Template: &cloudprovider.NodeTemplate{Node: tmpl("on-demand")}}
-	s.Update(context.Background(), []*nodegroups.Info{g}, nil, now)
-	return s
+	return s.Count(context.Background(), []*nodegroups.Info{g}, nil, now)
 }
 
 func TestScaleDownKeepAndRank(t *testing.T) {
@@ -50,7 +49,7 @@ func TestScaleDownKeepAndRank(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			sd := stageWith(t, tc.opts, tc.res).ScaleDownView()
+			sd := countWith(t, tc.opts, tc.res)
 			reason, keep := sd.Keep(node(tc.node), now)
 			if keep != tc.wantKeep || keep && reason != ReasonReservedCapacity {
 				t.Errorf("Keep = %q, %v; want keep %v", reason, keep, tc.wantKeep)
@@ -60,8 +59,8 @@ func TestScaleDownKeepAndRank(t *testing.T) {
 			}
 		})
 	}
-	var nilStage *Policy
-	if _, keep := nilStage.ScaleDownView().Keep(node("a-a"), now); keep {
+	var none *Count
+	if _, keep := none.Keep(node("a-a"), now); keep {
 		t.Error("a nil stage keeps nodes")
 	}
 }

@@ -80,7 +80,10 @@ type ControllerInput struct {
 	Groups []*nodegroups.Info
 	// Nodes are the registered nodes in the snapshot.
 	Nodes []string
-	Now   time.Time
+	// Policies are this pass's rules that may keep nodes or order
+	// removals (its reservations count).
+	Policies []planner.NodePolicy
+	Now      time.Time
 }
 
 // PDBLister lists the PodDisruptionBudgets (the observer does).
@@ -114,7 +117,7 @@ func (s *Controller) Run(ctx context.Context, in ControllerInput) (*PassResult, 
 	deleting, drains := s.actuator.Deleting()
 	pin := planner.RemovalInput{
 		Pods: in.State.Pods, PodsByNode: map[string][]*corev1.Pod{}, PDBs: pdbs, PodGroups: in.State.PodGroups,
-		Deleting: deleting, InFlightDrains: drains, Owners: in.Owners, Now: in.Now,
+		Deleting: deleting, InFlightDrains: drains, Owners: in.Owners, Policies: in.Policies, Now: in.Now,
 	}
 	for _, p := range in.State.Pods {
 		if p.Spec.NodeName != "" {

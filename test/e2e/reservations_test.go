@@ -17,6 +17,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations/upkeep"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 	"github.com/dra-autoscaler/dra-autoscaler/test/e2e/framework"
 )
@@ -269,7 +270,7 @@ func TestReservationsCapacityBlockDrain(t *testing.T) {
 		t.Errorf("block nodes %d, cordoned %v; want its one node cordoned", len(nodes), len(nodes) == 1 && nodes[0].Spec.Unschedulable)
 	}
 	framework.Eventually(s.ctx, t, time.Minute, "a draining event on the reservation", func(ctx context.Context) (bool, string, error) {
-		msgs, err := clusterEvents(ctx, s.c, name, reservations.EventDraining)
+		msgs, err := clusterEvents(ctx, s.c, name, upkeep.EventDraining)
 		return len(msgs) > 0, strings.Join(msgs, "; "), err
 	})
 }
@@ -332,7 +333,7 @@ func TestReservationsInvalidObjects(t *testing.T) {
 	}
 	for n, want := range map[string]string{"negative": "must not be negative", "backwards": "must be after spec.start", "garbage": "malformed object"} {
 		framework.Eventually(s.ctx, t, time.Minute, "a warning event on "+n, func(ctx context.Context) (bool, string, error) {
-			msgs, err := clusterEvents(ctx, s.c, s.ns+"-"+n, reservations.EventInvalid)
+			msgs, err := clusterEvents(ctx, s.c, s.ns+"-"+n, upkeep.EventInvalid)
 			return len(msgs) > 0 && strings.Contains(msgs[0], want), strings.Join(msgs, "; "), err
 		})
 	}

@@ -85,7 +85,10 @@ type RemovalInput struct {
 	InFlightDrains int
 	// Owners tells whether pods' controllers exist (nil: not checked).
 	Owners drainability.OwnerLookup
-	Now    time.Time
+	// Policies are this pass's rules (its reservations count), after the
+	// planner's own.
+	Policies []NodePolicy
+	Now      time.Time
 }
 
 // Removal is a node to remove now.
@@ -242,13 +245,14 @@ func (p *RemovalPlanner) screen(plan *RemovalPlan, pdbs *drainability.PDBs, g *R
 	if !v.Eligible {
 		return unremovable(v.Reason, v.Detail)
 	}
-	if reason, k := keep(p.opts.Policies, node, now); k {
+	policies := append(p.opts.Policies[:len(p.opts.Policies):len(p.opts.Policies)], in.Policies...)
+	if reason, k := keep(policies, node, now); k {
 		return unremovable(reason, "kept by a scale-down policy")
 	}
 	if g.Size-deleting <= g.Min {
 		return unremovable(NodeGroupMinSizeReached, fmt.Sprintf("node group %s has %d nodes, min %d", g.Id, g.Size-deleting, g.Min))
 	}
-	c := &candidate{node: node, group: g, util: util, ranks: rankOf(p.opts.Policies, node, now)}
+	c := &candidate{node: node, group: g, util: util, ranks: rankOf(policies, node, now)}
 	c.since, c.wasUnneeded = p.tracker.Since(node.Name)
 	real := map[types.UID]*corev1.Pod{}
 	for _, pod := range in.PodsByNode[node.Name] {

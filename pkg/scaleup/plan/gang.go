@@ -46,9 +46,10 @@ type GangOutcome struct {
 // A gang with a topology key is planned inside one domain, as the
 // scheduler's group cycle places it: one candidate placement per value of
 // the key, the one needing fewest new nodes wins. What a gang gets is kept
-// in the runner's snapshot, so later gangs and pods see it as taken.
+// in the runner's snapshot, so later gangs and pods see it as taken, and
+// added to usage, which is returned.
 func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs []*gang.Gang, candidates []string,
-	groups []*nodegroups.Info, usage *limits.Usage, now time.Time) ([]GangOutcome, error) {
+	groups []*nodegroups.Info, usage limits.Usage, now time.Time) ([]GangOutcome, limits.Usage, error) {
 	var out []GangOutcome
 	snap := runner.Snapshot()
 	for _, g := range gangs {
@@ -62,13 +63,13 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 		for _, d := range domains {
 			snap.Fork()
 			restore := p.markCapacity()
-			o, err := p.planGangIn(ctx, runner, g, d, candidates, groups, *usage, now)
+			o, err := p.planGangIn(ctx, runner, g, d, candidates, groups, usage, now)
 			restore()
 			if rerr := snap.Revert(); err == nil {
 				err = rerr
 			}
 			if err != nil {
-				return nil, fmt.Errorf("gang %s: %w", g.Key(), err)
+				return nil, usage, fmt.Errorf("gang %s: %w", g.Key(), err)
 			}
 			switch {
 			case o.feasible() && (best == nil || o.newNodes() < best.newNodes()):
@@ -79,9 +80,9 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 		}
 		switch {
 		case best != nil:
-			o, err := p.planGangIn(ctx, runner, g, best.Domain, candidates, groups, *usage, now)
+			o, err := p.planGangIn(ctx, runner, g, best.Domain, candidates, groups, usage, now)
 			if err != nil {
-				return nil, fmt.Errorf("gang %s: %w", g.Key(), err)
+				return nil, usage, fmt.Errorf("gang %s: %w", g.Key(), err)
 			}
 			best = &o
 			for _, up := range o.ScaleUps {
@@ -99,7 +100,7 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 			"pending", len(g.Pending), "fitsExisting", best.FitsExisting, "scaleUps", len(best.ScaleUps), "domain", best.Domain, "why", best.Message)
 		out = append(out, *best)
 	}
-	return out, nil
+	return out, usage, nil
 }
 
 func (o *GangOutcome) feasible() bool { return o.FitsExisting || len(o.ScaleUps) > 0 }

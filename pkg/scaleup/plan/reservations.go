@@ -29,10 +29,12 @@ type Capacity interface {
 	Mark() (restore func())
 }
 
-// WithCapacity makes the planner reservation-aware.
+// WithCapacity is the planner for one pass, reservation-aware with that
+// pass's count; the planner itself is left as it is.
 func (p *Planner) WithCapacity(c Capacity) *Planner {
-	p.capacity = c
-	return p
+	cp := *p
+	cp.capacity = c
+	return &cp
 }
 
 // reserve caps a candidate by its reservations; false when the group

@@ -117,10 +117,10 @@ func TestPlanReservedFirstAndCapped(t *testing.T) {
 			e := newEnv(t)
 			groups := tc.groups()
 			stage := reservations.New(reservations.Options{EndMargin: 30 * time.Minute, LaunchTTL: time.Minute},
-				&reservingProvider{Provider: fakeprovider.New(), res: tc.res}, nil, nil, nil, nil, nil)
-			stage.Update(e.ctx, groups, nil, now)
+				&reservingProvider{Provider: fakeprovider.New(), res: tc.res}, nil, nil)
+			count := stage.Count(e.ctx, groups, nil, now)
 			chain := expander.Chain{reserved.New(), leastwaste.New()}
-			p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{}), chain, limits.New(e.conf, nil), e.backoff, nil).WithCapacity(stage)
+			p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{}), chain, limits.New(e.conf, nil), e.backoff, nil).WithCapacity(count)
 			out, err := p.Plan(e.ctx, tc.pods, groups, limits.Usage{}, now)
 			if err != nil {
 				t.Fatal(err)
@@ -128,7 +128,7 @@ func TestPlanReservedFirstAndCapped(t *testing.T) {
 			if diff := cmp.Diff(tc.want, scaleUps(out)); diff != "" {
 				t.Errorf("scale-ups (-want +got):\n%s", diff)
 			}
-			for _, s := range stage.Book().Slots() {
+			for _, s := range count.Book.Slots() {
 				if s.InUse > s.Count {
 					t.Errorf("reservation %s: %d in use of %d", s.ID, s.InUse, s.Count)
 				}
@@ -145,13 +145,13 @@ func TestPlanGangSharesTheReservationCounter(t *testing.T) {
 	groups := []*nodegroups.Info{ondemand, reservedGroup("reserved-a", 0), reservedGroup("reserved-b", 0)}
 	stage := reservations.New(reservations.Options{EndMargin: 30 * time.Minute, LaunchTTL: time.Minute},
 		&reservingProvider{Provider: fakeprovider.New(), res: []cloudprovider.ReservedCapacity{
-			{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"reserved-a", "reserved-b"}, Count: 2}}}, nil, nil, nil, nil, nil)
-	stage.Update(e.ctx, groups, nil, now)
+			{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"reserved-a", "reserved-b"}, Count: 2}}}, nil, nil)
+	count := stage.Count(e.ctx, groups, nil, now)
 	chain := expander.Chain{reserved.New(), leastwaste.New()}
-	p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{}), chain, limits.New(e.conf, nil), e.backoff, nil).WithCapacity(stage)
+	p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{}), chain, limits.New(e.conf, nil), e.backoff, nil).WithCapacity(count)
 	g := &gang.Gang{Namespace: "ns", Name: "train", MinCount: 3, Pending: cpuPods("train", "3", 3)}
 	usage := limits.Usage{}
-	out, err := p.PlanGangs(e.ctx, e.runner, []*gang.Gang{g}, nil, groups, &usage, now)
+	out, _, err := p.PlanGangs(e.ctx, e.runner, []*gang.Gang{g}, nil, groups, usage, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func TestPlanGangSharesTheReservationCounter(t *testing.T) {
 	if total != 3 || onReserved != 2 {
 		t.Errorf("gang got %d nodes, %d on the reservation; want 3 and 2 (%v)", total, onReserved, out[0].Message)
 	}
-	if s := stage.Book().Slots()[0]; s.InUse != 2 {
+	if s := count.Book.Slots()[0]; s.InUse != 2 {
 		t.Errorf("reservation in use %d after the plan, want 2", s.InUse)
 	}
 }

@@ -1,4 +1,4 @@
-package reservations
+package upkeep
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
@@ -19,7 +20,8 @@ import (
 // counted against res by a stage that may drain.
 type drainFixture struct {
 	client *fake.Clientset
-	stage  *Policy
+	policy *reservations.Policy
+	keeper *Keeper
 	groups []*nodegroups.Info
 	pods   []*corev1.Pod
 }
@@ -30,7 +32,8 @@ func newDrainFixture(node *corev1.Node, p cloudprovider.CloudProvider) *drainFix
 	client := fake.NewClientset(node, pod)
 	return &drainFixture{
 		client: client,
-		stage:  New(Options{EndMargin: 30 * time.Minute}, p, nil, nil, client, nil, nil),
+		policy: reservations.New(reservations.Options{EndMargin: 30 * time.Minute}, p, nil, nil),
+		keeper: New(client, nil, nil, evictor(client)),
 		groups: []*nodegroups.Info{{Id: "a", Target: 1, Ready: []*corev1.Node{node}, Template: &cloudprovider.NodeTemplate{Node: tmpl("on-demand")}}},
 		pods:   []*corev1.Pod{pod},
 	}
@@ -77,7 +80,7 @@ func TestOnlyCapacityBlocksAreDrained(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newDrainFixture(builder.Node("a-a").Obj(), provider{res: []cloudprovider.ReservedCapacity{tc.res}})
-			f.stage.Update(context.Background(), f.groups, f.pods, now)
+			update(f.policy, f.keeper, f.groups, f.pods)
 			n := f.node(t)
 			drained := n.Spec.Unschedulable || f.evictions() > 0
 			if drained != tc.wantDrain {
@@ -86,16 +89,10 @@ func TestOnlyCapacityBlocksAreDrained(t *testing.T) {
 			if tc.wantDrain && n.Annotations[AnnotationCordonedBy] != "capacity-block/r" {
 				t.Errorf("annotations %v, want %s=capacity-block/r with the cordon", n.Annotations, AnnotationCordonedBy)
 			}
-			if on := f.stage.Book().NodeSlot("a-a") != nil; on != tc.wantOn {
+			if on := f.policy.Book().NodeSlot("a-a") != nil; on != tc.wantOn {
 				t.Errorf("node counted on the reservation: %v, want %v", on, tc.wantOn)
 			}
 		})
-	}
-	// An open reservation ending soon still serves a pod that declares no
-	// run time: its nodes keep running after the end.
-	open := &Reservation{ID: "o", Kind: cloudprovider.ReservationOpen, End: now.Add(time.Minute)}
-	if !open.servesPod(builder.Pod("ns", "p").Obj(), now, 30*time.Minute) {
-		t.Error("an open reservation ending soon refuses a pod without a declared run time")
 	}
 }
 
@@ -125,7 +122,7 @@ func TestCordonLiftedWhenTheBlockNoLongerEnds(t *testing.T) {
 			node.Spec.Unschedulable = true
 			node.Annotations = tc.annotations
 			f := newDrainFixture(node, tc.provider)
-			f.stage.Update(context.Background(), f.groups, f.pods, now)
+			update(f.policy, f.keeper, f.groups, f.pods)
 			n := f.node(t)
 			if n.Spec.Unschedulable != tc.wantCordon {
 				t.Errorf("unschedulable = %v, want %v", n.Spec.Unschedulable, tc.wantCordon)

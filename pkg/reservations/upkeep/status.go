@@ -1,4 +1,4 @@
-package reservations
+package upkeep
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/apis/autoscaling/v1alpha1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 )
 
 // Condition types and reasons of a CapacityReservation's status.
@@ -33,53 +35,53 @@ const (
 // writeStatus writes used, available and the conditions back to the
 // objects that serve at least one of this autoscaler's groups (another
 // autoscaler may own the others), only when they change.
-func (s *Policy) writeStatus(ctx context.Context, objs []*crObject, b *Book) {
-	if s.dyn == nil {
+func (k *Keeper) writeStatus(ctx context.Context, objs []reservations.Object, b *reservations.Book) {
+	if k.dyn == nil {
 		return
 	}
-	slots := map[string]*Slot{}
+	slots := map[string]*reservations.Slot{}
 	for _, sl := range b.Slots() {
-		if sl.Source == SourceCRD {
+		if sl.Source == reservations.SourceCRD {
 			slots[sl.ID] = sl
 		}
 	}
 	for _, o := range objs {
-		sl := slots[o.res.ID]
-		if sl == nil || len(b.servedGroups(sl)) == 0 {
+		sl := slots[o.Reservation.ID]
+		if sl == nil || len(b.ServedGroups(sl)) == 0 {
 			continue
 		}
-		st := *o.cr.Status.DeepCopy()
+		st := *o.CR.Status.DeepCopy()
 		st.Used, st.Available = int32(sl.InUse), int32(b.Left(sl))
-		gen := o.cr.Generation
+		gen := o.CR.Generation
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionValid, Status: metav1.ConditionTrue,
 			Reason: reasonAccepted, Message: "the autoscaler counts this reservation", ObservedGeneration: gen})
 		active := metav1.Condition{Type: ConditionActive, Status: metav1.ConditionTrue, Reason: reasonActive, ObservedGeneration: gen,
-			Message: fmt.Sprintf("serves %s", strings.Join(b.servedGroups(sl), ", "))}
+			Message: fmt.Sprintf("serves %s", strings.Join(b.ServedGroups(sl), ", "))}
 		switch {
-		case !sl.Started(b.now):
+		case !sl.Started(b.Now()):
 			active.Status, active.Reason, active.Message = metav1.ConditionFalse, reasonNotStarted, "starts at "+sl.Start.UTC().Format("2006-01-02T15:04:05Z")
-		case sl.Ended(b.now):
+		case sl.Ended(b.Now()):
 			active.Status, active.Reason, active.Message = metav1.ConditionFalse, reasonEnded, "ended at "+sl.End.UTC().Format("2006-01-02T15:04:05Z")
-		case sl.Ending(b.now, b.margin):
+		case sl.Ending(b.Now(), b.Margin()):
 			active.Reason, active.Message = reasonEnding, "ends at "+sl.End.UTC().Format("2006-01-02T15:04:05Z")+", within the end margin: its nodes are drained"
 		}
 		meta.SetStatusCondition(&st.Conditions, active)
-		if equality.Semantic.DeepEqual(st, o.cr.Status) {
+		if equality.Semantic.DeepEqual(st, o.CR.Status) {
 			continue
 		}
-		s.patchStatus(ctx, o.cr.Name, st)
+		k.patchStatus(ctx, o.CR.Name, st)
 	}
 }
 
-func (s *Policy) patchStatus(ctx context.Context, name string, st v1alpha1.CapacityReservationStatus) {
-	if s.dyn == nil {
+func (k *Keeper) patchStatus(ctx context.Context, name string, st v1alpha1.CapacityReservationStatus) {
+	if k.dyn == nil {
 		return
 	}
 	data, err := json.Marshal(map[string]any{"status": st})
 	if err != nil {
 		return
 	}
-	if _, err := s.dyn.Resource(v1alpha1.Resource).Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{}, "status"); err != nil {
+	if _, err := k.dyn.Resource(v1alpha1.Resource).Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{}, "status"); err != nil {
 		klog.FromContext(ctx).V(2).Info("Writing CapacityReservation status failed; retried next loop", "capacityReservation", name, "err", err)
 	}
 }
@@ -87,22 +89,19 @@ func (s *Policy) patchStatus(ctx context.Context, name string, st v1alpha1.Capac
 // reportRejected gives each invalid object (once per generation) a
 // Warning event and, when it may concern this autoscaler's groups, a
 // Valid=False condition; the object is otherwise ignored.
-func (s *Policy) reportRejected(ctx context.Context, rejected []Rejected, b *Book) {
-	if s.metrics != nil {
-		s.metrics.Invalid.Set(float64(len(rejected)))
-	}
+func (k *Keeper) reportRejected(ctx context.Context, rejected []reservations.Rejected, b *reservations.Book) {
 	// Only objects still invalid are remembered, so the set stays small.
 	warned := map[string]bool{}
-	defer func() { s.warned = warned }()
+	defer func() { k.warned = warned }()
 	for _, r := range rejected {
 		u := r.Object
 		key := fmt.Sprintf("%s/%d", u.GetUID(), u.GetGeneration())
 		warned[key] = true
-		if s.warned[key] {
+		if k.warned[key] {
 			continue
 		}
 		klog.FromContext(ctx).Info("Ignoring an invalid CapacityReservation", "capacityReservation", u.GetName(), "err", r.Err)
-		s.eventRef(objectRef(u), corev1.EventTypeWarning, EventInvalid, "Ignored by the autoscaler: "+r.Err.Error())
+		k.eventRef(objectRef(u), corev1.EventTypeWarning, EventInvalid, "Ignored by the autoscaler: "+r.Err.Error())
 		if !mayConcern(u, b) {
 			continue
 		}
@@ -112,19 +111,19 @@ func (s *Policy) reportRejected(ctx context.Context, rejected []Rejected, b *Boo
 		}
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ConditionValid, Status: metav1.ConditionFalse,
 			Reason: reasonInvalid, Message: r.Err.Error(), ObservedGeneration: u.GetGeneration()})
-		s.patchStatus(ctx, u.GetName(), st)
+		k.patchStatus(ctx, u.GetName(), st)
 	}
 }
 
 // mayConcern: the object names one of the book's groups, or cannot be read
 // far enough to tell.
-func mayConcern(u *unstructured.Unstructured, b *Book) bool {
+func mayConcern(u *unstructured.Unstructured, b *reservations.Book) bool {
 	names, ok, err := unstructured.NestedStringSlice(u.Object, "spec", "nodeGroups")
 	if err != nil || !ok {
 		return true
 	}
 	for _, n := range names {
-		if b.groups[n] != nil {
+		if b.HasGroup(n) {
 			return true
 		}
 	}
@@ -146,17 +145,17 @@ func objectRef(u *unstructured.Unstructured) *corev1.ObjectReference {
 
 // event records on the reservation's object; provider reservations have
 // none, so their events go to the log only.
-func (s *Policy) event(r *Reservation, eventType, reason, msg string) {
-	if r.Source != SourceCRD {
+func (k *Keeper) event(r *reservations.Reservation, eventType, reason, msg string) {
+	if r.Source != reservations.SourceCRD {
 		return
 	}
-	s.eventRef(&corev1.ObjectReference{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "CapacityReservation",
+	k.eventRef(&corev1.ObjectReference{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "CapacityReservation",
 		Name: r.Name, UID: r.UID}, eventType, reason, msg)
 }
 
-func (s *Policy) eventRef(ref *corev1.ObjectReference, eventType, reason, msg string) {
-	if s.recorder == nil {
+func (k *Keeper) eventRef(ref *corev1.ObjectReference, eventType, reason, msg string) {
+	if k.recorder == nil {
 		return
 	}
-	s.recorder.Event(ref, eventType, reason, msg)
+	k.recorder.Event(ref, eventType, reason, msg)
 }

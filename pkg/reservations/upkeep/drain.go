@@ -1,4 +1,4 @@
-package reservations
+package upkeep
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/drain"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 )
 
 // drain moves the pods off the nodes of capacity blocks that end within
@@ -22,8 +22,8 @@ import (
 // node elsewhere. Pods that declare they finish before the end stay, and
 // a node with nothing to move is left as it is. Failures are retried in
 // the next loop.
-func (s *Policy) drain(ctx context.Context, b *Book, objs []*crObject, pods []*corev1.Pod) {
-	if s.client == nil {
+func (k *Keeper) drain(ctx context.Context, b *reservations.Book, objs []reservations.Object, pods []*corev1.Pod) {
+	if k.client == nil || k.evictor == nil {
 		return
 	}
 	logger := klog.FromContext(ctx)
@@ -35,31 +35,31 @@ func (s *Policy) drain(ctx context.Context, b *Book, objs []*crObject, pods []*c
 	}
 	// Only nodes still draining are remembered, so the set stays small.
 	reported := map[string]bool{}
-	defer func() { s.draining = reported }()
+	defer func() { k.draining = reported }()
 	for _, slot := range b.Slots() {
-		if !slot.Started(b.now) || !slot.Ending(b.now, b.margin) {
+		if !slot.Started(b.Now()) || !slot.Ending(b.Now(), b.Margin()) {
 			continue
 		}
 		for _, node := range slot.Nodes {
-			move := mustMove(byNode[node.Name], slot.End, b.now)
+			move := mustMove(byNode[node.Name], slot.End, b.Now())
 			if len(move) == 0 {
 				continue
 			}
 			if !node.Spec.Unschedulable {
-				if err := cordon(ctx, s, node.Name, slot.ID); err != nil {
+				if err := cordon(ctx, k, node.Name, slot.ID); err != nil {
 					logger.Error(err, "Cordoning a node of an ending capacity block failed", "node", node.Name, "reservation", slot.ID)
 					continue
 				}
 			}
 			key := node.Name + "/" + slot.ID
 			reported[key] = true
-			if !s.draining[key] {
+			if !k.draining[key] {
 				logger.Info("Draining a node of an ending capacity block", "node", node.Name, "reservation", slot.ID, "end", slot.End, "pods", len(move))
-				s.event(slot.Reservation, corev1.EventTypeNormal, EventDraining,
+				k.event(slot.Reservation, corev1.EventTypeNormal, EventDraining,
 					fmt.Sprintf("Capacity block ends at %s: node %s cordoned, %d pod(s) evicted to run elsewhere", slot.End.UTC().Format(time.RFC3339), node.Name, len(move)))
 			}
 			for _, p := range move {
-				if err := evict(ctx, s, p); err != nil {
+				if err := evict(ctx, k, p); err != nil {
 					logger.V(2).Info("Eviction refused; retried next loop", "pod", klog.KObj(p), "node", node.Name, "err", err)
 				}
 			}
@@ -82,7 +82,7 @@ func mustMove(pods []*corev1.Pod, end, now time.Time) []*corev1.Pod {
 		if ref := metav1.GetControllerOf(p); ref != nil && ref.Kind == "DaemonSet" {
 			continue
 		}
-		if d, ok := ExpectedRuntime(p); ok && !startOf(p, now).Add(d).After(end) {
+		if d, ok := reservations.ExpectedRuntime(p); ok && !startOf(p, now).Add(d).After(end) {
 			continue
 		}
 		out = append(out, p)
@@ -106,7 +106,7 @@ func startOf(p *corev1.Pod, now time.Time) time.Time {
 
 // cordon marks the node unschedulable and as cordoned by us, for the
 // block id, in one patch: only a cordon carrying the mark is ever lifted.
-func cordon(ctx context.Context, s *Policy, node, id string) error {
+func cordon(ctx context.Context, k *Keeper, node, id string) error {
 	patch, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"annotations": map[string]string{AnnotationCordonedBy: cordonMark(id)}},
 		"spec":     map[string]any{"unschedulable": true},
@@ -114,14 +114,13 @@ func cordon(ctx context.Context, s *Policy, node, id string) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	_, err = k.client.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
 	return err
 }
 
-func evict(ctx context.Context, s *Policy, p *corev1.Pod) error {
-	_, err := drain.EvictOnce(ctx, s.client, p, nil)
-	return err
+func evict(ctx context.Context, k *Keeper, p *corev1.Pod) error {
+	return k.evictor.EvictNow(ctx, p)
 }

@@ -1,0 +1,66 @@
+// Package upkeep acts on a pass's count of the reservations: events on
+// invalid CapacityReservation objects, their status, and the drain and
+// uncordon of the nodes of capacity blocks about to end. Counting is
+// pkg/reservations' job; this package only writes.
+package upkeep
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
+)
+
+// Event reasons on CapacityReservation objects.
+const (
+	EventInvalid  = "InvalidCapacityReservation"
+	EventDraining = "DrainingCapacityBlock"
+)
+
+// Evictor evicts one pod without waiting for it to go: the scale-down
+// drainer (drain.Drainer), so block drains obey the same grace period cap
+// and count as the same evictions.
+type Evictor interface {
+	EvictNow(ctx context.Context, pod *corev1.Pod) error
+}
+
+// Keeper keeps the reservations' objects and nodes in line with the
+// count. What it has already reported lives across passes.
+type Keeper struct {
+	client   kubernetes.Interface
+	dyn      dynamic.Interface
+	recorder record.EventRecorder
+	evictor  Evictor
+
+	// warned holds the uid/generation of invalid objects already reported.
+	warned map[string]bool
+	// draining holds the nodes already reported as draining.
+	draining map[string]bool
+}
+
+// New returns a keeper. Any part may be nil: no client, no drain or
+// uncordon; no dyn, no status; no recorder, no events; no evictor, no
+// drain.
+func New(client kubernetes.Interface, dyn dynamic.Interface, recorder record.EventRecorder, evictor Evictor) *Keeper {
+	return &Keeper{client: client, dyn: dyn, recorder: recorder, evictor: evictor, warned: map[string]bool{}, draining: map[string]bool{}}
+}
+
+// Run acts on a count: events about invalid objects, the objects'
+// status, the drain of the nodes of blocks about to end and, when the
+// count is complete, the uncordon of those drained for a block that no
+// longer ends. Failures are logged and retried in the next pass.
+func (k *Keeper) Run(ctx context.Context, c *reservations.Count, pods []*corev1.Pod) {
+	if k == nil || c == nil {
+		return
+	}
+	k.reportRejected(ctx, c.Rejected(), c.Book)
+	k.writeStatus(ctx, c.Objects(), c.Book)
+	k.drain(ctx, c.Book, c.Objects(), pods)
+	if c.Complete() {
+		k.uncordon(ctx, c.Book)
+	}
+}
