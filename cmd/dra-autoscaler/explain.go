@@ -69,6 +69,10 @@ func explainLoop(ctx context.Context, opts *config.Options, client kubernetes.In
 		stopInformers()
 		return fail(err)
 	}
+	if err := p.runner.StartInformers(informerCtx, 2*time.Minute); err != nil {
+		stopInformers()
+		return fail(err)
+	}
 	crs := observe.NewCapacityReservations(dyn, client.Discovery())
 	if err := crs.Start(informerCtx, 2*time.Minute); err != nil {
 		stopInformers()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/clock"
 
@@ -60,7 +61,13 @@ func newParts(ctx context.Context, opts *config.Options, client kubernetes.Inter
 	if p.groups, p.sizes, err = nodegroups.Restrict(provider.NodeGroups(), opts.NodeGroups); err != nil {
 		return nil, nil, err
 	}
-	if p.runner, err = framework.New(ctx, framework.Options{FeatureGates: opts.FeatureGates, ConfigFile: opts.SchedulerConfigFile}); err != nil {
+	fwOpts := framework.Options{FeatureGates: opts.FeatureGates, ConfigFile: opts.SchedulerConfigFile}
+	if client != nil {
+		// What the scheduler's plugins read of the cluster (volumes,
+		// storage, namespaces), read the same way here.
+		fwOpts.Informers = informers.NewSharedInformerFactory(client, 0)
+	}
+	if p.runner, err = framework.New(ctx, fwOpts); err != nil {
 		return nil, nil, fmt.Errorf("simulated scheduler: %w", err)
 	}
 	p.est = estimator.New(p.runner, estimator.Options{})
@@ -78,7 +85,7 @@ func newParts(ctx context.Context, opts *config.Options, client kubernetes.Inter
 	if pm, perr := provider.Pricing(); perr == nil {
 		p.pricing = pm
 	}
-	return p, closeProvider, nil
+	return p, func() { p.runner.ShutdownInformers(); closeProvider() }, nil
 }
 
 // planner is the scale-up planner over these parts.

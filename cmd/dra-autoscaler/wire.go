@@ -96,6 +96,9 @@ func run(ctx context.Context, opts *config.Options) error {
 		if err := crs.Start(ctx, 2*time.Minute); err != nil {
 			return fmt.Errorf("CapacityReservation informer: %w", err)
 		}
+		if err := p.runner.StartInformers(ctx, 2*time.Minute); err != nil {
+			return err
+		}
 		h.leading.Store(true)
 		h.passed(time.Now())
 		klog.InfoS("Autoscaler running", "cloudProvider", p.provider.Name(), "nodeGroups", len(p.groups), "expanders", p.chain.Names())

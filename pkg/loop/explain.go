@@ -45,6 +45,12 @@ func (l *Loop) Explain(ctx context.Context, key types.NamespacedName) (*explain.
 				rep.Summary = "bound to node " + pod.Spec.NodeName + ": nothing to explain"
 				return errScheduled
 			}
+			if node := observe.NominatedNode(pod, registeredNodes(pass.cluster.Nodes)); node != "" {
+				// The pass holds its place there, as the loop does.
+				rep.State, rep.Node = "Nominated", node
+				rep.Summary = "nominated for node " + node + ": the scheduler preempts lower-priority pods there; no scale-up is needed"
+				return errScheduled
+			}
 			pass.extra = []*corev1.Pod{pod}
 		case StageSnapshot:
 			verdicts, err := l.Runner.RunFilters(ctx, pod, pass.built.Candidates())

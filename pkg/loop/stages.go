@@ -136,7 +136,7 @@ func (l *Loop) track(ctx context.Context, p *Pass) error {
 // pass stops before anything acts.
 func (l *Loop) buildSnapshot(ctx context.Context, p *Pass) error {
 	start := time.Now()
-	built, err := load.Build(ctx, l.Runner.Snapshot(), p.cluster, p.Groups)
+	built, err := load.Build(ctx, l.Runner.Snapshot(), p.cluster, p.Groups, load.Options{ExpendableCutoff: l.Options.ExpendablePodsPriorityCutoff})
 	l.Metrics.Observe("snapshot", start)
 	if err != nil {
 		return failed("snapshotError", fmt.Errorf("snapshot: %w", err))
@@ -168,6 +168,7 @@ func (l *Loop) pending(ctx context.Context, p *Pass) error {
 		NewPodScaleUpDelay: l.Options.NewPodScaleUpDelay,
 		PriorityCutoff:     l.Options.ExpendablePodsPriorityCutoff,
 		SchedulerName:      corev1.DefaultSchedulerName,
+		Nodes:              registeredNodes(p.cluster.Nodes),
 	}, p.StartedAt)
 	if l.ProvReqs != nil {
 		pending = provreq.WithoutConsumers(pending)
@@ -253,4 +254,12 @@ func (l *Loop) act(ctx context.Context, p *Pass) error {
 		l.Reporter.ScaleUps(p.Results, p.StartedAt)
 	}
 	return nil
+}
+
+func registeredNodes(nodes []*corev1.Node) map[string]bool {
+	m := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		m[n.Name] = true
+	}
+	return m
 }

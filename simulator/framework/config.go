@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 
+	"k8s.io/client-go/informers"
+
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config"
 	"k8s.io/kubernetes/pkg/scheduler/apis/config/latest"
@@ -23,6 +25,12 @@ type Options struct {
 	// SchedulerName selects the profile; empty selects "default-scheduler",
 	// or the only profile when there is one.
 	SchedulerName string
+	// Informers is a factory over the real cluster: the in-tree plugins
+	// read volumes, storage classes, CSI objects, namespaces and the
+	// spreading selectors' owners through it, as the scheduler does.
+	// StartInformers starts what they asked for. Nil (unit tests): an
+	// empty cluster behind the snapshot.
+	Informers informers.SharedInformerFactory
 }
 
 // ApplyFeatureGates sets the process-wide feature gates from a

@@ -7,7 +7,10 @@ package framework
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/client-go/informers"
@@ -35,6 +38,8 @@ type Runner struct {
 	logger klog.Logger
 	// parallelism caps the goroutines of one Filter pass (see forEach).
 	parallelism int
+	// informers is the real cluster's factory the plugins read (nil: none).
+	informers informers.SharedInformerFactory
 	// specs caches defaulted claim template specs (see templateSpec).
 	specs map[*resourceapi.ResourceClaimTemplate]resourceapi.ResourceClaimSpec
 }
@@ -57,12 +62,15 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 		metrics.Register()
 	})
 	snap := snapshot.New(logger)
-	// Plugins want an informer factory and a client at construction even
-	// though, with our listers plugged in, nothing reads them during
-	// PreFilter, Filter or Reserve: a factory over a fake client, never
-	// started, is enough.
+	// The plugins read the cluster's volumes, storage and namespaces
+	// through the factory; pods, nodes and DRA objects come from the
+	// snapshot. The client is a fake: nothing the simulation runs may
+	// write to the cluster (no Bind or PreBind is ever called).
 	client := fake.NewClientset()
-	factory := informers.NewSharedInformerFactory(client, 0)
+	factory := opts.Informers
+	if factory == nil {
+		factory = informers.NewSharedInformerFactory(client, 0)
+	}
 	fw, err := runtime.NewFramework(ctx, plugins.NewInTreeRegistry(), profile,
 		runtime.WithClientSet(client),
 		runtime.WithInformerFactory(factory),
@@ -78,7 +86,38 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 		return nil, fmt.Errorf("build scheduler framework for profile %s: %w", profile.SchedulerName, err)
 	}
 	logger.V(2).Info("Scheduler framework ready", "profile", profile.SchedulerName, "featureGates", opts.FeatureGates, "parallelism", parallelism)
-	return &Runner{fw: fw, snap: snap, logger: logger, parallelism: parallelism}, nil
+	return &Runner{fw: fw, snap: snap, logger: logger, parallelism: parallelism, informers: opts.Informers}, nil
+}
+
+// StartInformers starts the informers the plugins asked for at
+// construction and waits until they have synced: a pass must not judge a
+// pod's volumes against an empty cache. Without a real factory it does
+// nothing. Calling it again is harmless.
+func (r *Runner) StartInformers(ctx context.Context, timeout time.Duration) error {
+	if r.informers == nil {
+		return nil
+	}
+	r.informers.Start(ctx.Done())
+	wait, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var missing []string
+	for typ, ok := range r.informers.WaitForCacheSync(wait.Done()) {
+		if !ok {
+			missing = append(missing, typ.String())
+		}
+	}
+	if len(missing) > 0 {
+		sort.Strings(missing)
+		return fmt.Errorf("scheduler plugins' informers not synced within %s: %s", timeout, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// ShutdownInformers stops the real factory's informers.
+func (r *Runner) ShutdownInformers() {
+	if r.informers != nil {
+		r.informers.Shutdown()
+	}
 }
 
 // Snapshot returns the snapshot the framework reads. Fill it, fork it and

@@ -258,17 +258,18 @@ func (p *RemovalPlanner) screen(plan *RemovalPlan, pdbs *drainability.PDBs, g *R
 	for _, pod := range in.PodsByNode[node.Name] {
 		real[pod.UID] = pod
 	}
+	rules := p.opts.Rules
+	rules.Owners = in.Owners
 	for _, pi := range ni.GetPods() {
 		pod := pi.GetPod()
 		bound, isReal := real[pod.UID]
+		delete(real, pod.UID)
 		if !isReal {
 			// Placed by this loop's simulation (a pending pod that fits
 			// here): it needs room elsewhere, there is nothing to evict.
 			c.moving = append(c.moving, pod)
 			continue
 		}
-		rules := p.opts.Rules
-		rules.Owners = in.Owners
 		out := rules.Check(bound, pdbs.Covered(bound))
 		if out.Warning != "" {
 			plan.Warnings = append(plan.Warnings, Warning{Object: bound, Reason: "InvalidAnnotation", Message: out.Warning})
@@ -278,6 +279,25 @@ func (p *RemovalPlanner) screen(plan *RemovalPlan, pdbs *drainability.PDBs, g *R
 			return unremovable(out.Reason, out.Detail)
 		case drainability.Moves:
 			c.moving = append(c.moving, pod)
+			c.evict = append(c.evict, bound)
+		}
+	}
+	// Pods the snapshot leaves out (expendable ones, below the priority
+	// cutoff) need no room elsewhere, but they are still evicted with the
+	// node, under the same rules.
+	left := make([]*corev1.Pod, 0, len(real))
+	for _, bound := range real {
+		if bound.Status.Phase != corev1.PodSucceeded && bound.Status.Phase != corev1.PodFailed {
+			left = append(left, bound)
+		}
+	}
+	sort.Slice(left, func(i, j int) bool { return left[i].Namespace+"/"+left[i].Name < left[j].Namespace+"/"+left[j].Name })
+	for _, bound := range left {
+		out := rules.Check(bound, pdbs.Covered(bound))
+		switch out.Verdict {
+		case drainability.Blocks:
+			return unremovable(out.Reason, out.Detail)
+		case drainability.Moves:
 			c.evict = append(c.evict, bound)
 		}
 	}

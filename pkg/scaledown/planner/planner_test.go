@@ -355,3 +355,48 @@ func TestPlanUnreadyNodes(t *testing.T) {
 		})
 	}
 }
+
+// A pod the snapshot leaves out (expendable, below the priority cutoff)
+// needs no room elsewhere but is still evicted with its node; one that
+// cannot be evicted still blocks the removal.
+func TestPlanEvictsPodsLeftOutOfTheSnapshot(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	tests := []struct {
+		name      string
+		extra     *corev1.Pod
+		wantEvict string // "" means n1 is not removed
+	}{
+		{"expendable pod evicted, not moved", movable("batch", "n1", "3"), "app/web app/batch"},
+		{"unowned expendable pod blocks", pinned("batch", "n1", "3"), ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, err := framework.New(ctx, framework.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := world{nodes: []*corev1.Node{node("n1"), node("n2")}, pods: []*corev1.Pod{movable("web", "n1", "1"), pinned("busy", "n2", "2"), tc.extra}}
+			// The snapshot holds all but the extra pod.
+			snapshottest.Load(t, r.Snapshot(), w.nodes[0], w.nodes[1], w.pods[0], w.pods[1])
+			p := New(r, Options{Thresholds: eligibility.Thresholds{Utilization: 0.5, GPU: 0.5}, MaxParallelism: 10, MaxNonEmptyCandidates: 30})
+			plan, err := p.Plan(ctx, w.input(t0))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, d := range plan.Drain {
+				if d.Node.Name == "n1" {
+					for _, e := range d.Evict {
+						got = append(got, e.Namespace+"/"+e.Name)
+					}
+					if d.Moves["app/batch"] != "" {
+						t.Errorf("batch moved to %s; a pod left out of the snapshot needs no room", d.Moves["app/batch"])
+					}
+				}
+			}
+			if strings.Join(got, " ") != tc.wantEvict {
+				t.Errorf("n1 evicts %q, want %q (%d drains)", strings.Join(got, " "), tc.wantEvict, len(plan.Drain))
+			}
+		})
+	}
+}

@@ -35,10 +35,19 @@ func (r *Loaded) Candidates() []string {
 	return append(append(make([]string, 0, len(r.Nodes)+len(r.Upcoming)), r.Nodes...), r.Upcoming...)
 }
 
+// Options say which pods the snapshot holds as the scheduler sees them.
+type Options struct {
+	// ExpendableCutoff: running pods below this priority are left out,
+	// because the scheduler preempts them for any pod above it
+	// (--expendable-pods-priority-cutoff); they never block a fit.
+	ExpendableCutoff int
+}
+
 // Build empties snap and fills it from the observed state and the groups.
 // Objects that cannot be loaded (say, a pod on a node that is gone) are
-// logged and left out; they never stop the loop.
-func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.ClusterState, groups []*nodegroups.Info) (*Loaded, error) {
+// logged and left out; they never stop the loop. A pending pod nominated
+// for a node (preemption under way) is placed there.
+func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.ClusterState, groups []*nodegroups.Info, opts Options) (*Loaded, error) {
 	logger := klog.FromContext(ctx)
 	if err := snap.Reset(); err != nil {
 		return nil, fmt.Errorf("reset snapshot: %w", err)
@@ -97,11 +106,21 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 		}
 		skip("resourceslice/"+s.Name, snap.SetResourceSlice(s))
 	}
+	registered := make(map[string]bool, len(state.Nodes))
+	for _, n := range state.Nodes {
+		registered[n.Name] = true
+	}
+	expendable, nominated := 0, 0
 	for _, pod := range state.Pods {
 		switch {
 		case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
+		case pod.Spec.NodeName != "" && observe.IsExpendable(pod, opts.ExpendableCutoff):
+			expendable++
 		case pod.Spec.NodeName != "":
 			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPod(pod, pod.Spec.NodeName))
+		case observe.NominatedNode(pod, registered) != "":
+			nominated++
+			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPod(pod, pod.Status.NominatedNodeName))
 		default:
 			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPendingPod(pod))
 		}
@@ -121,7 +140,8 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 			res.GroupOf[name] = g.Id
 		}
 	}
-	logger.V(3).Info("Snapshot built", "nodes", len(res.Nodes), "upcoming", len(res.Upcoming), "pods", len(state.Pods), "claims", len(state.ResourceClaims))
+	logger.V(3).Info("Snapshot built", "nodes", len(res.Nodes), "upcoming", len(res.Upcoming), "pods", len(state.Pods), "claims", len(state.ResourceClaims),
+		"expendableLeftOut", expendable, "nominatedPlaced", nominated)
 	return res, errors.Join(errs...)
 }
 

@@ -31,6 +31,10 @@ func TestBuild(t *testing.T) {
 			builder.Pod("ns", "on-booting").Node("gpu-booting").CPU("1").Obj(),
 			builder.Pod("ns", "pending").CPU("1").Obj(),
 			builder.Pod("ns", "on-missing-node").Node("gone").Obj(),
+			// Preempted for anything: not in the snapshot.
+			builder.Pod("ns", "expendable-on-b").Node("b").CPU("1").Priority(-11).Obj(),
+			// Preemption under way: holds its place on b.
+			builder.Pod("ns", "nominated-to-b").CPU("1").Nominated("b").Obj(),
 		},
 		ResourceSlices: []*resourceapi.ResourceSlice{gpuSlice("a-gpus", "a")},
 		DeviceClasses:  []*resourceapi.DeviceClass{builder.DeviceClass("gpu").Driver("gpu.example.com").Obj()},
@@ -41,7 +45,7 @@ func TestBuild(t *testing.T) {
 	if err := snap.AddNode(builder.Node("stale").Obj()); err != nil {
 		t.Fatal(err)
 	}
-	res, err := Build(context.Background(), snap, state, groups)
+	res, err := Build(context.Background(), snap, state, groups, Options{ExpendableCutoff: -10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,6 +58,9 @@ func TestBuild(t *testing.T) {
 	}
 	if len(nodes) != 5 {
 		t.Errorf("snapshot has %d nodes, want 5", len(nodes))
+	}
+	if b, err := snap.NodeInfos().Get("b"); err != nil || len(b.GetPods()) != 1 || b.GetPods()[0].GetPod().Name != "nominated-to-b" {
+		t.Errorf("node b: %v, pods %v; want only the nominated pod", err, b)
 	}
 	a, err := snap.NodeInfos().Get("a")
 	if err != nil || len(a.GetPods()) != 1 {
@@ -92,7 +99,7 @@ func TestBuildStaleBootingNodeAsItIs(t *testing.T) {
 	state := &observe.ClusterState{Nodes: []*corev1.Node{dead}}
 	groups := []*nodegroups.Info{{Id: "gpu", Target: 1, Booting: []*corev1.Node{dead}, Stale: map[string]bool{"gpu-dead": true}, Template: tmpl}}
 	snap := simsnapshot.New(klog.Background())
-	res, err := Build(context.Background(), snap, state, groups)
+	res, err := Build(context.Background(), snap, state, groups, Options{ExpendableCutoff: -10})
 	if err != nil {
 		t.Fatal(err)
 	}

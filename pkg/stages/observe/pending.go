@@ -16,6 +16,28 @@ type PendingSelection struct {
 	// SchedulerName is the profile the simulation runs; pods of other
 	// schedulers are not ours to help.
 	SchedulerName string
+	// Nodes are the registered nodes: a pod nominated to one of them
+	// waits for the scheduler's preemption there, not for a new node.
+	Nodes map[string]bool
+}
+
+// NominatedNode is the registered node the scheduler nominated the pod for
+// (it preempts lower-priority pods there to make room), or "". Such a pod
+// needs no scale-up and holds its place on that node, as upstream's
+// autoscaler treats it; a nomination to a node that is gone counts for
+// nothing.
+func NominatedNode(p *corev1.Pod, nodes map[string]bool) string {
+	if p.Spec.NodeName == "" && p.Status.NominatedNodeName != "" && nodes[p.Status.NominatedNodeName] {
+		return p.Status.NominatedNodeName
+	}
+	return ""
+}
+
+// IsExpendable: a pod below the priority cutoff, which the scheduler may
+// preempt for any pod above it. Such pods never trigger a scale-up and
+// never keep another pod from fitting.
+func IsExpendable(p *corev1.Pod, cutoff int) bool {
+	return p.Spec.Priority != nil && int(*p.Spec.Priority) < cutoff
 }
 
 // Pending returns the unschedulable pods a scale-up may help, highest
@@ -26,7 +48,7 @@ func Pending(pods []*corev1.Pod, sel PendingSelection, now time.Time) []*corev1.
 		if !IsUnschedulable(p) {
 			continue
 		}
-		if p.Spec.Priority != nil && int(*p.Spec.Priority) < sel.PriorityCutoff {
+		if IsExpendable(p, sel.PriorityCutoff) || NominatedNode(p, sel.Nodes) != "" {
 			continue
 		}
 		if now.Sub(p.CreationTimestamp.Time) < sel.NewPodScaleUpDelay {

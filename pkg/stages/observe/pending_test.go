@@ -56,18 +56,21 @@ func TestSelect(t *testing.T) {
 		unschedulable(builder.Pod("ns", "oldest"), 2*time.Hour),
 		unschedulable(builder.Pod("ns", "urgent").Priority(1000), time.Minute),
 		unschedulable(builder.Pod("other", "a-old"), time.Hour),
+		unschedulable(builder.Pod("ns", "nominated").Nominated("n1"), time.Hour),
+		unschedulable(builder.Pod("ns", "nominated-to-gone").Nominated("gone"), time.Hour),
 	}
-	sel := observe.PendingSelection{NewPodScaleUpDelay: 10 * time.Second, PriorityCutoff: -10, SchedulerName: corev1.DefaultSchedulerName}
+	registered := map[string]bool{"n1": true}
+	sel := observe.PendingSelection{NewPodScaleUpDelay: 10 * time.Second, PriorityCutoff: -10, SchedulerName: corev1.DefaultSchedulerName, Nodes: registered}
 	tests := []struct {
 		name string
 		sel  observe.PendingSelection
 		want []string
 	}{
 		{"filtered and ordered: priority, then age, then name", sel, []string{
-			"ns/urgent", "ns/oldest", "ns/a-old", "ns/b-old", "ns/named-default", "ns/scheduler-error", "other/a-old", "ns/just-old-enough", "ns/at-cutoff",
+			"ns/urgent", "ns/oldest", "ns/a-old", "ns/b-old", "ns/named-default", "ns/nominated-to-gone", "ns/scheduler-error", "other/a-old", "ns/just-old-enough", "ns/at-cutoff",
 		}},
-		{"any scheduler when none is set", observe.PendingSelection{NewPodScaleUpDelay: 10 * time.Second, PriorityCutoff: -10}, []string{
-			"ns/urgent", "ns/oldest", "ns/a-old", "ns/b-old", "ns/named-default", "ns/other-scheduler", "ns/scheduler-error", "other/a-old", "ns/just-old-enough", "ns/at-cutoff",
+		{"any scheduler when none is set", observe.PendingSelection{NewPodScaleUpDelay: 10 * time.Second, PriorityCutoff: -10, Nodes: registered}, []string{
+			"ns/urgent", "ns/oldest", "ns/a-old", "ns/b-old", "ns/named-default", "ns/nominated-to-gone", "ns/other-scheduler", "ns/scheduler-error", "other/a-old", "ns/just-old-enough", "ns/at-cutoff",
 		}},
 	}
 	for _, tc := range tests {

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -70,6 +71,19 @@ func (c *Cluster) create(ctx context.Context, t testing.TB, obj runtime.Object) 
 	case *resourceapi.ResourceClaim:
 		_, err := c.Client.ResourceV1().ResourceClaims(o.Namespace).Create(ctx, o, opts)
 		return err
+	case *corev1.PersistentVolume:
+		if _, err := c.Client.CoreV1().PersistentVolumes().Create(ctx, o, opts); err != nil {
+			return err
+		}
+		cleanup(func(ctx context.Context) error { return c.Client.CoreV1().PersistentVolumes().Delete(ctx, o.Name, del) })
+	case *corev1.PersistentVolumeClaim:
+		_, err := c.Client.CoreV1().PersistentVolumeClaims(o.Namespace).Create(ctx, o, opts)
+		return err
+	case *schedulingv1.PriorityClass:
+		if _, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, o, opts); err != nil {
+			return err
+		}
+		cleanup(func(ctx context.Context) error { return c.Client.SchedulingV1().PriorityClasses().Delete(ctx, o.Name, del) })
 	case *corev1.ConfigMap:
 		_, err := c.Client.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, opts)
 		return err

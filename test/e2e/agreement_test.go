@@ -1,0 +1,234 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1 "k8s.io/api/scheduling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/disagree"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/explain"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+	"github.com/dra-autoscaler/dra-autoscaler/test/e2e/framework"
+)
+
+// The agreement suite: the pods real platforms run (volumes, affinity
+// across namespaces, priorities). For each case, explain is asked about
+// every pending pod before the autoscaler acts; then the autoscaler runs,
+// every pod must run, each group must have grown by exactly the nodes the
+// scheduler then used, each pod must land in the group explain named (or
+// on a node that was there, when explain named none), and no pod may get
+// a SchedulerDisagreement event.
+
+// zonalGroup is a 4-CPU group in zone.
+func (s *scenario) zonalGroup(name, zone string) kwok.NodeGroupConfig {
+	g := s.cpuGroup(name, 4)
+	g.Template.Labels[corev1.LabelTopologyZone] = zone
+	return g
+}
+
+// agree creates pods (the objects they need exist), lets explain judge
+// each, starts the autoscaler and checks that the loop did what explain
+// said and the scheduler then used exactly the nodes added. want is the
+// number of nodes each group must have at the end (nodes created by the
+// test count).
+func (s *scenario) agree(t *testing.T, cfg kwok.Config, pods []*corev1.Pod, want map[string]int) {
+	t.Helper()
+	for _, p := range pods {
+		s.c.Create(s.ctx, t, p)
+	}
+	for _, p := range pods {
+		s.waitUnschedulable(t, p.Name)
+	}
+	explained := map[string]string{}
+	for _, p := range pods {
+		r := s.explainJSON(t, cfg, p.Name)
+		var groups []string
+		for _, g := range r.NodeGroups {
+			if g.Verdict == explain.VerdictScaleUp {
+				groups = append(groups, g.NodeGroup)
+			}
+		}
+		sort.Strings(groups)
+		explained[p.Name] = strings.Join(groups, ",")
+		t.Logf("explain %s: %s (groups: %q)", p.Name, r.Summary, explained[p.Name])
+	}
+	s.c.StartAutoscaler(t, cfg)
+	framework.Eventually(s.ctx, t, 2*time.Minute, "every pod bound", func(ctx context.Context) (bool, string, error) {
+		var seen []string
+		for _, p := range pods {
+			got, err := s.c.Client.CoreV1().Pods(s.ns).Get(ctx, p.Name, metav1.GetOptions{})
+			if err != nil {
+				return false, "", err
+			}
+			if got.Spec.NodeName == "" {
+				seen = append(seen, describePod(got))
+			}
+		}
+		return len(seen) == 0, strings.Join(seen, "; "), nil
+	})
+	for group, n := range want {
+		nodes, err := s.groupNodes(s.ctx, group)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(nodes) != n {
+			t.Errorf("group %s has %d nodes, want %d", group, len(nodes), n)
+		}
+	}
+	for _, p := range pods {
+		got, err := s.c.Client.CoreV1().Pods(s.ns).Get(s.ctx, p.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		node, err := s.c.Client.CoreV1().Nodes().Get(s.ctx, got.Spec.NodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		added := !strings.HasSuffix(node.Name, "-existing") // existingNode's names
+		if g := node.Labels[kwok.LabelNodeGroup]; added && g != explained[p.Name] || !added && explained[p.Name] != "" {
+			t.Errorf("%s runs on %s (group %q, added by the autoscaler %v); explain said it scales up %q", p.Name, node.Name, g, added, explained[p.Name])
+		}
+	}
+	for _, p := range pods {
+		if msgs, err := s.events(s.ctx, p.Name, disagree.ReasonSchedulerDisagreement); err != nil || len(msgs) > 0 {
+			t.Errorf("%s: scheduler disagreement events %q (%v)", p.Name, msgs, err)
+		}
+	}
+}
+
+// waitUnschedulable waits until the scheduler has tried the pod and
+// found it no node.
+func (s *scenario) waitUnschedulable(t *testing.T, pod string) {
+	t.Helper()
+	framework.Eventually(s.ctx, t, time.Minute, pod+" unschedulable", func(ctx context.Context) (bool, string, error) {
+		p, err := s.c.Client.CoreV1().Pods(s.ns).Get(ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return true, "", nil
+			}
+		}
+		return false, describePod(p), nil
+	})
+}
+
+// waitBound waits until the claim is bound to its volume.
+func (s *scenario) waitBound(t *testing.T, claim string) {
+	t.Helper()
+	framework.Eventually(s.ctx, t, time.Minute, claim+" bound", func(ctx context.Context) (bool, string, error) {
+		c, err := s.c.Client.CoreV1().PersistentVolumeClaims(s.ns).Get(ctx, claim, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return c.Status.Phase == corev1.ClaimBound, string(c.Status.Phase), nil
+	})
+}
+
+// A pod mounting a bound ReadWriteMany claim (model weights on NFS) gets
+// a node: the volume plugins read the real claim and volume.
+func TestAgreeBoundVolumeClaim(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	cpu := s.cpuGroup("cpu", 4)
+	s.c.Create(s.ctx, t, builder.PV(s.ns+"-weights").BoundTo(s.ns, "weights").Obj(), builder.PVC(s.ns, "weights", s.ns+"-weights"))
+	s.waitBound(t, "weights")
+	pods := []*corev1.Pod{
+		s.pod("infer-0").CPU("3").Volume("weights", "weights").Obj(),
+		s.pod("infer-1").CPU("3").Volume("weights", "weights").Obj(),
+	}
+	s.agree(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{cpu}}, pods, map[string]int{cpu.Name: 2})
+}
+
+// A volume in zone b keeps its pod in zone b: the group of zone b grows,
+// the group of zone a (listed first, as cheap) does not.
+func TestAgreeZonalVolume(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	a, b := s.zonalGroup("zone-a", "a"), s.zonalGroup("zone-b", "b")
+	s.c.Create(s.ctx, t, builder.PV(s.ns+"-data").BoundTo(s.ns, "data").InZone("b").Obj(), builder.PVC(s.ns, "data", s.ns+"-data"))
+	s.waitBound(t, "data")
+	pods := []*corev1.Pod{s.pod("train").CPU("2").Volume("data", "data").Obj()}
+	s.agree(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}}, pods, map[string]int{a.Name: 0, b.Name: 1})
+}
+
+// Required pod affinity with a namespaceSelector: the pod goes to the
+// zone where the selected namespace's database runs, which only works if
+// the simulation sees the namespaces' labels.
+func TestAgreeAffinityAcrossNamespaces(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	a, b := s.zonalGroup("zone-a", "a"), s.zonalGroup("zone-b", "b")
+	patch := fmt.Sprintf(`{"metadata":{"labels":{"team-%s":"ml"}}}`, s.ns)
+	if _, err := s.c.Client.CoreV1().Namespaces().Patch(s.ctx, s.ns, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	node := s.existingNode(t, b, "existing", nil)
+	db := s.pod("db").CPU("3").Label("app", "db").Node(node).Obj()
+	s.c.Create(s.ctx, t, db)
+	pods := []*corev1.Pod{s.pod("feature-store").CPU("3").
+		RequiredAffinity(corev1.LabelTopologyZone, "app", "db", map[string]string{"team-" + s.ns: "ml"}).Obj()}
+	s.agree(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}}, pods, map[string]int{a.Name: 0, b.Name: 2})
+}
+
+// A pod the scheduler nominated for a node, where it preempts a
+// lower-priority pod that takes its time to go, waits for that node: no
+// node is added for it while the victim terminates, and it runs there.
+func TestAgreeNominatedPodWaitsForPreemption(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	cpu := s.cpuGroup("cpu", 4)
+	low := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: s.ns + "-low"}, Value: 10}
+	high := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: s.ns + "-high"}, Value: 1000}
+	s.c.Create(s.ctx, t, low, high)
+	node := s.existingNode(t, cpu, "existing", nil)
+	victim := s.pod("batch").CPU("3").Priority(low.Value).PriorityClass(low.Name).Node(node).Obj()
+	victim.Finalizers = []string{holdFinalizer} // terminates only when released
+	s.c.Create(s.ctx, t, victim)
+	release := func() {
+		patch := []byte(`{"metadata":{"finalizers":null}}`)
+		_, _ = s.c.Client.CoreV1().Pods(s.ns).Patch(context.Background(), "batch", types.MergePatchType, patch, metav1.PatchOptions{})
+	}
+	t.Cleanup(release)
+	s.c.Create(s.ctx, t, s.pod("serve").CPU("3").Priority(high.Value).PriorityClass(high.Name).Obj())
+	framework.Eventually(s.ctx, t, time.Minute, "serve nominated for "+node, func(ctx context.Context) (bool, string, error) {
+		p, err := s.c.Client.CoreV1().Pods(s.ns).Get(ctx, "serve", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return p.Status.NominatedNodeName == node, describePod(p), nil
+	})
+	cfg := kwok.Config{NodeGroups: []kwok.NodeGroupConfig{cpu}}
+	if r := s.explainJSON(t, cfg, "serve"); r.State != "Nominated" || r.Node != node {
+		t.Errorf("explain says %s on %q (%s), want Nominated on %s", r.State, r.Node, r.Summary, node)
+	}
+	s.c.StartAutoscaler(t, cfg)
+	framework.Consistently(s.ctx, t, 10*time.Second, "no node added while the victim terminates", func(ctx context.Context) (bool, string, error) {
+		nodes, err := s.groupNodes(ctx, cpu.Name)
+		return len(nodes) == 1, fmt.Sprintf("%d nodes", len(nodes)), err
+	})
+	release()
+	framework.Eventually(s.ctx, t, time.Minute, "serve runs on "+node, func(ctx context.Context) (bool, string, error) {
+		p, err := s.c.Client.CoreV1().Pods(s.ns).Get(ctx, "serve", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return p.Spec.NodeName == node, describePod(p), nil
+	})
+	if nodes, _ := s.groupNodes(s.ctx, cpu.Name); len(nodes) != 1 {
+		t.Errorf("group has %d nodes, want the 1 that was there", len(nodes))
+	}
+}
+
+// holdFinalizer keeps a deleted pod terminating until the test releases it.
+const holdFinalizer = "e2e.dra-autoscaler.io/hold"
