@@ -83,7 +83,9 @@ func (c *Cluster) create(ctx context.Context, t testing.TB, obj runtime.Object) 
 		if _, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, o, opts); err != nil {
 			return err
 		}
-		cleanup(func(ctx context.Context) error { return c.Client.SchedulingV1().PriorityClasses().Delete(ctx, o.Name, del) })
+		cleanup(func(ctx context.Context) error {
+			return c.Client.SchedulingV1().PriorityClasses().Delete(ctx, o.Name, del)
+		})
 	case *corev1.ConfigMap:
 		_, err := c.Client.CoreV1().ConfigMaps(o.Namespace).Create(ctx, o, opts)
 		return err
