@@ -45,10 +45,13 @@ func (l *Loop) Explain(ctx context.Context, key types.NamespacedName) (*explain.
 				rep.Summary = "bound to node " + pod.Spec.NodeName + ": nothing to explain"
 				return errScheduled
 			}
-			if node := observe.NominatedNode(pod, registeredNodes(pass.cluster.Nodes)); node != "" {
+			if node := observe.HeldNode(pod, registeredNodes(pass.cluster.Nodes), pass.cluster.VolumeBindings); node != "" {
 				// The pass holds its place there, as the loop does.
 				rep.State, rep.Node = "Nominated", node
-				rep.Summary = "nominated for node " + node + ": the scheduler preempts lower-priority pods there; no scale-up is needed"
+				rep.Summary = "the scheduler is placing it on node " + node + " (preemption or volume provisioning under way): no scale-up is needed"
+				if observe.NominatedNode(pod, registeredNodes(pass.cluster.Nodes)) == "" {
+					rep.State = "Binding"
+				}
 				return errScheduled
 			}
 			pass.extra = []*corev1.Pod{pod}

@@ -169,6 +169,7 @@ func (l *Loop) pending(ctx context.Context, p *Pass) error {
 		PriorityCutoff:     l.Options.ExpendablePodsPriorityCutoff,
 		SchedulerName:      corev1.DefaultSchedulerName,
 		Nodes:              registeredNodes(p.cluster.Nodes),
+		VolumeBindings:     p.cluster.VolumeBindings,
 	}, p.StartedAt)
 	if l.ProvReqs != nil {
 		pending = provreq.WithoutConsumers(pending)

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -232,3 +233,73 @@ func TestAgreeNominatedPodWaitsForPreemption(t *testing.T) {
 
 // holdFinalizer keeps a deleted pod terminating until the test releases it.
 const holdFinalizer = "e2e.dra-autoscaler.io/hold"
+
+// provisioner is a stand-in for a topology-aware CSI provisioner: for each
+// claim of its class the scheduler has picked a node for, it creates a
+// volume in that node's zone, bound to the claim, as an external
+// provisioner would.
+func (s *scenario) provisioner(t *testing.T, class string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(s.ctx)
+	t.Cleanup(cancel)
+	go func() {
+		for ctx.Err() == nil {
+			claims, err := s.c.Client.CoreV1().PersistentVolumeClaims(s.ns).List(ctx, metav1.ListOptions{})
+			if err == nil {
+				for i := range claims.Items {
+					s.provision(ctx, &claims.Items[i], class)
+				}
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+}
+
+func (s *scenario) provision(ctx context.Context, c *corev1.PersistentVolumeClaim, class string) {
+	node := c.Annotations["volume.kubernetes.io/selected-node"]
+	if c.Spec.StorageClassName == nil || *c.Spec.StorageClassName != class || node == "" || c.Spec.VolumeName != "" {
+		return
+	}
+	n, err := s.c.Client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		return
+	}
+	pv := builder.PV(s.ns+"-"+c.Name).BoundTo(s.ns, c.Name).InZone(n.Labels[corev1.LabelTopologyZone]).Obj()
+	pv.Spec.StorageClassName = class
+	pv.Spec.AccessModes = c.Spec.AccessModes
+	pv.Spec.PersistentVolumeReclaimPolicy = corev1.PersistentVolumeReclaimDelete
+	if _, err := s.c.Client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err == nil {
+		name := pv.Name
+		s.cleanupVolumes = append(s.cleanupVolumes, name)
+	}
+}
+
+// A claim of a WaitForFirstConsumer class whose provisioner serves only
+// zone b is simulated as the scheduler does: only zone b's group can
+// provision it, so only that group grows, and the pod runs there on the
+// volume provisioned for it.
+func TestAgreeWaitForFirstConsumerClaim(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	a, b := s.zonalGroup("zone-a", "a"), s.zonalGroup("zone-b", "b")
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: s.ns + "-zonal"}, Provisioner: "zonal.csi.example.com",
+		VolumeBindingMode: &wffc, AllowedTopologies: []corev1.TopologySelectorTerm{{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{
+			{Key: corev1.LabelTopologyZone, Values: []string{"b"}}}}}}
+	s.c.Create(s.ctx, t, class)
+	claim := builder.PVC(s.ns, "scratch", "")
+	claim.Spec.StorageClassName = &class.Name
+	claim.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	s.c.Create(s.ctx, t, claim)
+	s.provisioner(t, class.Name)
+	t.Cleanup(func() {
+		for _, name := range s.cleanupVolumes {
+			_ = s.c.Client.CoreV1().PersistentVolumes().Delete(context.Background(), name, metav1.DeleteOptions{})
+		}
+	})
+	pods := []*corev1.Pod{s.pod("finetune").CPU("2").Volume("scratch", "scratch").Obj()}
+	s.agree(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}}, pods, map[string]int{a.Name: 0, b.Name: 1})
+}

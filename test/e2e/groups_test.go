@@ -32,6 +32,8 @@ type scenario struct {
 	gpu    string // DRA driver of GPUs
 	nic    string // DRA driver of NICs
 	groups []string
+	// cleanupVolumes are volumes a test's stand-in provisioner created.
+	cleanupVolumes []string
 }
 
 func newScenario(t *testing.T) *scenario {

@@ -118,9 +118,9 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 			expendable++
 		case pod.Spec.NodeName != "":
 			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPod(pod, pod.Spec.NodeName))
-		case observe.NominatedNode(pod, registered) != "":
+		case observe.HeldNode(pod, registered, state.VolumeBindings) != "":
 			nominated++
-			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPod(pod, pod.Status.NominatedNodeName))
+			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPod(pod, observe.HeldNode(pod, registered, state.VolumeBindings)))
 		default:
 			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPendingPod(pod))
 		}
@@ -141,7 +141,7 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 		}
 	}
 	logger.V(3).Info("Snapshot built", "nodes", len(res.Nodes), "upcoming", len(res.Upcoming), "pods", len(state.Pods), "claims", len(state.ResourceClaims),
-		"expendableLeftOut", expendable, "nominatedPlaced", nominated)
+		"expendableLeftOut", expendable, "heldPlaced", nominated)
 	return res, errors.Join(errs...)
 }
 

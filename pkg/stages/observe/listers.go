@@ -21,6 +21,7 @@ type listers struct {
 	podGroups  schedulinglisters.PodGroupLister      // nil when not served
 	workloads  schedulinglisters.WorkloadLister      // nil when not served
 	daemonSets appslisters.DaemonSetLister
+	claimsPV   corelisters.PersistentVolumeClaimLister
 }
 
 // newListers registers the informers (the factory starts only those that
@@ -34,6 +35,7 @@ func newListers(f informers.SharedInformerFactory, served Served) listers {
 		templates:  f.Resource().V1().ResourceClaimTemplates().Lister(),
 		classes:    f.Resource().V1().DeviceClasses().Lister(),
 		daemonSets: f.Apps().V1().DaemonSets().Lister(),
+		claimsPV:   f.Core().V1().PersistentVolumeClaims().Lister(),
 	}
 	if served.DeviceTaintRules {
 		l.taintRules = f.Resource().V1().DeviceTaintRules().Lister()
@@ -64,6 +66,16 @@ func (l *listers) list() (*ClusterState, error) {
 	collect(err)
 	s.DaemonSets, err = l.daemonSets.List(everything)
 	collect(err)
+	pvcs, err := l.claimsPV.List(everything)
+	collect(err)
+	for _, c := range pvcs {
+		if node := c.Annotations[annSelectedNode]; node != "" && c.Spec.VolumeName == "" {
+			if s.VolumeBindings == nil {
+				s.VolumeBindings = map[string]string{}
+			}
+			s.VolumeBindings[c.Namespace+"/"+c.Name] = node
+		}
+	}
 	if l.taintRules != nil {
 		s.DeviceTaintRules, err = l.taintRules.List(everything)
 		collect(err)

@@ -34,6 +34,10 @@ type ClusterState struct {
 	PodGroups              []*schedulingv1beta1.PodGroup
 	Workloads              []*schedulingv1beta1.Workload
 	DaemonSets             []*appsv1.DaemonSet
+	// VolumeBindings are the claims the scheduler is having provisioned
+	// for a node it picked ("namespace/claim" → node): their pods are in
+	// the scheduler's binding cycle for that node.
+	VolumeBindings map[string]string
 }
 
 // Observer owns the informers.

@@ -19,6 +19,35 @@ type PendingSelection struct {
 	// Nodes are the registered nodes: a pod nominated to one of them
 	// waits for the scheduler's preemption there, not for a new node.
 	Nodes map[string]bool
+	// VolumeBindings are ClusterState's: a pod whose volume is being
+	// provisioned for a registered node waits for the scheduler's binding.
+	VolumeBindings map[string]string
+}
+
+// annSelectedNode is set by the scheduler on a WaitForFirstConsumer claim
+// once it picked a node; the provisioner creates the volume for it.
+const annSelectedNode = "volume.kubernetes.io/selected-node"
+
+// HeldNode is the registered node the scheduler is already placing the
+// pending pod on, or "": the node it nominated the pod for, or the node a
+// claim of the pod is being provisioned for (the binding cycle waits for
+// the volume). Such a pod needs no node of its own.
+func HeldNode(p *corev1.Pod, nodes map[string]bool, volumeBindings map[string]string) string {
+	if node := NominatedNode(p, nodes); node != "" {
+		return node
+	}
+	if p.Spec.NodeName != "" {
+		return ""
+	}
+	for _, v := range p.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		if node := volumeBindings[p.Namespace+"/"+v.PersistentVolumeClaim.ClaimName]; nodes[node] {
+			return node
+		}
+	}
+	return ""
 }
 
 // NominatedNode is the registered node the scheduler nominated the pod for
@@ -48,7 +77,7 @@ func Pending(pods []*corev1.Pod, sel PendingSelection, now time.Time) []*corev1.
 		if !IsUnschedulable(p) {
 			continue
 		}
-		if IsExpendable(p, sel.PriorityCutoff) || NominatedNode(p, sel.Nodes) != "" {
+		if IsExpendable(p, sel.PriorityCutoff) || HeldNode(p, sel.Nodes, sel.VolumeBindings) != "" {
 			continue
 		}
 		if now.Sub(p.CreationTimestamp.Time) < sel.NewPodScaleUpDelay {

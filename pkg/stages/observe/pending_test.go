@@ -58,19 +58,23 @@ func TestSelect(t *testing.T) {
 		unschedulable(builder.Pod("other", "a-old"), time.Hour),
 		unschedulable(builder.Pod("ns", "nominated").Nominated("n1"), time.Hour),
 		unschedulable(builder.Pod("ns", "nominated-to-gone").Nominated("gone"), time.Hour),
+		unschedulable(builder.Pod("ns", "volume-provisioning").Volume("v", "for-n1"), time.Hour),
+		unschedulable(builder.Pod("ns", "volume-for-gone").Volume("v", "for-gone"), time.Hour),
 	}
 	registered := map[string]bool{"n1": true}
-	sel := observe.PendingSelection{NewPodScaleUpDelay: 10 * time.Second, PriorityCutoff: -10, SchedulerName: corev1.DefaultSchedulerName, Nodes: registered}
+	bindings := map[string]string{"ns/for-n1": "n1", "ns/for-gone": "gone"}
+	sel := observe.PendingSelection{NewPodScaleUpDelay: 10 * time.Second, PriorityCutoff: -10, SchedulerName: corev1.DefaultSchedulerName,
+		Nodes: registered, VolumeBindings: bindings}
 	tests := []struct {
 		name string
 		sel  observe.PendingSelection
 		want []string
 	}{
 		{"filtered and ordered: priority, then age, then name", sel, []string{
-			"ns/urgent", "ns/oldest", "ns/a-old", "ns/b-old", "ns/named-default", "ns/nominated-to-gone", "ns/scheduler-error", "other/a-old", "ns/just-old-enough", "ns/at-cutoff",
+			"ns/urgent", "ns/oldest", "ns/a-old", "ns/b-old", "ns/named-default", "ns/nominated-to-gone", "ns/scheduler-error", "ns/volume-for-gone", "other/a-old", "ns/just-old-enough", "ns/at-cutoff",
 		}},
-		{"any scheduler when none is set", observe.PendingSelection{NewPodScaleUpDelay: 10 * time.Second, PriorityCutoff: -10, Nodes: registered}, []string{
-			"ns/urgent", "ns/oldest", "ns/a-old", "ns/b-old", "ns/named-default", "ns/nominated-to-gone", "ns/other-scheduler", "ns/scheduler-error", "other/a-old", "ns/just-old-enough", "ns/at-cutoff",
+		{"any scheduler when none is set", observe.PendingSelection{NewPodScaleUpDelay: 10 * time.Second, PriorityCutoff: -10, Nodes: registered, VolumeBindings: bindings}, []string{
+			"ns/urgent", "ns/oldest", "ns/a-old", "ns/b-old", "ns/named-default", "ns/nominated-to-gone", "ns/other-scheduler", "ns/scheduler-error", "ns/volume-for-gone", "other/a-old", "ns/just-old-enough", "ns/at-cutoff",
 		}},
 	}
 	for _, tc := range tests {

@@ -10,6 +10,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -79,6 +80,11 @@ func (c *Cluster) create(ctx context.Context, t testing.TB, obj runtime.Object) 
 	case *corev1.PersistentVolumeClaim:
 		_, err := c.Client.CoreV1().PersistentVolumeClaims(o.Namespace).Create(ctx, o, opts)
 		return err
+	case *storagev1.StorageClass:
+		if _, err := c.Client.StorageV1().StorageClasses().Create(ctx, o, opts); err != nil {
+			return err
+		}
+		cleanup(func(ctx context.Context) error { return c.Client.StorageV1().StorageClasses().Delete(ctx, o.Name, del) })
 	case *schedulingv1.PriorityClass:
 		if _, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, o, opts); err != nil {
 			return err
