@@ -110,6 +110,11 @@ func (l *Loop) observe(ctx context.Context, p *Pass) error {
 
 func (l *Loop) collectGroups(ctx context.Context, p *Pass) error {
 	state := p.cluster
+	// Templates are judged against this pass's classes and claim
+	// templates, not the last pass's snapshot.
+	if err := load.Prepare(ctx, l.Runner.Snapshot(), state); err != nil {
+		return failed("snapshotError", err)
+	}
 	slicesByNode, podsByNode := indexByNode(state)
 	groups, err := nodegroups.Collect(ctx, nodegroups.CollectInput{Groups: l.Groups, Sizes: l.Sizes, Provider: l.Provider,
 		Nodes: state.Nodes, SlicesByNode: slicesByNode, PodsByNode: podsByNode, DaemonSets: state.DaemonSets,
@@ -136,7 +141,7 @@ func (l *Loop) track(ctx context.Context, p *Pass) error {
 // pass stops before anything acts.
 func (l *Loop) buildSnapshot(ctx context.Context, p *Pass) error {
 	start := time.Now()
-	built, err := load.Build(ctx, l.Runner.Snapshot(), p.cluster, p.Groups, load.Options{ExpendableCutoff: l.Options.ExpendablePodsPriorityCutoff})
+	built, err := load.Build(ctx, l.Runner.Snapshot(), p.cluster, p.Groups, load.Options{ExpendableCutoff: l.Options.ExpendablePodsPriorityCutoff, Runner: l.Runner})
 	l.Metrics.Observe("snapshot", start)
 	if err != nil {
 		return failed("snapshotError", fmt.Errorf("snapshot: %w", err))

@@ -146,11 +146,10 @@ func (p *Placer) fitsSomeTemplate(ctx context.Context, pod *corev1.Pod, claims [
 	}
 	for i, t := range templates {
 		name := fmt.Sprintf("first-alternative-probe-%d", i)
-		node, slices, pods := template.Instantiate(t, name)
-		if node == nil || snap.HasNode(name) {
+		if t == nil || t.Node == nil || snap.HasNode(name) {
 			continue
 		}
-		if err := addNode(snap, node, slices, pods); err != nil {
+		if err := template.AddInstance(ctx, p.Runner, t, name); err != nil {
 			return false, err
 		}
 		snap.ScopeSlices([]string{name})
@@ -229,27 +228,6 @@ func (p *Placer) LogChoices(ctx context.Context, placed map[*corev1.Pod]string) 
 			}
 		}
 	}
-}
-
-func addNode(snap interface {
-	AddNode(*corev1.Node) error
-	SetResourceSlice(*resourceapi.ResourceSlice) error
-	AddPod(*corev1.Pod, string) error
-}, node *corev1.Node, slices []*resourceapi.ResourceSlice, pods []*corev1.Pod) error {
-	if err := snap.AddNode(node); err != nil {
-		return err
-	}
-	for _, s := range slices {
-		if err := snap.SetResourceSlice(s); err != nil {
-			return err
-		}
-	}
-	for _, pod := range pods {
-		if err := snap.AddPod(pod, node.Name); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func dedupe(s []string) []string {

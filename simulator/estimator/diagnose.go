@@ -74,19 +74,8 @@ func (d *Diagnoser) Diagnose(ctx context.Context, pod *v1.Pod, group string, tmp
 	for i := 0; snap.HasNode(name); i++ {
 		name = fmt.Sprintf("%s-diagnose-%d", group, i)
 	}
-	node, slices, pods := template.Instantiate(tmpl, name)
-	if err := snap.AddNode(node); err != nil {
+	if err := template.AddInstance(ctx, d.runner, tmpl, name); err != nil {
 		return nil, fmt.Errorf("diagnose for group %s: %w", group, err)
-	}
-	for _, s := range slices {
-		if err := snap.SetResourceSlice(s); err != nil {
-			return nil, fmt.Errorf("diagnose for group %s: %w", group, err)
-		}
-	}
-	for _, p := range pods {
-		if err := snap.AddPod(p, name); err != nil {
-			return nil, fmt.Errorf("diagnose for group %s: %w", group, err)
-		}
 	}
 	d.Calls++
 	b, err := d.runner.DiagnoseClaims(ctx, pod, name)

@@ -205,6 +205,7 @@ func (e *Estimator) estimate(ctx context.Context, order *ordering, g TemplateGro
 	}()
 	order.reset()
 	r := &run{
+		ctx:      ctx,
 		e:        e,
 		snap:     snap,
 		tmpl:     g.Template,

@@ -1,6 +1,7 @@
 package estimator
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -26,6 +27,7 @@ const maxWindow = 32
 
 // run is the state of one estimate.
 type run struct {
+	ctx      context.Context
 	e        *Estimator
 	snap     *snapshot.Snapshot
 	tmpl     *cloudprovider.NodeTemplate
@@ -104,23 +106,9 @@ func (r *run) newNode(virtual bool) (*hnode, error) {
 }
 
 // addToSnapshot instantiates the template as n and stores the node, its
-// slices and its own pods.
+// slices and its own pods (claims included).
 func (r *run) addToSnapshot(n *hnode) error {
-	node, slices, pods := template.Instantiate(r.tmpl, n.name)
-	if err := r.snap.AddNode(node); err != nil {
-		return err
-	}
-	for _, s := range slices {
-		if err := r.snap.SetResourceSlice(s); err != nil {
-			return fmt.Errorf("node %s: %w", n.name, err)
-		}
-	}
-	for _, p := range pods {
-		if err := r.snap.AddPod(p, n.name); err != nil {
-			return fmt.Errorf("node %s: %w", n.name, err)
-		}
-	}
-	return nil
+	return template.AddInstance(r.ctx, r.e.runner, r.tmpl, n.name)
 }
 
 // keepNode makes a node part of the estimate.

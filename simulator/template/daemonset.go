@@ -45,7 +45,7 @@ func DaemonSetPods(ctx context.Context, runner *framework.Runner, t *cloudprovid
 			err = fmt.Errorf("daemonset pods: revert snapshot: %w", rerr)
 		}
 	}()
-	nodeName, err := addInstance(runner, t, "daemonset-check-"+t.Node.Name)
+	nodeName, err := addInstance(ctx, runner, t, "daemonset-check-"+t.Node.Name)
 	if err != nil {
 		return nil, fmt.Errorf("daemonset pods for template %s: %w", t.Node.Name, err)
 	}
@@ -83,7 +83,7 @@ func DaemonSetPods(ctx context.Context, runner *framework.Runner, t *cloudprovid
 
 // addInstance adds an instance of t under a name based on base that is not
 // in the snapshot yet, with its slices and pods, and returns the name.
-func addInstance(runner *framework.Runner, t *cloudprovider.NodeTemplate, base string) (string, error) {
+func addInstance(ctx context.Context, runner *framework.Runner, t *cloudprovider.NodeTemplate, base string) (string, error) {
 	snap := runner.Snapshot()
 	name := base
 	for i := 1; ; i++ {
@@ -92,21 +92,7 @@ func addInstance(runner *framework.Runner, t *cloudprovider.NodeTemplate, base s
 		}
 		name = fmt.Sprintf("%s-%d", base, i)
 	}
-	node, resourceSlices, pods := Instantiate(t, name)
-	if err := snap.AddNode(node); err != nil {
-		return "", err
-	}
-	for _, s := range resourceSlices {
-		if err := snap.SetResourceSlice(s); err != nil {
-			return "", err
-		}
-	}
-	for _, p := range pods {
-		if err := snap.AddPod(p, name); err != nil {
-			return "", err
-		}
-	}
-	return name, nil
+	return name, AddInstance(ctx, runner, t, name)
 }
 
 // daemonPod builds the pod the DaemonSet controller creates for a node

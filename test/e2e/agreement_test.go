@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -302,4 +303,41 @@ func TestAgreeWaitForFirstConsumerClaim(t *testing.T) {
 	})
 	pods := []*corev1.Pod{s.pod("finetune").CPU("2").Volume("scratch", "scratch").Obj()}
 	s.agree(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}}, pods, map[string]int{a.Name: 0, b.Name: 1})
+}
+
+// A DaemonSet whose pods each claim one GPU runs on every GPU node: the
+// simulation counts its claim on each new node, so a pod claiming 8 GPUs
+// goes to the 16-GPU group, not the 8-GPU one where the agent's GPU
+// leaves 7.
+func TestAgreeDaemonSetClaimOnEveryGPUNode(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	small, big := s.gpuGroup("gpu8", 4, 8), s.gpuGroup("gpu16", 4, 16)
+	s.c.Create(s.ctx, t,
+		builder.ClaimTemplate(s.ns, "one-gpu").Request(builder.Request("gpu", s.ns+"-gpu")).Obj(),
+		builder.ClaimTemplate(s.ns, "eight-gpus").Request(builder.Request("gpu", s.ns+"-gpu").Count(8)).Obj())
+	agent := s.pod("gpu-agent").CPU("100m").ClaimFromTemplate("gpu", "one-gpu").Obj()
+	labels := map[string]string{"app": "gpu-agent"}
+	s.c.Create(s.ctx, t, &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "gpu-agent"},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: agent.Spec},
+		},
+	})
+	pods := []*corev1.Pod{s.pod("train").CPU("4").ClaimFromTemplate("gpus", "eight-gpus").Obj()}
+	s.agree(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{small, big}}, pods, map[string]int{small.Name: 0, big.Name: 1})
+	framework.Eventually(s.ctx, t, time.Minute, "the agent runs on the new node", func(ctx context.Context) (bool, string, error) {
+		list, err := s.c.Client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=gpu-agent"})
+		if err != nil {
+			return false, "", err
+		}
+		running := 0
+		for i := range list.Items {
+			if list.Items[i].Spec.NodeName != "" {
+				running++
+			}
+		}
+		return running == 1, fmt.Sprintf("%d agent pods bound of %d", running, len(list.Items)), nil
+	})
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	simsnapshot "github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
 )
@@ -41,6 +42,40 @@ type Options struct {
 	// because the scheduler preempts them for any pod above it
 	// (--expendable-pods-priority-cutoff); they never block a fit.
 	ExpendableCutoff int
+	// Runner, when set (it is in the loop: snap is its snapshot), places
+	// the template pods that claim devices on each upcoming node through
+	// the framework, so their claims take that node's devices.
+	Runner *framework.Runner
+}
+
+// Prepare empties snap and loads what templates are judged against before
+// the groups are collected: the device classes, device taint rules and
+// claim templates, so a DaemonSet pod claiming devices is placed on a
+// group's template as the scheduler would place it. Build fills the rest.
+func Prepare(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.ClusterState) error {
+	if err := snap.Reset(); err != nil {
+		return fmt.Errorf("reset snapshot: %w", err)
+	}
+	loadDefinitions(ctx, snap, state)
+	return nil
+}
+
+func loadDefinitions(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.ClusterState) {
+	logger := klog.FromContext(ctx)
+	skip := func(what string, err error) {
+		if err != nil {
+			logger.V(4).Info("Left out of the snapshot", "object", what, "err", err)
+		}
+	}
+	for _, c := range state.DeviceClasses {
+		skip("deviceclass/"+c.Name, snap.SetDeviceClass(c))
+	}
+	for _, r := range state.DeviceTaintRules {
+		skip("devicetaintrule/"+r.Name, snap.SetDeviceTaintRule(r))
+	}
+	for _, t := range state.ResourceClaimTemplates {
+		skip("resourceclaimtemplate/"+t.Namespace+"/"+t.Name, snap.SetResourceClaimTemplate(t))
+	}
 }
 
 // Build empties snap and fills it from the observed state and the groups.
@@ -57,15 +92,7 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 			logger.V(4).Info("Left out of the snapshot", "object", what, "err", err)
 		}
 	}
-	for _, c := range state.DeviceClasses {
-		skip("deviceclass/"+c.Name, snap.SetDeviceClass(c))
-	}
-	for _, r := range state.DeviceTaintRules {
-		skip("devicetaintrule/"+r.Name, snap.SetDeviceTaintRule(r))
-	}
-	for _, t := range state.ResourceClaimTemplates {
-		skip("resourceclaimtemplate/"+t.Namespace+"/"+t.Name, snap.SetResourceClaimTemplate(t))
-	}
+	loadDefinitions(ctx, snap, state)
 	for _, c := range state.ResourceClaims {
 		skip("resourceclaim/"+c.Namespace+"/"+c.Name, snap.SetResourceClaim(c))
 	}
@@ -132,7 +159,13 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 		}
 		for i := range g.Upcoming() {
 			name := fmt.Sprintf("%s-upcoming-%d", g.Id, i)
-			if err := addTemplateNode(snap, g, name, nil); err != nil {
+			var err error
+			if opts.Runner != nil {
+				err = template.AddInstance(ctx, opts.Runner, g.Template, name)
+			} else {
+				err = addTemplateNode(snap, g, name, nil)
+			}
+			if err != nil {
 				errs = append(errs, fmt.Errorf("upcoming node of %s: %w", g.Id, err))
 				break
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -85,6 +86,9 @@ func (c *Cluster) create(ctx context.Context, t testing.TB, obj runtime.Object) 
 			return err
 		}
 		cleanup(func(ctx context.Context) error { return c.Client.StorageV1().StorageClasses().Delete(ctx, o.Name, del) })
+	case *appsv1.DaemonSet:
+		_, err := c.Client.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, opts)
+		return err
 	case *schedulingv1.PriorityClass:
 		if _, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, o, opts); err != nil {
 			return err
