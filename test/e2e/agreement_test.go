@@ -44,6 +44,18 @@ func (s *scenario) zonalGroup(name, zone string) kwok.NodeGroupConfig {
 // test count).
 func (s *scenario) agree(t *testing.T, cfg kwok.Config, pods []*corev1.Pod, want map[string]int) {
 	t.Helper()
+	s.agreeWith(t, cfg, pods, want, false)
+}
+
+// agreeSpread is agree for replicas the scheduler may swap: the groups
+// explain names and those the pods land in must be the same multiset.
+func (s *scenario) agreeSpread(t *testing.T, cfg kwok.Config, pods []*corev1.Pod, want map[string]int) {
+	t.Helper()
+	s.agreeWith(t, cfg, pods, want, true)
+}
+
+func (s *scenario) agreeWith(t *testing.T, cfg kwok.Config, pods []*corev1.Pod, want map[string]int, interchangeable bool) {
+	t.Helper()
 	for _, p := range pods {
 		s.c.Create(s.ctx, t, p)
 	}
@@ -86,6 +98,7 @@ func (s *scenario) agree(t *testing.T, cfg kwok.Config, pods []*corev1.Pod, want
 			t.Errorf("group %s has %d nodes, want %d", group, len(nodes), n)
 		}
 	}
+	var said, landed []string
 	for _, p := range pods {
 		got, err := s.c.Client.CoreV1().Pods(s.ns).Get(s.ctx, p.Name, metav1.GetOptions{})
 		if err != nil {
@@ -95,10 +108,19 @@ func (s *scenario) agree(t *testing.T, cfg kwok.Config, pods []*corev1.Pod, want
 		if err != nil {
 			t.Fatal(err)
 		}
-		added := !strings.HasSuffix(node.Name, "-existing") // existingNode's names
-		if g := node.Labels[kwok.LabelNodeGroup]; added && g != explained[p.Name] || !added && explained[p.Name] != "" {
-			t.Errorf("%s runs on %s (group %q, added by the autoscaler %v); explain said it scales up %q", p.Name, node.Name, g, added, explained[p.Name])
+		group := ""
+		if !strings.HasSuffix(node.Name, "-existing") { // existingNode's names
+			group = node.Labels[kwok.LabelNodeGroup]
 		}
+		said, landed = append(said, explained[p.Name]), append(landed, group)
+		if !interchangeable && group != explained[p.Name] {
+			t.Errorf("%s runs on %s (new node of group %q); explain said it scales up %q", p.Name, node.Name, group, explained[p.Name])
+		}
+	}
+	sort.Strings(said)
+	sort.Strings(landed)
+	if interchangeable && strings.Join(said, " ") != strings.Join(landed, " ") {
+		t.Errorf("the pods landed on new nodes of %q; explain said %q", landed, said)
 	}
 	for _, p := range pods {
 		if msgs, err := s.events(s.ctx, p.Name, disagree.ReasonSchedulerDisagreement); err != nil || len(msgs) > 0 {
@@ -340,4 +362,27 @@ func TestAgreeDaemonSetClaimOnEveryGPUNode(t *testing.T) {
 		}
 		return running == 1, fmt.Sprintf("%d agent pods bound of %d", running, len(list.Items)), nil
 	})
+}
+
+// Two replicas spread across zones (maxSkew 1, DoNotSchedule) while each
+// zone's only node is full: one new node in each zone, as the scheduler
+// then places them, not one node holding both.
+func TestAgreeTopologySpreadAcrossZones(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	a, b := s.zonalGroup("zone-a", "a"), s.zonalGroup("zone-b", "b")
+	for _, g := range []kwok.NodeGroupConfig{a, b} {
+		node := s.existingNode(t, g, "existing", nil)
+		s.c.Create(s.ctx, t, s.pod("busy-"+g.Template.Labels[corev1.LabelTopologyZone]).CPU("3").Node(node).Obj())
+	}
+	spread := func(p *corev1.Pod) *corev1.Pod {
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone,
+			WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
+		return p
+	}
+	pods := []*corev1.Pod{
+		spread(s.pod("web-0").CPU("2").Label("app", "web").Obj()),
+		spread(s.pod("web-1").CPU("2").Label("app", "web").Obj()),
+	}
+	s.agreeSpread(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}}, pods, map[string]int{a.Name: 2, b.Name: 2})
 }
