@@ -28,9 +28,16 @@ type Blame struct {
 	// "distinctAttribute <attribute>", with the requests it covers when it
 	// does not cover all of them.
 	Constraint string
+	// Shortage, when no constraint is to blame, says which request the
+	// node cannot meet and how far it falls short: "request gpu asks 9
+	// devices of class gpu; the node offers 8".
+	Shortage string
 }
 
 func (b Blame) String() string {
+	if b.Shortage != "" {
+		return fmt.Sprintf("%s of claim %s", b.Shortage, b.PodClaim)
+	}
 	return fmt.Sprintf("%s of claim %s", b.Constraint, b.PodClaim)
 }
 
@@ -39,8 +46,11 @@ func (b Blame) String() string {
 // with each constraint of the pod's claims removed in turn, and every
 // constraint whose removal lets the pod fit is returned. Nil means the
 // node does not reject the pod through DynamicResources, or no single
-// constraint is to blame (the requests themselves cannot be met). The
-// snapshot is left as it was.
+// constraint is to blame and no request alone falls short. When no
+// constraint is to blame, each request the node cannot meet on its own is
+// returned with what the node offers of it (the most devices of that
+// request the real allocator finds there). The snapshot is left as it
+// was.
 func (r *Runner) DiagnoseClaims(ctx context.Context, pod *v1.Pod, node string) (_ []Blame, err error) {
 	r.snap.Fork()
 	defer func() {
@@ -60,6 +70,7 @@ func (r *Runner) DiagnoseClaims(ctx context.Context, pod *v1.Pod, node string) (
 		return nil, nil
 	}
 	var out []Blame
+	var claims []claimOf
 	for i := range prepared.Spec.ResourceClaims {
 		podClaim := &prepared.Spec.ResourceClaims[i]
 		name, _, err := resourceclaim.Name(prepared, podClaim)
@@ -72,7 +83,7 @@ func (r *Runner) DiagnoseClaims(ctx context.Context, pod *v1.Pod, node string) (
 			continue
 		}
 		for j := range claim.Spec.Devices.Constraints {
-			fits, err := r.fitsWithout(ctx, prepared, node, claim, j)
+			fits, err := r.fitsWith(ctx, prepared, node, withoutConstraint(claim, j))
 			if err != nil {
 				return nil, fmt.Errorf("diagnose pod %s/%s claim %s: %w", pod.Namespace, pod.Name, *name, err)
 			}
@@ -81,22 +92,101 @@ func (r *Runner) DiagnoseClaims(ctx context.Context, pod *v1.Pod, node string) (
 					Constraint: DescribeConstraint(&claim.Spec.Devices.Constraints[j], len(claim.Spec.Devices.Requests))})
 			}
 		}
+		claims = append(claims, claimOf{podClaim.Name, claim})
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	for _, c := range claims {
+		short, err := r.shortages(ctx, prepared, node, c.podClaim, c.claim)
+		if err != nil {
+			return nil, fmt.Errorf("diagnose pod %s/%s claim %s: %w", pod.Namespace, pod.Name, c.claim.Name, err)
+		}
+		out = append(out, short...)
 	}
 	return out, nil
 }
 
-// fitsWithout runs the filters on node with constraint j of claim removed,
-// in a fork of its own.
-func (r *Runner) fitsWithout(ctx context.Context, pod *v1.Pod, node string, claim *resourceapi.ResourceClaim, j int) (_ bool, err error) {
+type claimOf struct {
+	podClaim string
+	claim    *resourceapi.ResourceClaim
+}
+
+// shortages are the requests of claim that the node cannot meet even
+// alone (no other request, no constraint), each with the largest count of
+// it the real allocator finds on the node. Only requests for an exact
+// count are measured; the others are not described.
+func (r *Runner) shortages(ctx context.Context, pod *v1.Pod, node, podClaim string, claim *resourceapi.ResourceClaim) ([]Blame, error) {
+	var out []Blame
+	for i := range claim.Spec.Devices.Requests {
+		req := &claim.Spec.Devices.Requests[i]
+		ex := req.Exactly
+		if ex == nil || ex.AllocationMode != resourceapi.DeviceAllocationModeExactCount || ex.Count < 1 {
+			continue
+		}
+		fits := func(n int64) (bool, error) { return r.fitsWith(ctx, pod, node, onlyRequest(claim, i, n)) }
+		ok, err := fits(ex.Count)
+		if err != nil || ok {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		// The largest count that fits, by bisection: lo fits (0 always
+		// does), hi does not.
+		lo, hi := int64(0), ex.Count
+		for hi-lo > 1 {
+			mid := lo + (hi-lo)/2
+			ok, err := fits(mid)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				lo = mid
+			} else {
+				hi = mid
+			}
+		}
+		msg := fmt.Sprintf("request %s asks %d device(s) of class %s; the node offers %d", req.Name, ex.Count, ex.DeviceClassName, lo)
+		if lo == 0 {
+			msg = fmt.Sprintf("request %s asks %d device(s) of class %s; the node has none that match", req.Name, ex.Count, ex.DeviceClassName)
+		}
+		out = append(out, Blame{PodClaim: podClaim, Claim: claim.Name, Shortage: msg})
+	}
+	return out, nil
+}
+
+// withoutConstraint is claim with constraint j removed.
+func withoutConstraint(claim *resourceapi.ResourceClaim, j int) *resourceapi.ResourceClaim {
+	c := *claim
+	c.Spec.Devices.Constraints = slices.Delete(slices.Clone(claim.Spec.Devices.Constraints), j, j+1)
+	return &c
+}
+
+// onlyRequest is claim asking only for n devices of request i, without
+// constraints (a probe of what the node offers of that request).
+func onlyRequest(claim *resourceapi.ResourceClaim, i int, n int64) *resourceapi.ResourceClaim {
+	c := *claim
+	req := claim.Spec.Devices.Requests[i]
+	ex := *req.Exactly
+	ex.Count = n
+	req.Exactly = &ex
+	c.Spec.Devices.Requests = []resourceapi.DeviceRequest{req}
+	c.Spec.Devices.Constraints = nil
+	c.Spec.Devices.Config = nil
+	return &c
+}
+
+// fitsWith runs the filters on node with claim replaced by c, in a fork
+// of its own.
+func (r *Runner) fitsWith(ctx context.Context, pod *v1.Pod, node string, c *resourceapi.ResourceClaim) (_ bool, err error) {
 	r.snap.Fork()
 	defer func() {
 		if rerr := r.snap.Revert(); rerr != nil && err == nil {
 			err = rerr
 		}
 	}()
-	c := *claim
-	c.Spec.Devices.Constraints = slices.Delete(slices.Clone(claim.Spec.Devices.Constraints), j, j+1)
-	if err := r.snap.SetResourceClaim(&c); err != nil {
+	if err := r.snap.SetResourceClaim(c); err != nil {
 		return false, err
 	}
 	res, err := r.filter(ctx, schedframework.NewCycleState(), pod, []string{node})

@@ -38,7 +38,8 @@ func TestDiagnoseClaims(t *testing.T) {
 	}{
 		{"matchAttribute to blame", "paired", []Blame{{PodClaim: "dev", Constraint: "matchAttribute " + pcieRoot}}},
 		{"only the guilty of two", "two", []Blame{{PodClaim: "dev", Constraint: "matchAttribute " + pcieRoot}}},
-		{"no constraint helps: too few devices", "many", nil},
+		{"no constraint helps: too few devices, and how many the node has", "many",
+			[]Blame{{PodClaim: "dev", Shortage: "request gpu asks 3 device(s) of class gpu; the node offers 2"}}},
 		{"fits: nothing to blame", "loose", nil},
 	}
 	for _, tc := range tests {

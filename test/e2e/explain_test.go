@@ -234,3 +234,31 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "; ")
 }
+
+// A pod asking more devices than any node of a group has: the event and
+// explain say, per group, how many the pod asks and how many the group's
+// nodes offer (none at all on a CPU group).
+func TestExplainRequestShortage(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	gpu, cpu := s.gpuGroup("gpu8", 4, 8), s.cpuGroup("cpu", 4)
+	cfg := kwok.Config{NodeGroups: []kwok.NodeGroupConfig{gpu, cpu}}
+	s.c.Create(s.ctx, t, builder.ClaimTemplate(s.ns, "nine").Request(builder.Request("gpu", s.ns+"-gpu").Count(9)).Obj())
+	s.c.StartAutoscaler(t, cfg)
+	s.c.Create(s.ctx, t, s.pod("big").CPU("1").ClaimFromTemplate("gpus", "nine").Obj())
+	short := fmt.Sprintf("request gpu asks 9 device(s) of class %s-gpu; the node offers 8", s.ns)
+	none := fmt.Sprintf("request gpu asks 9 device(s) of class %s-gpu; the node has none that match", s.ns)
+	msg := s.waitEvent(t, "big", "NotTriggerScaleUp", 2*time.Minute, gpu.Name+": DynamicResources", short, cpu.Name)
+	t.Logf("event: %s", msg)
+	r := s.explainJSON(t, cfg, "big")
+	want := map[string]string{gpu.Name: short, cpu.Name: none}
+	for _, g := range r.NodeGroups {
+		if w, ok := want[g.NodeGroup]; ok && (g.Verdict != explain.VerdictCannotHelp || !strings.Contains(g.Constraint+" "+g.Message, w)) {
+			t.Errorf("explain for %s: %+v, want cannot-help saying %q", g.NodeGroup, g, w)
+		}
+		delete(want, g.NodeGroup)
+	}
+	if len(want) > 0 {
+		t.Errorf("explain has no verdict for %v", want)
+	}
+}
