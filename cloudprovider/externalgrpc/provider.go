@@ -105,7 +105,9 @@ func New(cfg *Config, opts ...ProviderOption) (*Provider, error) {
 	} else {
 		dial = append(dial, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
-	conn, err := grpc.NewClient(cfg.Address, dial...)
+	// passthrough: the address is dialled as written (host resolved at
+	// connect time), as upstream's grpc.Dial did, not through DNS SRV.
+	conn, err := grpc.NewClient("passthrough:///"+cfg.Address, dial...)
 	if err != nil {
 		return nil, fmt.Errorf("externalgrpc %s: %w", cfg.Address, err)
 	}
