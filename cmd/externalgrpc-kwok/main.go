@@ -20,6 +20,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -93,6 +94,7 @@ func run(ctx context.Context, o options) error {
 		}
 		opts = append(opts, grpc.Creds(creds))
 	}
+	opts = append(opts, grpc.ChainUnaryInterceptor(logCalls))
 	g := grpc.NewServer(opts...)
 	var sopts []server.Option
 	if o.upstreamOnly {
@@ -131,4 +133,16 @@ func serverTLS(o options) (credentials.TransportCredentials, error) {
 	}
 	return credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool,
 		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}), nil
+}
+
+// logCalls logs every call at -v=4 and every failed one at -v=2, so a
+// server's operator sees what the autoscaler asked.
+func logCalls(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	resp, err := h(ctx, req)
+	if err != nil {
+		klog.V(2).InfoS("Call failed", "method", info.FullMethod, "code", status.Code(err).String(), "err", err)
+	} else {
+		klog.V(4).InfoS("Call", "method", info.FullMethod)
+	}
+	return resp, err
 }
