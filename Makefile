@@ -22,6 +22,7 @@ build:
 	$(GO) build ./...
 	$(GO) build -o $(BIN)/localcluster ./hack/localcluster
 	$(GO) build -o $(BIN)/dra-autoscaler ./cmd/dra-autoscaler
+	$(GO) build -o $(BIN)/externalgrpc-kwok ./cmd/externalgrpc-kwok
 
 # The control plane (kube-apiserver, kube-controller-manager, kube-scheduler
 # from this module; kwok from its own) — the e2e tests build it too.
