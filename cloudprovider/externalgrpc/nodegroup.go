@@ -3,6 +3,7 @@ package externalgrpc
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -16,25 +17,43 @@ import (
 
 var _ cloudprovider.NodeGroup = &nodeGroup{}
 
-// nodeGroup is one group of one Refresh: its sizes are those NodeGroups
-// sent, its capabilities those GetCapabilities sent.
+// nodeGroup is one group of the server. The object lives as long as the
+// provider (the autoscaler holds the groups it was started with); its
+// sizes and the server's capabilities are read from the latest Refresh.
 type nodeGroup struct {
-	p        *Provider
-	gen      *generation
-	id       string
+	p  *Provider
+	id string
+	// last is what the latest Refresh that listed the group said.
+	last atomic.Pointer[groupInfo]
+}
+
+type groupInfo struct {
 	min, max int
 	debug    string
 }
 
 func (g *nodeGroup) Id() string                { return g.id }
-func (g *nodeGroup) MinSize() int              { return g.min }
-func (g *nodeGroup) MaxSize() int              { return g.max }
-func (g *nodeGroup) Debug() string             { return g.debug }
-func (g *nodeGroup) has(c ext.Capability) bool { return g.gen.caps[c] }
+func (g *nodeGroup) MinSize() int              { return g.last.Load().min }
+func (g *nodeGroup) MaxSize() int              { return g.last.Load().max }
+func (g *nodeGroup) Debug() string             { return g.last.Load().debug }
+func (g *nodeGroup) gen() *generation          { return g.p.current() }
+func (g *nodeGroup) has(c ext.Capability) bool { return g.gen().caps[c] }
+
+// served tells whether the latest Refresh listed the group: one the
+// server no longer lists is not asked about (its calls fail clearly).
+func (g *nodeGroup) served() error {
+	if g.gen().byID[g.id] == nil {
+		return fmt.Errorf("externalgrpc %s node group %s: not listed by the server's last NodeGroups (or no successful Refresh)", g.p.cfg.Address, g.id)
+	}
+	return nil
+}
 
 // TargetSize is read from the server every time (never cached): the loop
 // reads it before and after an increase.
 func (g *nodeGroup) TargetSize() (int, error) {
+	if err := g.served(); err != nil {
+		return 0, err
+	}
 	ctx, cancel := g.p.callCtx(nil)
 	defer cancel()
 	resp, err := g.p.cp.NodeGroupTargetSize(ctx, &pb.NodeGroupTargetSizeRequest{Id: g.id})
@@ -52,6 +71,9 @@ func (g *nodeGroup) TargetSize() (int, error) {
 func (g *nodeGroup) IncreaseSize(ctx context.Context, delta int) ([]string, error) {
 	if delta <= 0 {
 		return nil, fmt.Errorf("node group %s: increase by %d: delta must be positive", g.id, delta)
+	}
+	if err := g.served(); err != nil {
+		return nil, err
 	}
 	if g.has(ext.Capability_CAPABILITY_INCREASE_SIZE_IDS) {
 		ids, err := g.extIncrease(ctx, "NodeGroupIncreaseSize", g.p.ext.NodeGroupIncreaseSize, delta)
@@ -71,6 +93,9 @@ func (g *nodeGroup) IncreaseSize(ctx context.Context, delta int) ([]string, erro
 func (g *nodeGroup) AtomicIncreaseSize(ctx context.Context, delta int) ([]string, error) {
 	if delta <= 0 {
 		return nil, fmt.Errorf("node group %s: increase by %d: delta must be positive", g.id, delta)
+	}
+	if err := g.served(); err != nil {
+		return nil, err
 	}
 	if !g.has(ext.Capability_CAPABILITY_ATOMIC_INCREASE_SIZE) {
 		return nil, fmt.Errorf("externalgrpc %s node group %s: atomic increase: %w", g.p.cfg.Address, g.id, cloudprovider.ErrNotImplemented)
@@ -127,6 +152,9 @@ func (g *nodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 // Nodes implements cloudprovider.NodeGroup; creation times come with the
 // extension only.
 func (g *nodeGroup) Nodes() ([]cloudprovider.Instance, error) {
+	if err := g.served(); err != nil {
+		return nil, err
+	}
 	ctx, cancel := g.p.callCtx(nil)
 	defer cancel()
 	if g.has(ext.Capability_CAPABILITY_INSTANCES) {
@@ -158,14 +186,18 @@ func (g *nodeGroup) Nodes() ([]cloudprovider.Instance, error) {
 // upstream's (the Node only, so no DRA devices). Cached until the next
 // Refresh; each caller gets its own copy.
 func (g *nodeGroup) TemplateNodeInfo() (*cloudprovider.NodeTemplate, error) {
-	g.gen.mu.Lock()
-	r, ok := g.gen.templates[g.id]
-	g.gen.mu.Unlock()
+	gen := g.gen()
+	if err := g.served(); err != nil {
+		return nil, err
+	}
+	gen.mu.Lock()
+	r, ok := gen.templates[g.id]
+	gen.mu.Unlock()
 	if !ok {
 		r.t, r.err = g.template()
-		g.gen.mu.Lock()
-		g.gen.templates[g.id] = r
-		g.gen.mu.Unlock()
+		gen.mu.Lock()
+		gen.templates[g.id] = r
+		gen.mu.Unlock()
 	}
 	return r.t.DeepCopy(), r.err
 }

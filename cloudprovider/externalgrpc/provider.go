@@ -52,13 +52,17 @@ type Provider struct {
 
 	mu  sync.RWMutex
 	gen *generation
+	// groups are every group ever listed, by id: the same object for the
+	// provider's life, since the autoscaler keeps the ones it started with.
+	groups map[string]*nodeGroup
 }
 
 // generation is what one Refresh learnt; every cache lives here, so a
 // Refresh drops them all at once.
 type generation struct {
 	groups       []cloudprovider.NodeGroup
-	byID         map[string]*nodeGroup
+	byID         map[string]*groupInfo
+	order        []string
 	caps         map[ext.Capability]bool
 	reservations []cloudprovider.ReservedCapacity
 
@@ -91,7 +95,7 @@ func New(cfg *Config, opts ...ProviderOption) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Provider{cfg: cfg, logger: klog.Background().WithName(ProviderName), gen: &generation{}}
+	p := &Provider{cfg: cfg, logger: klog.Background().WithName(ProviderName), gen: &generation{}, groups: map[string]*nodeGroup{}}
 	dial := []grpc.DialOption{grpc.WithDefaultServiceConfig(retryServiceConfig)}
 	for _, o := range opts {
 		o(p, &dial)
@@ -114,6 +118,34 @@ func New(cfg *Config, opts ...ProviderOption) (*Provider, error) {
 	p.conn, p.cp, p.ext = conn, pb.NewCloudProviderClient(conn), ext.NewCloudProviderExtensionClient(conn)
 	p.ctx, p.cancel = context.WithCancel(context.Background())
 	return p, nil
+}
+
+// StartupTimeout bounds how long Connect waits for a first good Refresh.
+var StartupTimeout = time.Minute
+
+// Connect is New plus a first successful Refresh, retried while the server
+// does not answer (for up to StartupTimeout): the autoscaler takes its
+// node groups from the provider when it starts.
+func Connect(cfg *Config, opts ...ProviderOption) (*Provider, error) {
+	p, err := New(cfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), StartupTimeout)
+	defer cancel()
+	for {
+		err := p.Refresh(ctx)
+		if err == nil {
+			return p, nil
+		}
+		p.logger.Info("Waiting for the externalgrpc server", "address", cfg.Address, "err", err)
+		select {
+		case <-ctx.Done():
+			_ = p.conn.Close()
+			return nil, fmt.Errorf("no successful Refresh within %s: %w", StartupTimeout, err)
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // Name implements cloudprovider.CloudProvider.
@@ -145,6 +177,17 @@ func (p *Provider) Refresh(ctx context.Context) error {
 		p.gen = &generation{}
 		return err
 	}
+	for id, info := range gen.byID {
+		g := p.groups[id]
+		if g == nil {
+			g = &nodeGroup{p: p, id: id}
+			p.groups[id] = g
+		}
+		g.last.Store(info)
+	}
+	for _, id := range gen.order {
+		gen.groups = append(gen.groups, p.groups[id])
+	}
 	p.gen = gen
 	return nil
 }
@@ -156,7 +199,7 @@ func (p *Provider) refresh(ctx context.Context) (*generation, error) {
 	if err != nil {
 		return nil, p.wrap("Refresh", "", err)
 	}
-	gen := &generation{byID: map[string]*nodeGroup{}, caps: map[ext.Capability]bool{},
+	gen := &generation{byID: map[string]*groupInfo{}, caps: map[ext.Capability]bool{},
 		forNode: map[string]string{}, templates: map[string]templateResult{}}
 	if p.cfg.Extension != ExtensionOff {
 		cctx, cancel := p.callCtx(ctx)
@@ -184,9 +227,8 @@ func (p *Provider) refresh(ctx context.Context) (*generation, error) {
 			p.logger.Error(nil, "Ignoring a node group the server sent", "nodeGroup", g.GetId(), "reason", why, "address", p.cfg.Address)
 			continue
 		}
-		ng := &nodeGroup{p: p, gen: gen, id: g.GetId(), min: int(g.GetMinSize()), max: int(g.GetMaxSize()), debug: g.GetDebug()}
-		gen.byID[ng.id] = ng
-		gen.groups = append(gen.groups, ng)
+		gen.order = append(gen.order, g.GetId())
+		gen.byID[g.GetId()] = &groupInfo{min: int(g.GetMinSize()), max: int(g.GetMaxSize()), debug: g.GetDebug()}
 	}
 	if gen.caps[ext.Capability_CAPABILITY_RESERVATIONS] {
 		cctx, cancel := p.callCtx(ctx)
@@ -212,7 +254,7 @@ func (p *Provider) refresh(ctx context.Context) (*generation, error) {
 	return gen, nil
 }
 
-func invalidGroup(g *pb.NodeGroup, seen map[string]*nodeGroup) string {
+func invalidGroup(g *pb.NodeGroup, seen map[string]*groupInfo) string {
 	switch {
 	case g.GetId() == "":
 		return "empty id"
@@ -258,8 +300,10 @@ func (p *Provider) NodeGroupForNode(node *corev1.Node) (cloudprovider.NodeGroup,
 	if id == "" {
 		return nil, nil
 	}
-	g := gen.byID[id]
-	if g == nil {
+	p.mu.RLock()
+	g := p.groups[id]
+	p.mu.RUnlock()
+	if gen.byID[id] == nil || g == nil {
 		p.logger.Error(nil, "Server put a node in a group it did not list; treating the node as not managed", "node", node.Name, "nodeGroup", id)
 		return nil, nil
 	}

@@ -3,10 +3,12 @@ package externalgrpc
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
@@ -236,3 +238,66 @@ func TestMalformedTemplates(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// The autoscaler keeps the groups it started with: the objects survive
+// Refreshes, and one the server stops listing fails clearly.
+func TestGroupsAreStableAcrossRefreshes(t *testing.T) {
+	cp := &fakeCP{}
+	cp.add("a", 0, 2)
+	cp.add("b", 0, 3)
+	e := start(t, cp, Config{})
+	e.refresh(t)
+	a, b := e.group(t, "a"), e.group(t, "b")
+	cp.groups[1].max = 7
+	cp.groups = cp.groups[1:]
+	e.refresh(t)
+	if got := e.group(t, "b"); got != b || got.MaxSize() != 7 {
+		t.Fatalf("group b after Refresh: same object %v, max %d; want the same object, max 7", got == b, got.MaxSize())
+	}
+	if len(e.p.NodeGroups()) != 1 {
+		t.Fatalf("NodeGroups %v, want only b", e.p.NodeGroups())
+	}
+	if _, err := a.TargetSize(); err == nil || !strings.Contains(err.Error(), "node group a: not listed") {
+		t.Fatalf("TargetSize of a dropped group = %v, want a clear error", err)
+	}
+	if _, err := a.IncreaseSize(context.Background(), 1); err == nil {
+		t.Fatal("IncreaseSize of a dropped group succeeded")
+	}
+}
+
+func TestConnectWaitsForTheServer(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close() // nothing answers yet
+	cp := &fakeCP{}
+	cp.add("a", 0, 2)
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return
+		}
+		g := grpc.NewServer()
+		server.New(cp).Register(g)
+		t.Cleanup(g.Stop)
+		_ = g.Serve(l)
+	}()
+	defer func(d time.Duration) { StartupTimeout = d }(StartupTimeout)
+	StartupTimeout = 20 * time.Second
+	p, err := Connect(&Config{Address: addr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.conn.Close()
+	if len(p.NodeGroups()) != 1 {
+		t.Fatal("Connect returned before a good Refresh")
+	}
+
+	StartupTimeout = 1500 * time.Millisecond
+	if _, err := Connect(&Config{Address: "127.0.0.1:1"}); err == nil || !strings.Contains(err.Error(), "no successful Refresh") {
+		t.Fatalf("Connect to nothing = %v, want a start-up error", err)
+	}
+}

@@ -162,7 +162,7 @@ func newProvider(opts *config.Options, client kubernetes.Interface) (cloudprovid
 		if err != nil {
 			return nil, fmt.Errorf("--cloud-config: %w", err)
 		}
-		return externalgrpc.New(cfg)
+		return externalgrpc.Connect(cfg)
 	default:
 		return nil, fmt.Errorf("--cloud-provider=%q: unknown (known: %s, %s)", opts.CloudProvider, kwok.ProviderName, externalgrpc.ProviderName)
 	}
