@@ -9,6 +9,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
 	"github.com/dra-autoscaler/dra-autoscaler/test/e2e/framework"
 )
@@ -126,11 +127,41 @@ func TestExternalGRPCUpstreamOnlyServer(t *testing.T) {
 		msgs, err := s.events(ctx, "infer", "NotTriggerScaleUp")
 		return len(msgs) > 0, fmt.Sprintf("%q", msgs), err
 	})
-	msgs, _ := s.events(s.ctx, "infer", "NotTriggerScaleUp")
-	t.Logf("DRA pod's event: %q", msgs)
+	// This test's autoscaler names the GPU group: upstream's template has
+	// no devices, so the claim cannot be allocated on it.
+	framework.Eventually(s.ctx, t, time.Minute, "the DRA pod told the GPU group has no devices", func(ctx context.Context) (bool, string, error) {
+		msgs, err := s.events(ctx, "infer", "NotTriggerScaleUp")
+		for _, m := range msgs {
+			if strings.Contains(m, gpu.Name+": DynamicResources: cannot allocate all claims") {
+				return true, "", err
+			}
+		}
+		return false, fmt.Sprintf("%q", msgs), err
+	})
 	counts, seen, err := s.nodeCounts(s.ctx, gpu, cpu)
 	if err != nil || counts[0] != 0 || counts[1] != 1 {
 		t.Fatalf("nodes %s (%v), want no GPU node and one CPU node", seen, err)
+	}
+}
+
+// A reservation the server reports through the extension is used first:
+// of two pods needing a node each, one lands on the reservation's group
+// (count 1), the other on the on-demand group.
+func TestExternalGRPCReservationFirst(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	res, ond := s.oneGPUGroups("gpu-reserved", "gpu-ondemand", 0)
+	srv := s.c.StartGRPCServer(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{res, ond},
+		Reservations: []kwok.ReservationConfig{{ID: s.ns + "-res", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{res.Name}, Count: 1}}})
+	s.c.StartAutoscaler(t, kwok.Config{}, "--cloud-provider=externalgrpc", "--cloud-config="+srv.ClientConfig)
+	tmpl := s.gpuTemplate(t)
+	s.c.Create(s.ctx, t, s.gpuPod("first", tmpl, ""))
+	s.waitOnGroup(t, "first", res.Name)
+	s.c.Create(s.ctx, t, s.gpuPod("second", tmpl, ""))
+	s.waitOnGroup(t, "second", ond.Name)
+	counts, seen, err := s.nodeCounts(s.ctx, res, ond)
+	if err != nil || counts[0] != 1 || counts[1] != 1 {
+		t.Fatalf("nodes %s (%v), want one reserved and one on-demand", seen, err)
 	}
 }
 
