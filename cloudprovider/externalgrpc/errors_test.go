@@ -244,14 +244,14 @@ func TestTimeouts(t *testing.T) {
 	e := start(t, cp, Config{GRPCTimeout: metav1.Duration{Duration: 100 * time.Millisecond}})
 	e.refresh(t)
 	ng := e.group(t, "gpu")
-	e.faults.delay["NodeGroupTargetSize"] = time.Second
+	e.faults.setDelay("NodeGroupTargetSize", time.Second)
 	_, err := ng.TargetSize()
 	var ce *CallError
 	if !errors.As(err, &ce) || ce.Code != codes.DeadlineExceeded || !ce.Unknown() {
 		t.Fatalf("slow TargetSize = %v, want DeadlineExceeded", err)
 	}
 	// The caller's context ends a mutation before grpc_timeout does.
-	e.faults.delay["Ext/NodeGroupIncreaseSize"] = time.Second
+	e.faults.setDelay("Ext/NodeGroupIncreaseSize", time.Second)
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
 	_, err = ng.IncreaseSize(cctx, 1)

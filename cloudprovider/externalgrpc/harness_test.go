@@ -20,7 +20,6 @@ import (
 // fakeCP is an in-memory cloudprovider.CloudProvider for the server side
 // of the tests: a group's instances are "fake://<group>/<n>".
 type fakeCP struct {
-	mu           sync.Mutex
 	groups       []*fakeGroup
 	reservations []cloudprovider.ReservedCapacity
 	reservErr    error
@@ -168,6 +167,12 @@ func (f *faults) set(method string, errs ...error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.fail[method] = errs
+}
+
+func (f *faults) setDelay(method string, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.delay[method] = d
 }
 
 func (f *faults) calls(method string) int {

@@ -54,7 +54,7 @@ func (g *nodeGroup) TargetSize() (int, error) {
 	if err := g.served(); err != nil {
 		return 0, err
 	}
-	ctx, cancel := g.p.callCtx(nil)
+	ctx, cancel := g.p.callCtx(g.p.ctx)
 	defer cancel()
 	resp, err := g.p.cp.NodeGroupTargetSize(ctx, &pb.NodeGroupTargetSizeRequest{Id: g.id})
 	if err != nil {
@@ -155,7 +155,7 @@ func (g *nodeGroup) Nodes() ([]cloudprovider.Instance, error) {
 	if err := g.served(); err != nil {
 		return nil, err
 	}
-	ctx, cancel := g.p.callCtx(nil)
+	ctx, cancel := g.p.callCtx(g.p.ctx)
 	defer cancel()
 	if g.has(ext.Capability_CAPABILITY_INSTANCES) {
 		resp, err := g.p.ext.NodeGroupInstances(ctx, &ext.NodeGroupInstancesRequest{Id: g.id})
@@ -204,7 +204,7 @@ func (g *nodeGroup) TemplateNodeInfo() (*cloudprovider.NodeTemplate, error) {
 
 func (g *nodeGroup) template() (*cloudprovider.NodeTemplate, error) {
 	if g.has(ext.Capability_CAPABILITY_TEMPLATE) {
-		ctx, cancel := g.p.callCtx(nil)
+		ctx, cancel := g.p.callCtx(g.p.ctx)
 		resp, err := g.p.ext.NodeGroupTemplate(ctx, &ext.NodeGroupTemplateRequest{Id: g.id})
 		cancel()
 		err = g.p.wrap("NodeGroupTemplate", g.id, err)
@@ -221,7 +221,7 @@ func (g *nodeGroup) template() (*cloudprovider.NodeTemplate, error) {
 			return nil, err
 		}
 	}
-	ctx, cancel := g.p.callCtx(nil)
+	ctx, cancel := g.p.callCtx(g.p.ctx)
 	defer cancel()
 	resp, err := g.p.cp.NodeGroupTemplateNodeInfo(ctx, &pb.NodeGroupTemplateNodeInfoRequest{Id: g.id})
 	if err != nil {
@@ -244,7 +244,7 @@ func (g *nodeGroup) template() (*cloudprovider.NodeTemplate, error) {
 
 // GetOptions implements cloudprovider.NodeGroup.
 func (g *nodeGroup) GetOptions(defaults cloudprovider.NodeGroupAutoscalingOptions) (*cloudprovider.NodeGroupAutoscalingOptions, error) {
-	ctx, cancel := g.p.callCtx(nil)
+	ctx, cancel := g.p.callCtx(g.p.ctx)
 	defer cancel()
 	resp, err := g.p.cp.NodeGroupGetOptions(ctx, &pb.NodeGroupAutoscalingOptionsRequest{Id: g.id, Defaults: wire.Options(&defaults)})
 	if err != nil {

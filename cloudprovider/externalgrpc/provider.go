@@ -151,12 +151,9 @@ func Connect(cfg *Config, opts ...ProviderOption) (*Provider, error) {
 // Name implements cloudprovider.CloudProvider.
 func (p *Provider) Name() string { return ProviderName }
 
-// callCtx bounds one call by grpc_timeout and the caller's context (or the
-// provider's, for methods without one).
+// callCtx bounds one call by grpc_timeout and the caller's context (the
+// provider's, which Cleanup cancels, for methods without one).
 func (p *Provider) callCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	if ctx == nil {
-		ctx = p.ctx
-	}
 	return context.WithTimeout(ctx, p.cfg.GRPCTimeout.Duration)
 }
 
@@ -286,7 +283,7 @@ func (p *Provider) NodeGroupForNode(node *corev1.Node) (cloudprovider.NodeGroup,
 	id, cached := gen.forNode[key]
 	gen.mu.Unlock()
 	if !cached {
-		ctx, cancel := p.callCtx(nil)
+		ctx, cancel := p.callCtx(p.ctx)
 		resp, err := p.cp.NodeGroupForNode(ctx, &pb.NodeGroupForNodeRequest{Node: wire.Node(node)})
 		cancel()
 		if err != nil {
@@ -357,7 +354,7 @@ func (p *Provider) Cleanup() error {
 type pricing struct{ p *Provider }
 
 func (m pricing) NodePrice(node *corev1.Node, start, end time.Time) (float64, error) {
-	ctx, cancel := m.p.callCtx(nil)
+	ctx, cancel := m.p.callCtx(m.p.ctx)
 	defer cancel()
 	resp, err := m.p.cp.PricingNodePrice(ctx, &pb.PricingNodePriceRequest{Node: wire.Node(node), StartTimestamp: wire.Timestamp(start), EndTimestamp: wire.Timestamp(end)})
 	if err != nil {
@@ -371,7 +368,7 @@ func (m pricing) PodPrice(pod *corev1.Pod, start, end time.Time) (float64, error
 	if err != nil {
 		return 0, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	ctx, cancel := m.p.callCtx(nil)
+	ctx, cancel := m.p.callCtx(m.p.ctx)
 	defer cancel()
 	resp, err := m.p.cp.PricingPodPrice(ctx, &pb.PricingPodPriceRequest{PodBytes: b, StartTimestamp: wire.Timestamp(start), EndTimestamp: wire.Timestamp(end)})
 	if err != nil {
