@@ -8,9 +8,11 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	v1 "k8s.io/autoscaler/cluster-autoscaler/apis/provisioningrequest/autoscaling.x-k8s.io/v1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
 	"github.com/dra-autoscaler/dra-autoscaler/test/e2e/framework"
 )
 
@@ -162,6 +164,24 @@ func TestExternalGRPCReservationFirst(t *testing.T) {
 	counts, seen, err := s.nodeCounts(s.ctx, res, ond)
 	if err != nil || counts[0] != 1 || counts[1] != 1 {
 		t.Fatalf("nodes %s (%v), want one reserved and one on-demand", seen, err)
+	}
+}
+
+// A best-effort-atomic ProvisioningRequest over gRPC: 8 one-GPU pods on
+// 2-GPU nodes are 4 nodes in one NodeGroupAtomicIncreaseSize. Serial, as
+// the other ProvisioningRequest tests are.
+func TestExternalGRPCProvReqAtomic(t *testing.T) {
+	s := newProvScenario(t)
+	g := s.gpuGroup("gpu2", 8, 2)
+	srv, _ := s.startOverGRPC(t, []string{"--v=4"}, []kwok.NodeGroupConfig{g})
+	name := s.kueueRequest(t, "train", v1.ProvisioningClassBestEffortAtomicScaleUp, 8, true)
+	wantReason(t, s.waitCondition(t, name, v1.Provisioned, metav1.ConditionTrue, 2*time.Minute), provreq.ReasonCapacityIsProvisioned, g.Name+" +4")
+	framework.Eventually(s.ctx, t, time.Minute, "4 nodes", func(ctx context.Context) (bool, string, error) {
+		counts, seen, err := s.nodeCounts(ctx, g)
+		return err == nil && counts[0] == 4, seen, err
+	})
+	if n := strings.Count(srv.Log(), "CloudProviderExtension/NodeGroupAtomicIncreaseSize"); n != 1 {
+		t.Errorf("%d NodeGroupAtomicIncreaseSize calls, want exactly 1", n)
 	}
 }
 
