@@ -13,7 +13,7 @@ func BenchmarkRefresh(b *testing.B) {
 	for i := range 50 {
 		cp.add(fmt.Sprintf("g%d", i), 0, 10)
 	}
-	e := start(&testing.T{}, cp, Config{})
+	e := start(b, cp, Config{})
 	b.ResetTimer()
 	for range b.N {
 		if err := e.p.Refresh(context.Background()); err != nil {
@@ -27,7 +27,7 @@ func BenchmarkRefresh(b *testing.B) {
 func BenchmarkTemplate(b *testing.B) {
 	cp := &fakeCP{}
 	cp.add("gpu", 0, 10).template = gpuTemplate("t")
-	e := start(&testing.T{}, cp, Config{})
+	e := start(b, cp, Config{})
 	b.ResetTimer()
 	for range b.N {
 		if err := e.p.Refresh(context.Background()); err != nil {

@@ -225,7 +225,7 @@ type env struct {
 
 // start serves cp over bufconn (with the extension unless upstreamOnly)
 // and returns a client provider for it.
-func start(t *testing.T, cp *fakeCP, cfg Config, sopts ...server.Option) *env {
+func start(t testing.TB, cp *fakeCP, cfg Config, sopts ...server.Option) *env {
 	t.Helper()
 	f := newFaults()
 	lis := bufconn.Listen(1 << 20)
