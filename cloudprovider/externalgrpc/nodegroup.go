@@ -227,11 +227,12 @@ func (g *nodeGroup) template() (*cloudprovider.NodeTemplate, error) {
 	if err != nil {
 		return nil, g.p.wrap("NodeGroupTemplateNodeInfo", g.id, err)
 	}
-	if len(resp.GetNodeBytes()) == 0 {
+	nodeBytes := wire.TemplateNodeBytes(resp)
+	if len(nodeBytes) == 0 {
 		return nil, fmt.Errorf("externalgrpc %s node group %s: the provider publishes no template", g.p.cfg.Address, g.id)
 	}
 	node := &corev1.Node{}
-	if err := node.Unmarshal(resp.GetNodeBytes()); err != nil {
+	if err := node.Unmarshal(nodeBytes); err != nil {
 		return nil, fmt.Errorf("externalgrpc %s NodeGroupTemplateNodeInfo node group %s: template rejected: %w", g.p.cfg.Address, g.id, err)
 	}
 	if node.Name == "" {
@@ -253,5 +254,7 @@ func (g *nodeGroup) GetOptions(defaults cloudprovider.NodeGroupAutoscalingOption
 	if resp.GetNodeGroupAutoscalingOptions() == nil {
 		return nil, fmt.Errorf("externalgrpc %s NodeGroupGetOptions node group %s: empty answer: %w", g.p.cfg.Address, g.id, cloudprovider.ErrNotImplemented)
 	}
-	return wire.OptionsFrom(resp.GetNodeGroupAutoscalingOptions()), nil
+	out := wire.OptionsFrom(resp.GetNodeGroupAutoscalingOptions())
+	wire.OptionsFromLegacy(resp.GetNodeGroupAutoscalingOptions(), out)
+	return out, nil
 }

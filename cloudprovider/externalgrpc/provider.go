@@ -356,7 +356,9 @@ type pricing struct{ p *Provider }
 func (m pricing) NodePrice(node *corev1.Node, start, end time.Time) (float64, error) {
 	ctx, cancel := m.p.callCtx(m.p.ctx)
 	defer cancel()
-	resp, err := m.p.cp.PricingNodePrice(ctx, &pb.PricingNodePriceRequest{Node: wire.Node(node), StartTimestamp: wire.Timestamp(start), EndTimestamp: wire.Timestamp(end)})
+	req := &pb.PricingNodePriceRequest{Node: wire.Node(node), StartTimestamp: wire.Timestamp(start), EndTimestamp: wire.Timestamp(end)}
+	wire.AddLegacyPricing(req, start, end)
+	resp, err := m.p.cp.PricingNodePrice(ctx, req)
 	if err != nil {
 		return 0, m.p.wrap("PricingNodePrice", "", err)
 	}
@@ -370,7 +372,9 @@ func (m pricing) PodPrice(pod *corev1.Pod, start, end time.Time) (float64, error
 	}
 	ctx, cancel := m.p.callCtx(m.p.ctx)
 	defer cancel()
-	resp, err := m.p.cp.PricingPodPrice(ctx, &pb.PricingPodPriceRequest{PodBytes: b, StartTimestamp: wire.Timestamp(start), EndTimestamp: wire.Timestamp(end)})
+	req := &pb.PricingPodPriceRequest{PodBytes: b, StartTimestamp: wire.Timestamp(start), EndTimestamp: wire.Timestamp(end)}
+	wire.AddLegacyPricing(req, start, end)
+	resp, err := m.p.cp.PricingPodPrice(ctx, req)
 	if err != nil {
 		return 0, m.p.wrap("PricingPodPrice", "", err)
 	}

@@ -16,11 +16,14 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
@@ -173,7 +176,8 @@ func (u *upstreamService) PricingNodePrice(_ context.Context, req *pb.PricingNod
 	if err != nil {
 		return nil, statusOf(err)
 	}
-	price, err := m.NodePrice(wire.NodeFrom(req.GetNode()), wire.TimeFrom(req.GetStartTimestamp()), wire.TimeFrom(req.GetEndTimestamp()))
+	start, end := period(req, req.GetStartTimestamp(), req.GetEndTimestamp())
+	price, err := m.NodePrice(wire.NodeFrom(req.GetNode()), start, end)
 	if err != nil {
 		return nil, statusOf(err)
 	}
@@ -182,7 +186,7 @@ func (u *upstreamService) PricingNodePrice(_ context.Context, req *pb.PricingNod
 
 func (u *upstreamService) PricingPodPrice(_ context.Context, req *pb.PricingPodPriceRequest) (*pb.PricingPodPriceResponse, error) {
 	pod := &corev1.Pod{}
-	if err := pod.Unmarshal(req.GetPodBytes()); err != nil {
+	if err := pod.Unmarshal(wire.PodBytes(req)); err != nil {
 		return nil, status.Errorf(codes.InvalidArgument, "pod_bytes: %v", err)
 	}
 	u.s.mu.Lock()
@@ -191,7 +195,8 @@ func (u *upstreamService) PricingPodPrice(_ context.Context, req *pb.PricingPodP
 	if err != nil {
 		return nil, statusOf(err)
 	}
-	price, err := m.PodPrice(pod, wire.TimeFrom(req.GetStartTimestamp()), wire.TimeFrom(req.GetEndTimestamp()))
+	start, end := period(req, req.GetStartTimestamp(), req.GetEndTimestamp())
+	price, err := m.PodPrice(pod, start, end)
 	if err != nil {
 		return nil, statusOf(err)
 	}
@@ -284,7 +289,9 @@ func (u *upstreamService) NodeGroupTemplateNodeInfo(_ context.Context, req *pb.N
 		if err != nil || t == nil || t.Node == nil {
 			return err
 		}
-		resp.NodeBytes, err = t.Node.Marshal()
+		if resp.NodeBytes, err = t.Node.Marshal(); err == nil {
+			wire.AddLegacyTemplateNode(resp)
+		}
 		return err
 	})
 	return resp, err
@@ -305,7 +312,17 @@ func (u *upstreamService) NodeGroupGetOptions(_ context.Context, req *pb.NodeGro
 			return fmt.Errorf("node group %s: no options: %w", g.Id(), cloudprovider.ErrNotImplemented)
 		}
 		resp.NodeGroupAutoscalingOptions = wire.Options(o)
+		wire.AddLegacyOptions(resp.NodeGroupAutoscalingOptions)
 		return nil
 	})
 	return resp, err
+}
+
+// period is a pricing request's period: the timestamps, or the old fields
+// a client of 1.34 or older sends.
+func period(req proto.Message, start, end *timestamppb.Timestamp) (time.Time, time.Time) {
+	if start == nil && end == nil {
+		return wire.LegacyPricingPeriod(req)
+	}
+	return wire.TimeFrom(start), wire.TimeFrom(end)
 }
