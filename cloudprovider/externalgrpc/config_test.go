@@ -109,3 +109,13 @@ func TestMutualTLS(t *testing.T) {
 }
 
 func dur(d time.Duration) (out metav1.Duration) { out.Duration = d; return out }
+
+func TestExampleConfig(t *testing.T) {
+	cfg, err := LoadConfig("../../deploy/examples/externalgrpc-cloud-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Address != "externalgrpc-kwok.kube-system.svc:8086" || cfg.GRPCTimeout.Duration != 30*time.Second || cfg.Cert == "" || cfg.Extension != ExtensionAuto {
+		t.Fatalf("example config read as %+v", cfg)
+	}
+}
