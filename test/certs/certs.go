@@ -22,14 +22,14 @@ type Files struct{ CA, ServerCert, ServerKey, ClientCert, ClientKey string }
 // Write writes a fresh CA and certificates signed by it.
 func Write(t testing.TB, dir string) Files {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caKey := must[*ecdsa.PrivateKey](t)(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))
 	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test-ca"}, NotBefore: time.Now().Add(-time.Hour),
 		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
 	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, _ := x509.ParseCertificate(caDER)
+	ca := must[*x509.Certificate](t)(x509.ParseCertificate(caDER))
 	write := func(name, typ string, der []byte) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
@@ -38,14 +38,14 @@ func Write(t testing.TB, dir string) Files {
 		return p
 	}
 	leaf := func(serial int64, usage x509.ExtKeyUsage, dns []string) ([]byte, []byte) {
-		key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		key := must[*ecdsa.PrivateKey](t)(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))
 		tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "test"}, DNSNames: dns,
 			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), ExtKeyUsage: []x509.ExtKeyUsage{usage}, KeyUsage: x509.KeyUsageDigitalSignature}
 		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
 		if err != nil {
 			t.Fatal(err)
 		}
-		kd, _ := x509.MarshalECPrivateKey(key)
+		kd := must[[]byte](t)(x509.MarshalECPrivateKey(key))
 		return der, kd
 	}
 	sc, sk := leaf(2, x509.ExtKeyUsageServerAuth, []string{"localhost"})
@@ -54,5 +54,16 @@ func Write(t testing.TB, dir string) Files {
 		CA:         write("ca.crt", "CERTIFICATE", caDER),
 		ServerCert: write("server.crt", "CERTIFICATE", sc), ServerKey: write("server.key", "EC PRIVATE KEY", sk),
 		ClientCert: write("client.crt", "CERTIFICATE", cc), ClientKey: write("client.key", "EC PRIVATE KEY", ck),
+	}
+}
+
+// must fails the test on err and returns v.
+func must[T any](t testing.TB) func(v T, err error) T {
+	return func(v T, err error) T {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
 	}
 }
