@@ -14,7 +14,7 @@ TEST_FLAGS  ?= -count=1
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CONTROLLER_GEN := sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
 
-.PHONY: all build binaries test test-unit test-race test-e2e bench lint crds generate up down demo clean docs deploy-build
+.PHONY: all build binaries test test-unit test-race test-e2e bench lint crds generate generate-proto up down demo clean docs deploy-build
 
 all: build
 
@@ -22,6 +22,7 @@ build:
 	$(GO) build ./...
 	$(GO) build -o $(BIN)/localcluster ./hack/localcluster
 	$(GO) build -o $(BIN)/dra-autoscaler ./cmd/dra-autoscaler
+	$(GO) build -o $(BIN)/externalgrpc-kwok ./cmd/externalgrpc-kwok
 
 # The control plane (kube-apiserver, kube-controller-manager, kube-scheduler
 # from this module; kwok from its own) — the e2e tests build it too.
@@ -35,6 +36,7 @@ test: test-unit test-race test-e2e
 test-unit:
 	$(GO) test $(TEST_FLAGS) -timeout 20m $(UNIT_PKGS)
 	cd hack/kustomize && $(GO) test $(TEST_FLAGS) ./...
+	cd hack/genproto && $(GO) test $(TEST_FLAGS) ./...
 
 # The loop, its stages, scale-down, drains, the binary's wiring and the
 # providers run goroutines: they are tested with -race too.
@@ -74,8 +76,13 @@ crds:
 	install -m 0644 $$($(GO) list -m -f '{{.Dir}}' $(PROVREQ_MOD))/config/crd/*.yaml deploy/crds/
 # Deepcopy functions and the CRDs in deploy/crds from the types in apis/
 # (controller-gen runs in its own module context: go.mod is not touched).
-generate:
+generate: generate-proto
 	$(GO) run $(CONTROLLER_GEN) object paths=./apis/... crd paths=./apis/... output:crd:artifacts:config=deploy/crds
+
+# The Go code of the externalgrpc provider's .proto files, without protoc
+# (hack/genproto is a module of its own; its test fails when it is stale).
+generate-proto:
+	cd hack/genproto && $(GO) run . --root ../..
 
 up: build
 	$(BIN)/localcluster up --state-dir $(STATE) --bin-dir $(BIN) --port-base $(PORT_BASE)

@@ -22,6 +22,7 @@ func TestNewParts(t *testing.T) {
 		{"unknown node group", []string{"--nodes=0:3:nope"}, `node group "nope"`},
 		{"unknown feature gate", []string{"--feature-gates=NoSuchGate=true"}, "NoSuchGate"},
 		{"missing cloud config", []string{"--cloud-config=/nonexistent.yaml"}, "/nonexistent.yaml"},
+		{"externalgrpc given a kwok file", []string{"--cloud-provider=externalgrpc"}, "address is required"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/externalgrpc"
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
@@ -156,8 +157,17 @@ func newProvider(opts *config.Options, client kubernetes.Interface) (cloudprovid
 			return nil, fmt.Errorf("--cloud-config: %w", err)
 		}
 		return kwok.New(client, cfg)
+	case externalgrpc.ProviderName:
+		if opts.CloudConfig == "" {
+			return nil, fmt.Errorf("--cloud-provider=externalgrpc needs --cloud-config (the server's address and TLS files)")
+		}
+		cfg, err := externalgrpc.LoadConfig(opts.CloudConfig)
+		if err != nil {
+			return nil, fmt.Errorf("--cloud-config: %w", err)
+		}
+		return externalgrpc.Connect(cfg)
 	default:
-		return nil, fmt.Errorf("--cloud-provider=%q: unknown (known: %s)", opts.CloudProvider, kwok.ProviderName)
+		return nil, fmt.Errorf("--cloud-provider=%q: unknown (known: %s, %s)", opts.CloudProvider, kwok.ProviderName, externalgrpc.ProviderName)
 	}
 }
 

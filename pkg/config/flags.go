@@ -52,7 +52,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) *rawFlags {
 		memTotal:   fmt.Sprintf("%d:%d", o.MemoryTotal.Min, o.MemoryTotal.Max),
 	}
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig; empty means in-cluster configuration.")
-	fs.StringVar(&o.CloudProvider, "cloud-provider", o.CloudProvider, "Cloud provider type (kwok).")
+	fs.StringVar(&o.CloudProvider, "cloud-provider", o.CloudProvider, "Cloud provider type (kwok, externalgrpc).")
 	fs.StringVar(&o.CloudConfig, "cloud-config", o.CloudConfig, "Path to the cloud provider's configuration file.")
 	fs.StringArrayVar(&raw.nodes, "nodes", nil, "Node group to scale, as min:max:name (repeatable). Without it, every group the provider declares is used with the provider's sizes.")
 	fs.DurationVar(&o.ScanInterval, "scan-interval", o.ScanInterval, "How often the cluster is reevaluated for scale up or down.")

@@ -1,0 +1,135 @@
+package framework
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/dra-autoscaler/dra-autoscaler/test/certs"
+)
+
+// GRPCServerBinary builds cmd/externalgrpc-kwok (once per test binary):
+// the example externalgrpc server, serving the kwok provider.
+func (c *Cluster) GRPCServerBinary(t testing.TB) string {
+	t.Helper()
+	grpcBuild.Do(func() {
+		path := filepath.Join(c.BinDir, "externalgrpc-kwok")
+		cmd := exec.Command("go", "build", "-o", path, "./cmd/externalgrpc-kwok")
+		cmd.Dir = filepath.Dir(filepath.Dir(c.BinDir)) // _out/bin -> module root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			grpcBuildErr = fmt.Errorf("building externalgrpc-kwok: %v\n%s", err, out)
+			return
+		}
+		grpcBuilt = path
+	})
+	if grpcBuildErr != nil {
+		t.Fatal(grpcBuildErr)
+	}
+	return grpcBuilt
+}
+
+var (
+	grpcBuild    sync.Once
+	grpcBuilt    string
+	grpcBuildErr error
+)
+
+// GRPCServer is a running externalgrpc-kwok process with mTLS.
+type GRPCServer struct {
+	cmd     *exec.Cmd
+	log     *lockedBuffer
+	done    chan struct{}
+	args    []string
+	bin     string
+	Address string // localhost:port (the certificate's name)
+	// ClientConfig is an externalgrpc --cloud-config file for this server,
+	// in upstream's format, with the client's certificate.
+	ClientConfig string
+}
+
+// StartGRPCServer serves the kwok provider configured by kwokConfig over
+// gRPC, with certificates made for the test; extra args are appended
+// (e.g. --upstream-only). It is stopped when the test ends.
+func (c *Cluster) StartGRPCServer(t testing.TB, kwokConfig any, args ...string) *GRPCServer {
+	t.Helper()
+	dir := t.TempDir()
+	files := certs.Write(t, dir)
+	data, err := yaml.Marshal(kwokConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kwokPath := filepath.Join(dir, "kwok.yaml")
+	if err := os.WriteFile(kwokPath, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := freeAddr(t)[len("127.0.0.1:"):]
+	s := &GRPCServer{bin: c.GRPCServerBinary(t), log: &lockedBuffer{}, Address: "localhost:" + port}
+	s.args = append([]string{
+		"--kubeconfig=" + c.Kubeconf, "--cloud-config=" + kwokPath, "--address=127.0.0.1:" + port,
+		"--cert=" + files.ServerCert, "--key-cert=" + files.ServerKey, "--ca-cert=" + files.CA, "--v=2",
+	}, args...)
+	client := fmt.Sprintf("address: %s\ncert: %s\nkey: %s\ncacert: %s\ngrpc_timeout: 10s\n", s.Address, files.ClientCert, files.ClientKey, files.CA)
+	s.ClientConfig = filepath.Join(dir, "externalgrpc.yaml")
+	if err := os.WriteFile(s.ClientConfig, []byte(client), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s.Start(t)
+	t.Cleanup(func() {
+		s.Stop()
+		if t.Failed() {
+			t.Logf("externalgrpc-kwok log (%s):\n%s", strings.Join(s.args, " "), tail(s.Log(), 60))
+		}
+	})
+	return s
+}
+
+// Start (re)starts the process with the same flags, on the same port.
+func (s *GRPCServer) Start(t testing.TB) {
+	t.Helper()
+	s.cmd = exec.Command(s.bin, s.args...)
+	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
+	s.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	s.done = make(chan struct{})
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := s.done
+	go func() { _ = s.cmd.Wait(); close(done) }()
+}
+
+// Kill ends the process with SIGKILL, as a crash would.
+func (s *GRPCServer) Kill() {
+	select {
+	case <-s.done:
+	default:
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+// Stop ends the process (SIGTERM, then SIGKILL).
+func (s *GRPCServer) Stop() {
+	select {
+	case <-s.done:
+		return
+	default:
+	}
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-s.done:
+	case <-time.After(10 * time.Second):
+		_ = s.cmd.Process.Kill()
+		<-s.done
+	}
+}
+
+// Log is everything the process printed so far (over all its starts).
+func (s *GRPCServer) Log() string { return s.log.String() }
