@@ -43,8 +43,11 @@ type nodeGroup struct {
 // before and after a scale-up).
 type written struct {
 	replicas int
-	rv       string
-	at       time.Time
+	// rv is the resourceVersion the write returned, before the one the
+	// informer had when it was made: any other version the informer
+	// shows is the write or newer.
+	rv, before string
+	at         time.Time
 }
 
 // writtenTTL is how long a write stands in for an informer that does not
@@ -86,15 +89,24 @@ func (g *nodeGroup) targetLocked() int {
 	if g.state == nil {
 		return 0
 	}
-	replicas := specReplicas(g.state.obj)
-	if w := g.written; w != nil {
-		if g.state.obj.GetResourceVersion() == w.rv || replicas == w.replicas || g.p.clock.Since(w.at) > writtenTTL {
-			g.written = nil
-		} else {
-			return w.replicas
-		}
+	g.settleLocked()
+	if g.written != nil {
+		return g.written.replicas
 	}
-	return replicas
+	return specReplicas(g.state.obj)
+}
+
+// settleLocked forgets the write once the informer shows it (or a newer
+// version), or after writtenTTL.
+func (g *nodeGroup) settleLocked() {
+	w := g.written
+	if w == nil || g.state == nil {
+		return
+	}
+	rv := g.state.obj.GetResourceVersion()
+	if rv == w.rv || rv != w.before || specReplicas(g.state.obj) == w.replicas || g.p.clock.Since(w.at) > writtenTTL {
+		g.written = nil
+	}
 }
 
 func specReplicas(u *unstructured.Unstructured) int {
@@ -185,6 +197,9 @@ func (g *nodeGroup) setReplicas(ctx context.Context, n int) error {
 	}
 	g.p.mu.Lock()
 	g.written = &written{replicas: n, rv: s.GetResourceVersion(), at: g.p.clock.Now()}
+	if g.state != nil {
+		g.written.before = g.state.obj.GetResourceVersion()
+	}
 	g.p.mu.Unlock()
 	return nil
 }

@@ -283,6 +283,7 @@ func (p *Provider) Refresh(ctx context.Context) error {
 			p.groups[id] = g
 		}
 		g.state = st
+		g.settleLocked()
 	}
 	for id, g := range p.groups {
 		if snap.groups[id] == nil {
