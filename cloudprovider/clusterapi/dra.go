@@ -99,10 +99,50 @@ func parseDRATemplate(ref string, data map[string]string, nodeName string) ([]*r
 		}
 		s.Spec.Pool.ResourceSliceCount = want
 	}
+	errs = append(errs, checkCounters(ref, slices)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return slices, nil
+}
+
+// checkCounters: a device's consumesCounters must name a counter set, and
+// counters in it, that a slice of the same driver and pool declares (the
+// API server cannot check across slices; the allocator would just never
+// pick the device).
+func checkCounters(ref string, slices []*resourceapi.ResourceSlice) []error {
+	type setKey struct{ driver, pool, set string }
+	sets := map[setKey]map[string]bool{}
+	for _, s := range slices {
+		for _, cs := range s.Spec.SharedCounters {
+			k := setKey{s.Spec.Driver, s.Spec.Pool.Name, cs.Name}
+			if sets[k] == nil {
+				sets[k] = map[string]bool{}
+			}
+			for c := range cs.Counters {
+				sets[k][c] = true
+			}
+		}
+	}
+	var errs []error
+	for i, s := range slices {
+		for j, d := range s.Spec.Devices {
+			for k, cc := range d.ConsumesCounters {
+				have, ok := sets[setKey{s.Spec.Driver, s.Spec.Pool.Name, cc.CounterSet}]
+				where := fmt.Sprintf("DRA template ConfigMap %s: slice %d: spec.devices[%d].consumesCounters[%d]", ref, i, j, k)
+				if !ok {
+					errs = append(errs, fmt.Errorf("%s: counter set %q is declared by no slice of driver %s pool %s", where, cc.CounterSet, s.Spec.Driver, s.Spec.Pool.Name))
+					continue
+				}
+				for c := range cc.Counters {
+					if !have[c] {
+						errs = append(errs, fmt.Errorf("%s: counter set %q has no counter %q", where, cc.CounterSet, c))
+					}
+				}
+			}
+		}
+	}
+	return errs
 }
 
 // validateSlice runs the API server's ResourceSlice validation, with

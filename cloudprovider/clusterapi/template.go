@@ -141,8 +141,8 @@ func templateNodeName(group string) string {
 // templateLabels: the kubelet's os/arch (from the infrastructure
 // template's status.nodeInfo, else linux and $CAPI_SCALE_ZERO_DEFAULT_ARCH
 // or amd64), then the Machine template's labels Cluster API propagates to
-// Nodes, then the labels annotation (k1=v1,k2=v2; a malformed item is
-// skipped, as upstream does).
+// Nodes, then the labels annotation (k1=v1,k2=v2; an item without "=" is
+// skipped, as upstream does, and so is one with an invalid key).
 func (p *Provider) templateLabels(u, infra *unstructured.Unstructured, name string) map[string]string {
 	arch := os.Getenv("CAPI_SCALE_ZERO_DEFAULT_ARCH")
 	if arch == "" {
@@ -169,7 +169,9 @@ func (p *Provider) templateLabels(u, infra *unstructured.Unstructured, name stri
 	}
 	if v, ok := u.GetAnnotations()[keyLabels]; ok {
 		for _, item := range strings.Split(v, ",") {
-			if kv := strings.SplitN(item, "=", 2); len(kv) == 2 {
+			// Upstream also takes items with an invalid key; a Node
+			// cannot have them, so they are skipped here.
+			if kv := strings.SplitN(item, "=", 2); len(kv) == 2 && len(validation.IsQualifiedName(kv[0])) == 0 {
 				labels[kv[0]] = kv[1]
 			}
 		}
