@@ -65,7 +65,11 @@ func TestOptions(t *testing.T) {
 		}, want: cloudprovider.NodeGroupAutoscalingOptions{ScaleDownUtilizationThreshold: 0.5, ScaleDownGpuUtilizationThreshold: 0.6,
 			ScaleDownUnneededTime: 10 * time.Minute, MaxNodeProvisionTime: 20 * time.Minute}, ok: true},
 		{name: "upper case value is lower-cased", ann: map[string]string{"cluster.x-k8s.io/autoscaling-options-scaledownunneededtime": "5M"},
-			want: func() cloudprovider.NodeGroupAutoscalingOptions { d := defaults; d.ScaleDownUnneededTime = 5 * time.Minute; return d }(), ok: true},
+			want: func() cloudprovider.NodeGroupAutoscalingOptions {
+				d := defaults
+				d.ScaleDownUnneededTime = 5 * time.Minute
+				return d
+			}(), ok: true},
 		{name: "bad value ignored", ann: map[string]string{"cluster.x-k8s.io/autoscaling-options-scaledownutilizationthreshold": "half"},
 			want: defaults, ok: true, bad: 1},
 	} {

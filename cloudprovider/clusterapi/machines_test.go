@@ -79,7 +79,7 @@ func TestNodes(t *testing.T) {
 		mp("pool").size(0, 3).set([]any{"test:///p1", "test:///p2"}, "spec", "providerIDList"),
 		machine("p1").label("cluster.x-k8s.io/pool-name", "pool").providerID("test:///p1").node("p1"))
 	for id, want := range map[string][]string{
-		gpuGroup:                    {"test:///g1", pendingPrefix + "team/g2"},
+		gpuGroup:                     {"test:///g1", pendingPrefix + "team/g2"},
 		"MachineDeployment/team/cpu": {"test:///c1"},
 		"MachinePool/team/pool":      {"test:///p1", "test:///p2"},
 	} {

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
@@ -18,8 +17,8 @@ func TestNodeGroups(t *testing.T) {
 	all := []*obj{
 		md("gpu").size(0, 5).label("color", "green"),
 		md("cpu").size(1, 3),
-		md("plain"),                                // no annotations: not autoscaled
-		md("off").size(0, 0),                       // max 0: skipped, as upstream
+		md("plain"),                                          // no annotations: not autoscaled
+		md("off").size(0, 0),                                 // max 0: skipped, as upstream
 		md("bad").ann(newKeys(DefaultGroup).maxSize, "many"), // left out, the others go on
 		md("paused").size(0, 3).ann("cluster.x-k8s.io/paused", ""),
 		md("other").size(0, 3).set("c2", "spec", "clusterName"),
@@ -180,5 +179,3 @@ func TestDeletedGroup(t *testing.T) {
 		t.Fatalf("groups %v", got)
 	}
 }
-
-var _ = unstructured.Unstructured{}
