@@ -150,7 +150,7 @@ func configMap(name string, data map[string]string) *obj {
 
 // env is a provider over a fake management cluster.
 type env struct {
-	t     *testing.T
+	t     testing.TB
 	dyn   *dynamicfake.FakeDynamicClient
 	disc  *fakediscovery.FakeDiscovery
 	p     *Provider
@@ -207,7 +207,7 @@ func newEnvWith(t *testing.T, specs []string, resources []*metav1.APIResourceLis
 	return e
 }
 
-func tryEnv(t *testing.T, specs []string, resources []*metav1.APIResourceList, objs ...*obj) (*env, error) {
+func tryEnv(t testing.TB, specs []string, resources []*metav1.APIResourceList, objs ...*obj) (*env, error) {
 	var runtimeObjs []runtime.Object
 	for _, o := range objs {
 		runtimeObjs = append(runtimeObjs, o.u.DeepCopy())
@@ -224,6 +224,14 @@ func tryEnv(t *testing.T, specs []string, resources []*metav1.APIResourceList, o
 	t.Cleanup(func() { _ = p.Cleanup() })
 	e.p = p
 	return e, nil
+}
+
+func benchEnv(b *testing.B, objs []*obj) *env {
+	e, err := tryEnv(b, nil, []*metav1.APIResourceList{capiResources("v1beta2", true)}, objs...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return e
 }
 
 // react emulates the scale subresource (autoscaling/v1 Scale over

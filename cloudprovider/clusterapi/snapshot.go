@@ -101,6 +101,10 @@ func (p *Provider) takeSnapshot() (*snapshot, []problem) {
 		}
 	}
 	sort.Strings(s.order)
+	bySel := make(map[string]labels.Selector, len(sels))
+	for _, g := range sels {
+		bySel[g.id] = g.sel
+	}
 	machines, err := p.machines.List(labels.Everything())
 	if err != nil {
 		problems = append(problems, problem{kind: kindMachine, ref: "*", err: err})
@@ -115,13 +119,26 @@ func (p *Provider) takeSnapshot() (*snapshot, []problem) {
 		if pid, _, _ := unstructured.NestedString(m.Object, "spec", "providerID"); pid != "" {
 			s.byPID[normalizeProviderID(pid)] = m
 		}
-		for _, g := range sels {
-			st := s.groups[g.id]
-			if st.obj.GetNamespace() == m.GetNamespace() && g.sel.Matches(labels.Set(m.GetLabels())) {
-				st.machines = append(st.machines, m)
-				s.groupOf[key] = g.id
-				break
+		// The name labels Cluster API puts on Machines point at the
+		// likely group; the selector decides. Only a Machine they do not
+		// place is matched against every group.
+		mlabels := labels.Set(m.GetLabels())
+		id := ""
+		for kind, label := range map[string]string{kindMachineDeployment: p.keys.deployment, kindMachineSet: p.keys.set, kindMachinePool: p.keys.pool} {
+			if v := mlabels[label]; v != "" {
+				if c := groupID(kind, m.GetNamespace(), v); bySel[c] != nil && bySel[c].Matches(mlabels) {
+					id = c
+				}
 			}
+		}
+		for i := 0; id == "" && i < len(sels); i++ {
+			if g := sels[i]; s.groups[g.id].obj.GetNamespace() == m.GetNamespace() && g.sel.Matches(mlabels) {
+				id = g.id
+			}
+		}
+		if id != "" {
+			s.groups[id].machines = append(s.groups[id].machines, m)
+			s.groupOf[key] = id
 		}
 	}
 	for _, st := range s.groups {
