@@ -208,6 +208,11 @@ func newEnvWith(t *testing.T, specs []string, resources []*metav1.APIResourceLis
 }
 
 func tryEnv(t testing.TB, specs []string, resources []*metav1.APIResourceList, objs ...*obj) (*env, error) {
+	return tryEnvOpts(t, nil, specs, resources, objs...)
+}
+
+// tryEnvOpts is tryEnv with setup changing the provider's options.
+func tryEnvOpts(t testing.TB, setup func(*Options), specs []string, resources []*metav1.APIResourceList, objs ...*obj) (*env, error) {
 	var runtimeObjs []runtime.Object
 	for _, o := range objs {
 		runtimeObjs = append(runtimeObjs, o.u.DeepCopy())
@@ -217,7 +222,11 @@ func tryEnv(t testing.TB, specs []string, resources []*metav1.APIResourceList, o
 	e.disc = &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: resources}}
 	e.dyn.PrependReactor("*", "*", e.react)
 	logger := ktesting.NewLogger(t, ktesting.NewConfig())
-	p, err := New(t.Context(), Options{Dynamic: e.dyn, Discovery: e.disc, AutoDiscovery: specs, Clock: e.clock, Logger: &logger, SyncTimeout: 10 * time.Second})
+	o := Options{Dynamic: e.dyn, Discovery: e.disc, AutoDiscovery: specs, Clock: e.clock, Logger: &logger, SyncTimeout: 10 * time.Second}
+	if setup != nil {
+		setup(&o)
+	}
+	p, err := New(t.Context(), o)
 	if err != nil {
 		return nil, err
 	}

@@ -15,15 +15,21 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -48,6 +54,13 @@ type Options struct {
 	SyncTimeout time.Duration
 	Clock       clock.Clock
 	Logger      *klog.Logger
+	// Events, when set, records a Warning on a scalable resource whose
+	// annotations or DRA template are wrong (once per distinct message),
+	// where `kubectl describe` of the object shows it.
+	Events record.EventRecorder
+	// EventClient, when set and Events is not, is where the provider
+	// records those events itself (the management cluster).
+	EventClient kubernetes.Interface
 }
 
 // Provider is the Cluster API cloud provider.
@@ -78,6 +91,13 @@ type Provider struct {
 	mu     sync.Mutex
 	groups map[string]*nodeGroup
 	snap   *snapshot
+
+	events      record.EventRecorder
+	broadcaster record.EventBroadcaster
+	// warned is the last warning recorded per object (namespace/name of
+	// kind), so that a problem is told once, not every loop.
+	warnedMu sync.Mutex
+	warned   map[string]string
 }
 
 // New finds Cluster API's version through discovery, starts the informers
@@ -97,7 +117,8 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	}
 	p := &Provider{dyn: o.Dynamic, disc: o.Discovery, keys: newKeys(group), specs: specs, clock: o.Clock,
 		timeout: o.SyncTimeout, groups: map[string]*nodeGroup{}, infra: map[schema.GroupVersionResource]cache.GenericLister{},
-		gvr: map[string]schema.GroupVersionResource{}, scalables: map[string]cache.GenericLister{}, stop: make(chan struct{})}
+		gvr: map[string]schema.GroupVersionResource{}, scalables: map[string]cache.GenericLister{}, stop: make(chan struct{}),
+		events: o.Events, warned: map[string]string{}}
 	if p.clock == nil {
 		p.clock = clock.RealClock{}
 	}
@@ -108,7 +129,13 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	if o.Logger != nil {
 		p.logger = *o.Logger
 	}
+	if p.events == nil && o.EventClient != nil {
+		p.broadcaster = record.NewBroadcaster()
+		p.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: o.EventClient.CoreV1().Events("")})
+		p.events = p.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "cluster-autoscaler"})
+	}
 	if err := p.discover(o.Version); err != nil {
+		p.shutdownEvents()
 		return nil, fmt.Errorf("clusterapi provider: %w", err)
 	}
 	p.factory = dynamicinformer.NewFilteredDynamicSharedInformerFactory(p.dyn, 0, watchNamespace(specs), nil)
@@ -123,11 +150,11 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 	p.configMaps = p.factory.ForResource(corev1.SchemeGroupVersion.WithResource("configmaps")).Lister()
 	p.factory.Start(p.stop)
 	if err := p.waitForSync(ctx); err != nil {
-		close(p.stop)
+		_ = p.Cleanup()
 		return nil, err
 	}
 	if err := p.Refresh(ctx); err != nil {
-		close(p.stop)
+		_ = p.Cleanup()
 		return nil, err
 	}
 	return p, nil
@@ -271,9 +298,15 @@ func (p *Provider) Reservations() ([]cloudprovider.ReservedCapacity, error) {
 // others go on.
 func (p *Provider) Refresh(ctx context.Context) error {
 	snap, problems := p.takeSnapshot()
+	bad := map[string]bool{}
 	for _, pr := range problems {
 		p.logger.Error(pr.err, "Cluster API scalable resource left out of autoscaling", "kind", pr.kind, "object", pr.ref)
+		if pr.obj != nil {
+			p.warn(pr.obj, ReasonInvalidNodeGroup, "Left out of autoscaling: "+pr.err.Error())
+			bad[pr.kind+"/"+pr.ref] = true
+		}
 	}
+	p.forgetWarnings(ReasonInvalidNodeGroup, bad)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for id, st := range snap.groups {
@@ -294,14 +327,21 @@ func (p *Provider) Refresh(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Cleanup stops the informers.
+// Cleanup stops the informers and the provider's own event broadcaster.
 func (p *Provider) Cleanup() error {
 	select {
 	case <-p.stop:
 	default:
 		close(p.stop)
+		p.shutdownEvents()
 	}
 	return nil
+}
+
+func (p *Provider) shutdownEvents() {
+	if p.broadcaster != nil {
+		p.broadcaster.Shutdown()
+	}
 }
 
 // infraLister returns a synced lister of an infrastructure template kind,
@@ -350,6 +390,48 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// Event reasons.
+const (
+	ReasonInvalidNodeGroup = "InvalidNodeGroup"
+	ReasonInvalidTemplate  = "InvalidNodeTemplate"
+)
+
+// warn records a Warning on obj unless the same one was the last
+// recorded for it.
+func (p *Provider) warn(obj *unstructured.Unstructured, reason, msg string) {
+	if p.events == nil {
+		return
+	}
+	key := reason + "|" + obj.GetKind() + "/" + obj.GetNamespace() + "/" + obj.GetName()
+	p.warnedMu.Lock()
+	same := p.warned[key] == msg
+	p.warned[key] = msg
+	p.warnedMu.Unlock()
+	if !same {
+		p.events.Event(obj, corev1.EventTypeWarning, reason, msg)
+	}
+}
+
+// forgetWarnings drops the remembered warnings of reason whose object is
+// not in still (fixed, or gone), so that a problem coming back is told
+// again.
+func (p *Provider) forgetWarnings(reason string, still map[string]bool) {
+	p.warnedMu.Lock()
+	defer p.warnedMu.Unlock()
+	for key := range p.warned {
+		r, obj, _ := strings.Cut(key, "|")
+		if r == reason && !still[obj] {
+			delete(p.warned, key)
+		}
+	}
+}
+
+func (p *Provider) forgetWarning(reason string, obj *unstructured.Unstructured) {
+	p.warnedMu.Lock()
+	defer p.warnedMu.Unlock()
+	delete(p.warned, reason+"|"+obj.GetKind()+"/"+obj.GetNamespace()+"/"+obj.GetName())
 }
 
 // infraSyncWait bounds the first wait for an infrastructure template

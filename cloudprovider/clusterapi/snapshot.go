@@ -37,6 +37,7 @@ type snapshot struct {
 // problem is a scalable resource left out, and why.
 type problem struct {
 	kind, ref string
+	obj       *unstructured.Unstructured // nil when no one object is to blame
 	err       error
 }
 
@@ -76,7 +77,7 @@ func (p *Provider) takeSnapshot() (*snapshot, []problem) {
 			}
 			min, max, annotated, err := p.keys.bounds(u.GetAnnotations())
 			if err != nil {
-				problems = append(problems, problem{kind: kind, ref: ref, err: err})
+				problems = append(problems, problem{kind: kind, ref: ref, obj: u, err: err})
 				continue
 			}
 			if !annotated || max == 0 {
@@ -92,7 +93,7 @@ func (p *Provider) takeSnapshot() (*snapshot, []problem) {
 			}
 			sel, err := p.machineSelector(kind, u)
 			if err != nil {
-				problems = append(problems, problem{kind: kind, ref: ref, err: err})
+				problems = append(problems, problem{kind: kind, ref: ref, obj: u, err: err})
 				continue
 			}
 			s.groups[id] = st

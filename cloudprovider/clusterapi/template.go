@@ -37,6 +37,11 @@ func (g *nodeGroup) TemplateNodeInfo() (*cloudprovider.NodeTemplate, error) {
 		return nil, err
 	}
 	t, err := g.p.buildTemplate(context.Background(), st)
+	if err != nil && !errors.Is(err, cloudprovider.ErrNotImplemented) {
+		g.p.warn(st.obj, ReasonInvalidTemplate, "No template for scale from zero: "+err.Error())
+	} else {
+		g.p.forgetWarning(ReasonInvalidTemplate, st.obj)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("node group %s: %w", g.id, err)
 	}

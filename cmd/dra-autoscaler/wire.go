@@ -181,7 +181,11 @@ func newClusterAPI(opts *config.Options) (cloudprovider.CloudProvider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("clusterapi management cluster: %w", err)
 	}
-	return clusterapi.New(context.Background(), clusterapi.Options{Dynamic: dyn, Discovery: disc, AutoDiscovery: opts.NodeGroupAutoDiscovery})
+	events, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("clusterapi management cluster: %w", err)
+	}
+	return clusterapi.New(context.Background(), clusterapi.Options{Dynamic: dyn, Discovery: disc, AutoDiscovery: opts.NodeGroupAutoDiscovery, EventClient: events})
 }
 
 // shutdownGrace bounds how long a leader that stops (lease lost, or
