@@ -84,8 +84,9 @@ type Provider struct {
 	configMaps cache.GenericLister
 
 	// infra informers, started lazily per template kind.
-	infraMu sync.Mutex
-	infra   map[schema.GroupVersionResource]cache.GenericLister
+	infraMu      sync.Mutex
+	infra        map[schema.GroupVersionResource]cache.GenericLister
+	infraStarted map[schema.GroupVersionResource]bool
 
 	// mu guards groups and the snapshot of the last Refresh.
 	mu     sync.Mutex
@@ -116,7 +117,7 @@ func New(ctx context.Context, o Options) (*Provider, error) {
 		group = groupFromEnv()
 	}
 	p := &Provider{dyn: o.Dynamic, disc: o.Discovery, keys: newKeys(group), specs: specs, clock: o.Clock,
-		timeout: o.SyncTimeout, groups: map[string]*nodeGroup{}, infra: map[schema.GroupVersionResource]cache.GenericLister{},
+		timeout: o.SyncTimeout, groups: map[string]*nodeGroup{}, infra: map[schema.GroupVersionResource]cache.GenericLister{}, infraStarted: map[schema.GroupVersionResource]bool{},
 		gvr: map[string]schema.GroupVersionResource{}, scalables: map[string]cache.GenericLister{}, stop: make(chan struct{}),
 		events: o.Events, warned: map[string]string{}}
 	if p.clock == nil {
@@ -345,7 +346,9 @@ func (p *Provider) shutdownEvents() {
 }
 
 // infraLister returns a synced lister of an infrastructure template kind,
-// starting its informer on first use.
+// starting its informer on first use. Only the first call waits (briefly)
+// for it: a kind that cannot be listed (no RBAC, CRD gone) must not hold
+// every pass; later calls just tell it has not synced.
 func (p *Provider) infraLister(ctx context.Context, gvr schema.GroupVersionResource) (cache.GenericLister, error) {
 	p.infraMu.Lock()
 	defer p.infraMu.Unlock()
@@ -353,13 +356,15 @@ func (p *Provider) infraLister(ctx context.Context, gvr schema.GroupVersionResou
 		return l, nil
 	}
 	inf := p.factory.ForResource(gvr)
-	p.factory.Start(p.stop)
-	// A short wait: a template kind that cannot be listed must not hold
-	// the pass; the next pass finds the informer synced.
-	ctx, cancel := context.WithTimeout(ctx, infraSyncWait)
-	defer cancel()
-	if !cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced) {
-		return nil, fmt.Errorf("the %s informer has not synced yet (may we list it?)", gvr)
+	if !p.infraStarted[gvr] {
+		p.infraStarted[gvr] = true
+		p.factory.Start(p.stop)
+		ctx, cancel := context.WithTimeout(ctx, infraSyncWait)
+		defer cancel()
+		cache.WaitForCacheSync(ctx.Done(), inf.Informer().HasSynced)
+	}
+	if !inf.Informer().HasSynced() {
+		return nil, fmt.Errorf("the %s informer has not synced (may we list it?)", gvr)
 	}
 	p.infra[gvr] = inf.Lister()
 	return p.infra[gvr], nil
@@ -436,6 +441,6 @@ func (p *Provider) forgetWarning(reason string, obj *unstructured.Unstructured) 
 
 // infraSyncWait bounds the first wait for an infrastructure template
 // informer.
-const infraSyncWait = 5 * time.Second
+var infraSyncWait = 5 * time.Second
 
 func envVersion() string { return os.Getenv("CAPI_VERSION") }

@@ -4,10 +4,14 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 )
@@ -178,5 +182,29 @@ func TestTemplateUpstreamDRA(t *testing.T) {
 	}
 	if errs := validateSlice("upstream", s); len(errs) > 0 {
 		t.Fatal(errs)
+	}
+}
+
+// An infrastructure template kind the provider may not list: the
+// annotations still make a template, and without them the group waits for
+// a real node; neither blocks the pass after the first, short, wait.
+func TestTemplateInfraForbidden(t *testing.T) {
+	old := infraSyncWait
+	infraSyncWait = 100 * time.Millisecond
+	defer func() { infraSyncWait = old }()
+	e := newEnv(t, nil, md("gpu").size(0, 3).infraRef("gpu-tmpl").ann(keyCPU, "2", keyMemory, "4Gi"),
+		md("bare").size(0, 3).infraRef("gpu-tmpl"), infraTemplate("gpu-tmpl"))
+	e.dyn.PrependReactor("list", "testmachinetemplates", func(clienttesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(infraGVR.GroupResource(), "", errors.New("no RBAC"))
+	})
+	for range 2 {
+		tmpl, err := e.group(gpuGroup).TemplateNodeInfo()
+		if err != nil || tmpl.Node.Status.Capacity.Cpu().String() != "2" {
+			t.Fatalf("template %v, %v", tmpl, err)
+		}
+		_, err = e.group("MachineDeployment/team/bare").TemplateNodeInfo()
+		if !errors.Is(err, cloudprovider.ErrNotImplemented) || !strings.Contains(err.Error(), "has not synced") {
+			t.Fatalf("err = %v", err)
+		}
 	}
 }
