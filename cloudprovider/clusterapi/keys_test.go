@@ -146,3 +146,15 @@ func TestWatchNamespace(t *testing.T) {
 		}
 	}
 }
+
+func TestGetOptions(t *testing.T) {
+	e := newEnv(t, nil, md("gpu").size(0, 3).ann("cluster.x-k8s.io/autoscaling-options-scaledownunneededtime", "3m"), md("cpu").size(0, 3))
+	defaults := cloudprovider.NodeGroupAutoscalingOptions{ScaleDownUnneededTime: time.Minute, MaxNodeProvisionTime: time.Hour}
+	got, err := e.group(gpuGroup).GetOptions(defaults)
+	if err != nil || got.ScaleDownUnneededTime != 3*time.Minute || got.MaxNodeProvisionTime != time.Hour {
+		t.Fatalf("options %+v, %v", got, err)
+	}
+	if _, err := e.group("MachineDeployment/team/cpu").GetOptions(defaults); err != cloudprovider.ErrNotImplemented {
+		t.Fatalf("a group without option annotations: %v", err)
+	}
+}
