@@ -23,6 +23,9 @@ func TestNewParts(t *testing.T) {
 		{"unknown feature gate", []string{"--feature-gates=NoSuchGate=true"}, "NoSuchGate"},
 		{"missing cloud config", []string{"--cloud-config=/nonexistent.yaml"}, "/nonexistent.yaml"},
 		{"externalgrpc given a kwok file", []string{"--cloud-provider=externalgrpc"}, "address is required"},
+		{"clusterapi: unreadable management kubeconfig", []string{"--cloud-provider=clusterapi", "--cloud-config=/nonexistent.kubeconfig"}, "clusterapi management cluster: --kubeconfig=/nonexistent.kubeconfig"},
+		{"clusterapi: management cluster unreachable", []string{"--cloud-provider=clusterapi", "--cloud-config=testdata/unreachable.kubeconfig"}, "clusterapi provider: API discovery"},
+		{"clusterapi: bad auto-discovery", []string{"--cloud-provider=clusterapi", "--cloud-config=testdata/unreachable.kubeconfig", "--node-group-auto-discovery=aws:x=y"}, `unknown discoverer "aws"`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

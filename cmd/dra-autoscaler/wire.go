@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -22,6 +23,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/externalgrpc"
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/clusterapi"
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
@@ -166,9 +168,37 @@ func newProvider(opts *config.Options, client kubernetes.Interface) (cloudprovid
 			return nil, fmt.Errorf("--cloud-config: %w", err)
 		}
 		return externalgrpc.Connect(cfg)
+	case clusterapi.ProviderName:
+		return newClusterAPI(opts)
 	default:
-		return nil, fmt.Errorf("--cloud-provider=%q: unknown (known: %s, %s)", opts.CloudProvider, kwok.ProviderName, externalgrpc.ProviderName)
+		return nil, fmt.Errorf("--cloud-provider=%q: unknown (known: %s, %s, %s)", opts.CloudProvider, kwok.ProviderName, externalgrpc.ProviderName, clusterapi.ProviderName)
 	}
+}
+
+// newClusterAPI reaches the management cluster through --cloud-config (a
+// kubeconfig), else --kubeconfig, as upstream's clusterapi provider does.
+func newClusterAPI(opts *config.Options) (cloudprovider.CloudProvider, error) {
+	kubeconfig := opts.CloudConfig
+	if kubeconfig == "" {
+		kubeconfig = opts.Kubeconfig
+	}
+	cfg, err := restConfig(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("clusterapi management cluster: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("clusterapi management cluster: %w", err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("clusterapi management cluster: %w", err)
+	}
+	events, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("clusterapi management cluster: %w", err)
+	}
+	return clusterapi.New(context.Background(), clusterapi.Options{Dynamic: dyn, Discovery: disc, AutoDiscovery: opts.NodeGroupAutoDiscovery, EventClient: events})
 }
 
 // shutdownGrace bounds how long a leader that stops (lease lost, or

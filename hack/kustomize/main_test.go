@@ -124,3 +124,43 @@ func TestDeployBase(t *testing.T) {
 		t.Error("the generated cloud-config ConfigMap is not mounted")
 	}
 }
+
+// The Cluster API provider's rules: every call cloudprovider/clusterapi
+// makes on the management cluster, and no wildcard.
+func TestDeployClusterAPI(t *testing.T) {
+	out, err := Build("../../deploy/clusterapi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{}
+	for _, doc := range strings.Split(string(out), "\n---\n") {
+		var o object
+		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+			t.Fatalf("%v in\n%s", err, doc)
+		}
+		for _, r := range o.Rules {
+			for _, g := range r.APIGroups {
+				for _, res := range r.Resources {
+					for _, v := range r.Verbs {
+						if strings.Contains(g+res+v, "*") {
+							t.Errorf("wildcard in %+v", r)
+						}
+						allowed[g+"/"+res+":"+v] = true
+					}
+				}
+			}
+		}
+	}
+	for _, want := range []string{
+		"cluster.x-k8s.io/machinedeployments:list", "cluster.x-k8s.io/machinedeployments:watch",
+		"cluster.x-k8s.io/machinesets:watch", "cluster.x-k8s.io/machinepools:watch", "cluster.x-k8s.io/machines:watch",
+		"cluster.x-k8s.io/machines:patch",
+		"cluster.x-k8s.io/machinedeployments/scale:get", "cluster.x-k8s.io/machinedeployments/scale:patch",
+		"cluster.x-k8s.io/machinesets/scale:patch", "cluster.x-k8s.io/machinepools/scale:patch",
+		"/configmaps:watch", "/events:create", "infrastructure.test.dra-autoscaler.io/testmachinetemplates:watch",
+	} {
+		if !allowed[want] {
+			t.Errorf("missing %s", want)
+		}
+	}
+}

@@ -52,8 +52,9 @@ func (o *Options) addFlags(fs *pflag.FlagSet) *rawFlags {
 		memTotal:   fmt.Sprintf("%d:%d", o.MemoryTotal.Min, o.MemoryTotal.Max),
 	}
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig; empty means in-cluster configuration.")
-	fs.StringVar(&o.CloudProvider, "cloud-provider", o.CloudProvider, "Cloud provider type (kwok, externalgrpc).")
-	fs.StringVar(&o.CloudConfig, "cloud-config", o.CloudConfig, "Path to the cloud provider's configuration file.")
+	fs.StringVar(&o.CloudProvider, "cloud-provider", o.CloudProvider, "Cloud provider type (kwok, externalgrpc, clusterapi).")
+	fs.StringVar(&o.CloudConfig, "cloud-config", o.CloudConfig, "Path to the cloud provider's configuration file (kwok: the node groups file; externalgrpc: the server's address and TLS files; clusterapi: the management cluster's kubeconfig, default --kubeconfig).")
+	fs.StringArrayVar(&o.NodeGroupAutoDiscovery, "node-group-auto-discovery", nil, "Node group auto-discovery spec (repeatable), clusterapi:namespace=<ns>,clusterName=<name>,<label>=<value>.")
 	fs.StringArrayVar(&raw.nodes, "nodes", nil, "Node group to scale, as min:max:name (repeatable). Without it, every group the provider declares is used with the provider's sizes.")
 	fs.DurationVar(&o.ScanInterval, "scan-interval", o.ScanInterval, "How often the cluster is reevaluated for scale up or down.")
 	fs.StringVar(&raw.expander, "expander", raw.expander, "Comma-separated chain of expanders choosing the node group to grow: "+strings.Join(KnownExpanders, ", ")+".")

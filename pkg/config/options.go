@@ -64,6 +64,9 @@ type Options struct {
 	Kubeconfig    string
 	CloudProvider string
 	CloudConfig   string
+	// NodeGroupAutoDiscovery are --node-group-auto-discovery specs
+	// (clusterapi:key=value,...), for providers that discover groups.
+	NodeGroupAutoDiscovery []string
 	// NodeGroups come from --nodes; empty means every group the provider has.
 	NodeGroups []NodeGroupSpec
 
