@@ -32,7 +32,6 @@ import (
 type parts struct {
 	provider cloudprovider.CloudProvider
 	groups   []cloudprovider.NodeGroup
-	sizes    map[string]config.NodeGroupSpec
 	runner   *framework.Runner
 	est      *estimator.Estimator
 	analyzer *fragmentation.Analyzer
@@ -58,7 +57,9 @@ func newParts(ctx context.Context, opts *config.Options, client kubernetes.Inter
 		}
 	}()
 	p = &parts{provider: provider}
-	if p.groups, p.sizes, err = nodegroups.Restrict(provider.NodeGroups(), opts.NodeGroups); err != nil {
+	// Checked here so a --nodes naming no group fails at start; each pass
+	// reads the groups again.
+	if p.groups, _, err = nodegroups.Restrict(provider.NodeGroups(), opts.NodeGroups); err != nil {
 		return nil, nil, err
 	}
 	fwOpts := framework.Options{FeatureGates: opts.FeatureGates, ConfigFile: opts.SchedulerConfigFile}
@@ -103,8 +104,6 @@ func (p *parts) loopParts(opts *config.Options, b *backoff.Backoff, tracker *tra
 		Options:      opts,
 		Clock:        clock.RealClock{},
 		Provider:     p.provider,
-		Groups:       p.groups,
-		Sizes:        p.sizes,
 		Runner:       p.runner,
 		Templates:    nodegroups.Templates{Runner: p.runner},
 		Tracker:      tracker,

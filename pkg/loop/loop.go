@@ -49,6 +49,10 @@ type Parts struct {
 	Options   *config.Options
 	Clock     clock.PassiveClock
 	Provider  cloudprovider.CloudProvider
+	// Groups and Sizes fix the node groups (unit tests); nil: every pass
+	// reads them from the provider after its Refresh, restricted by
+	// --nodes, so groups a provider discovers later (Cluster API
+	// auto-discovery, an external server) are scaled without a restart.
 	Groups    []cloudprovider.NodeGroup
 	Sizes     map[string]config.NodeGroupSpec
 	Observer  *observe.Observer

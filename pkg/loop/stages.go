@@ -116,7 +116,14 @@ func (l *Loop) collectGroups(ctx context.Context, p *Pass) error {
 		return failed("snapshotError", err)
 	}
 	slicesByNode, podsByNode := indexByNode(state)
-	groups, err := nodegroups.Collect(ctx, nodegroups.CollectInput{Groups: l.Groups, Sizes: l.Sizes, Provider: l.Provider,
+	ids, sizes := l.Groups, l.Sizes
+	if ids == nil {
+		var err error
+		if ids, sizes, err = nodegroups.Restrict(l.Provider.NodeGroups(), l.Options.NodeGroups); err != nil {
+			return failed("cloudProviderError", fmt.Errorf("node groups: %w", err))
+		}
+	}
+	groups, err := nodegroups.Collect(ctx, nodegroups.CollectInput{Groups: ids, Sizes: sizes, Provider: l.Provider,
 		Nodes: state.Nodes, SlicesByNode: slicesByNode, PodsByNode: podsByNode, DaemonSets: state.DaemonSets,
 		Now: p.StartedAt, MaxProvision: l.Options.MaxNodeProvisionTime}, l.Templates)
 	if err != nil {
