@@ -75,7 +75,7 @@ func CAPICRDDir(ctx context.Context) (string, error) {
 	}
 	crds := filepath.Join(strings.TrimSpace(out), "core", "config", "crd", "bases")
 	if _, err := os.Stat(crds); err != nil {
-		return "", fmt.Errorf("Cluster API CRDs: %w", err)
+		return "", fmt.Errorf("the Cluster API CRDs: %w", err)
 	}
 	return crds, nil
 }
@@ -123,7 +123,7 @@ func StartCAPIManager(ctx context.Context, cfg CAPIConfig) (*CAPIManager, error)
 	// the API server checks it against the caBundle of the conversion.
 	cert, key, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.ParseIP("127.0.0.1")}, nil)
 	if err != nil {
-		return nil, fmt.Errorf("Cluster API webhook certificate: %w", err)
+		return nil, fmt.Errorf("the Cluster API webhook certificate: %w", err)
 	}
 	if err := writeFiles(map[string][]byte{filepath.Join(certDir, "tls.crt"): cert, filepath.Join(certDir, "tls.key"): key}); err != nil {
 		return nil, err
