@@ -16,8 +16,9 @@ import (
 var machinePoolResource = schema.GroupVersionResource{Group: "cluster.x-k8s.io", Version: "v1beta2", Resource: "machinepools"}
 
 // reconcilePool keeps one Node per replica of the owning MachinePool,
-// named <pool>-<index>: a scale-down removes the highest indexes, the
-// choice a cloud's instance group makes for the caller.
+// named <pool>-<uid[:5]>-<index> (pools of the same name in two namespaces
+// never share Nodes): a scale-down removes the highest indexes, the choice
+// a cloud's instance group makes for the caller.
 func (c *Controller) reconcilePool(ctx context.Context, u *unstructured.Unstructured) error {
 	ref := klog.KObj(u)
 	if u.GetDeletionTimestamp() != nil {
@@ -57,8 +58,9 @@ func (c *Controller) reconcilePool(ctx context.Context, u *unstructured.Unstruct
 	if err != nil {
 		return err
 	}
+	prefix := fmt.Sprintf("%s-%.5s-", u.GetName(), u.GetUID())
 	for _, n := range nodes.Items {
-		i, err := strconv.ParseInt(strings.TrimPrefix(n.Name, u.GetName()+"-"), 10, 64)
+		i, err := strconv.ParseInt(strings.TrimPrefix(n.Name, prefix), 10, 64)
 		if err == nil && i < replicas {
 			continue
 		}
@@ -71,7 +73,7 @@ func (c *Controller) reconcilePool(ctx context.Context, u *unstructured.Unstruct
 	}
 	ids := []any{}
 	for i := range replicas {
-		name := fmt.Sprintf("%s-%d", u.GetName(), i)
+		name := fmt.Sprintf("%s%d", prefix, i)
 		s := spec
 		s.ProviderID = ProviderIDPrefix + u.GetNamespace() + "/" + name
 		if err := c.applyNode(ctx, u.GetUID(), name, s, false); err != nil {
