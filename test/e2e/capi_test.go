@@ -63,6 +63,18 @@ func TestCAPIMachineDeployment(t *testing.T) {
 		return cpu == "8" && arch == "amd64", fmt.Sprintf("cpu %q arch %q", cpu, arch), nil
 	})
 
+	// v1beta1 reads go through the manager's conversion (without it the
+	// API server prunes the ref to kind and name).
+	v1beta1 := capi.MachineDeploymentResource
+	v1beta1.Version = "v1beta1"
+	old, err := env.Dynamic.Resource(v1beta1).Namespace(ns).Get(ctx, "gpu", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _, _ := unstructured.NestedString(old.Object, "spec", "template", "spec", "infrastructureRef", "apiVersion"); v != infra.Group+"/"+infra.Version {
+		t.Errorf("v1beta1 infrastructureRef.apiVersion %q, want %s/%s", v, infra.Group, infra.Version)
+	}
+
 	env.Scale(ctx, t, md, 1)
 	oldest := env.WaitMachines(ctx, t, 90*time.Second, ns, "gpu", "1 Running machine with its node", framework.RunningWithNodes(1))[0]
 	time.Sleep(time.Second) // creation timestamps have second precision: make "newest" unambiguous

@@ -224,3 +224,16 @@ func RunningWithNodes(n int) func([]capi.Machine) bool {
 		return true
 	}
 }
+
+// AutoscalerArgs are the dra-autoscaler flags for its clusterapi provider
+// on this Cluster API, with upstream's meanings: the management cluster's
+// kubeconfig in --cloud-config (here the same API server) and the node
+// groups of cluster in ns discovered. Append them to StartAutoscaler's
+// args (later flags override its kwok defaults).
+func (e *CAPI) AutoscalerArgs(ns, cluster string) []string {
+	return []string{
+		"--cloud-provider=clusterapi",
+		"--cloud-config=" + e.c.Kubeconf,
+		"--node-group-auto-discovery=clusterapi:namespace=" + ns + ",clusterName=" + cluster,
+	}
+}
