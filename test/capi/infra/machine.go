@@ -44,9 +44,10 @@ func (c *Controller) reconcileMachine(ctx context.Context, u *unstructured.Unstr
 		return 0, nil // failed machines stay failed, as in a cloud
 	}
 	if provisioned, _, _ := unstructured.NestedBool(u.Object, "status", "initialization", "provisioned"); provisioned {
-		// Recreate a Node deleted behind our back only while the machine
-		// lives; its fault was decided when it booted.
-		return 0, c.ensureNode(ctx, u, spec, spec.Fault == NeverReady)
+		// The Node was made before provisioned was set, exactly once: Cluster
+		// API deletes it before the DevMachine when a Machine goes, and a
+		// recreated one would be a ghost the scheduler could use.
+		return 0, nil
 	}
 	fault, delay, err := c.knobs(u, spec)
 	if err != nil {
