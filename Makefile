@@ -24,7 +24,8 @@ build:
 	$(GO) build -o $(BIN)/dra-autoscaler ./cmd/dra-autoscaler
 
 # The control plane (kube-apiserver, kube-controller-manager, kube-scheduler
-# from this module; kwok from its own) — the e2e tests build it too.
+# from this module; kwok from its own) — the e2e tests build it too — and the
+# Cluster API manager from hack/capi (~6 minutes the first time, then ~1s).
 binaries:
 	$(GO) run ./hack/localcluster build --bin-dir $(BIN)
 
