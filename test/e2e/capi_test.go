@@ -148,7 +148,8 @@ func TestCAPIFaults(t *testing.T) {
 	}{{
 		name:  "never-provisions",
 		knobs: map[string]string{infra.FaultAnnotation: string(infra.NeverProvision)},
-		done:  func(m capi.Machine) bool { return m.InfraReadyStatus == "False" },
+		// Phase set: Cluster API has reconciled the Machine at least once.
+		done: func(m capi.Machine) bool { return m.Phase != "" && m.InfraReadyStatus == "False" },
 		then: func(t *testing.T, m capi.Machine, _ time.Time) {
 			if m.Phase != "Pending" || m.ProviderID != "" || m.NodeName != "" {
 				t.Errorf("machine %s: %s, want Pending without providerID or node", m.Name, capi.Summary([]capi.Machine{m}))
@@ -223,6 +224,12 @@ func TestCAPIFaults(t *testing.T) {
 				t.Fatalf("machines of %s: %v, %v", tc.name, capi.Summary(ms), err)
 			}
 			tc.then(t, ms[0], created)
+			if tc.name == "never-provisions" {
+				// Pending machines re-read their template: capacity that
+				// arrives late boots them.
+				env.Annotate(ctx, t, tmpl, map[string]*string{infra.FaultAnnotation: nil})
+				env.WaitMachines(ctx, t, 90*time.Second, ns, tc.name, "the machine booting once the fault is cleared", framework.RunningWithNodes(1))
+			}
 		})
 	}
 }

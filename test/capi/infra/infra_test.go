@@ -118,7 +118,8 @@ func TestReconcileMachine(t *testing.T) {
 		name        string
 		spec        map[string]any
 		annotations map[string]string
-		existing    *corev1.Node // a Node already there under the machine's name
+		template    map[string]string // annotations of the DevMachineTemplate the machine was cloned from
+		existing    *corev1.Node      // a Node already there under the machine's name
 		wantNode    bool
 		wantKwok    bool
 		wantFailure string // status.failureReason
@@ -128,6 +129,11 @@ func TestReconcileMachine(t *testing.T) {
 	}{
 		{name: "provisions", spec: shape, wantNode: true, wantKwok: true, wantReady: "True"},
 		{name: "never provisions", spec: shape, annotations: map[string]string{FaultAnnotation: string(NeverProvision)}},
+		{name: "template's live fault", spec: shape, template: map[string]string{FaultAnnotation: string(OutOfCapacity)},
+			wantFailure: FailureReasonInsufficientCapacity, wantReady: "False"},
+		{name: "machine's annotation beats the template's", spec: shape,
+			template:    map[string]string{FaultAnnotation: string(OutOfCapacity)},
+			annotations: map[string]string{FaultAnnotation: ""}, wantNode: true, wantKwok: true, wantReady: "True"},
 		{name: "out of capacity", spec: map[string]any{"fault": string(OutOfCapacity)},
 			wantFailure: FailureReasonInsufficientCapacity, wantReady: "False"},
 		{name: "never ready", spec: shape, annotations: map[string]string{FaultAnnotation: string(NeverReady)},
@@ -153,6 +159,23 @@ func TestReconcileMachine(t *testing.T) {
 			}
 			kube := kubefake.NewClientset(objs...)
 			c := New(dyn, kube, Options{KubeletVersion: "v1.37.2"})
+			if tc.template != nil {
+				tmpl := &unstructured.Unstructured{}
+				tmpl.SetAPIVersion(Group + "/" + Version)
+				tmpl.SetKind(KindMachineTemplate)
+				tmpl.SetNamespace("ns")
+				tmpl.SetName("t1")
+				tmpl.SetAnnotations(tc.template)
+				if err := c.informers[MachineTemplateResource].GetIndexer().Add(tmpl); err != nil {
+					t.Fatal(err)
+				}
+				ann := u.GetAnnotations()
+				if ann == nil {
+					ann = map[string]string{}
+				}
+				ann[clonedFromName] = "t1"
+				u.SetAnnotations(ann)
+			}
 			after, err := c.reconcileMachine(ctx, u)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
