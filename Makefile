@@ -78,7 +78,6 @@ crds:
 generate:
 	$(GO) run $(CONTROLLER_GEN) object paths=./apis/... crd paths=./apis/... output:crd:artifacts:config=deploy/crds
 
-# CAPI=1 also runs Cluster API (core manager + test/capi/infra's provider).
 up: build
 	$(BIN)/localcluster up --state-dir $(STATE) --bin-dir $(BIN) --port-base $(PORT_BASE) $(if $(CAPI),--capi)
 
