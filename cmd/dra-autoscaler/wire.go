@@ -22,8 +22,8 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
-	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/externalgrpc"
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/clusterapi"
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/externalgrpc"
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"

@@ -46,9 +46,9 @@ import (
 // passes. The optional ones are nil when the feature is off; Stages
 // leaves their stages out.
 type Parts struct {
-	Options   *config.Options
-	Clock     clock.PassiveClock
-	Provider  cloudprovider.CloudProvider
+	Options  *config.Options
+	Clock    clock.PassiveClock
+	Provider cloudprovider.CloudProvider
 	// Groups and Sizes fix the node groups (unit tests); nil: every pass
 	// reads them from the provider after its Refresh, restricted by
 	// --nodes, so groups a provider discovers later (Cluster API

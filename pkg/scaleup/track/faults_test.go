@@ -347,3 +347,48 @@ func TestReleasedNodeIsJudgedOnce(t *testing.T) {
 		t.Errorf("removed %v, a node that runs a pod", got)
 	}
 }
+
+// A provider that names no instances when asked (Cluster API): undoing a
+// gang attempt takes the group's instances created since its request and
+// before another unnamed request of the group, never one that was there
+// before, never the other request's; the busy one is still released.
+func TestGangUndoOfAnUnnamedScaleUp(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFleet("gpu")
+	tr := track.New(maxProvision, newBackoff()).WithClient(f.client)
+	before := f.existing(cloudprovider.InstanceRunning, t0.Add(-time.Hour))
+	f.register(t, before, t0.Add(-time.Hour), "")
+	attempt := tr.StartGang("team/train", t0)
+	ids, err := f.g.IncreaseSize(t.Context(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Launched(track.Request{Group: f.g.Id(), Delta: 3, Gang: "team/train", Attempt: attempt}, t0)
+	for _, id := range ids {
+		f.g.SetCreatedAt(id, t0.Add(time.Second))
+	}
+	f.register(t, ids[0], t0.Add(time.Minute), "")
+	busy := f.register(t, ids[1], t0.Add(time.Minute), "")
+	f.run(t, "other-0", busy)
+	// Another gang's unnamed request, later: its instance is not ours.
+	otherAttempt := tr.StartGang("team/other", t0.Add(10*time.Second))
+	other, err := f.g.IncreaseSize(t.Context(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Launched(track.Request{Group: f.g.Id(), Delta: 1, Gang: "team/other", Attempt: otherAttempt}, t0.Add(10*time.Second))
+	f.g.SetCreatedAt(other[0], t0.Add(11*time.Second))
+
+	failures := tr.Update(ctx, []*nodegroups.Info{f.info()}, t0.Add(maxProvision+time.Second))
+	if len(failures) != 1 || failures[0].Reason != track.ReasonGangTimeout || failures[0].Deleted != 2 {
+		t.Fatalf("failures = %+v, want one gang timeout removing 2", failures)
+	}
+	if diff := cmp.Diff([]string{ids[0], ids[2]}, slices.Sorted(slices.Values(deleted(f.g)))); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	for _, r := range tr.InFlight() {
+		if r.Gang != "team/other" {
+			t.Errorf("still in flight: %+v", r)
+		}
+	}
+}

@@ -167,17 +167,27 @@ func (t *Tracker) undo(ctx context.Context, a *gangAttempt, views map[string]*vi
 // it returns how many instances were removed per group.
 func (t *Tracker) undoParts(ctx context.Context, a *gangAttempt, views map[string]*view, now time.Time) map[string]int {
 	anonymous := map[string]int{}
+	since := map[string]time.Time{}
 	t.mu.Lock()
 	for g, rs := range t.requests {
 		keep := rs[:0]
 		for _, r := range rs {
 			if r.Attempt == a.seq {
-				anonymous[g] += r.anonymous()
+				if n := r.anonymous(); n > 0 {
+					anonymous[g] += n
+					if s, ok := since[g]; !ok || r.Time.Before(s) {
+						since[g] = r.Time
+					}
+				}
 				continue
 			}
 			keep = append(keep, r)
 		}
 		t.requests[g] = keep
+	}
+	others := map[string][]*Request{}
+	for g, rs := range t.requests {
+		others[g] = append([]*Request(nil), rs...)
 	}
 	t.mu.Unlock()
 	deleted := map[string]int{}
@@ -186,7 +196,13 @@ func (t *Tracker) undoParts(ctx context.Context, a *gangAttempt, views map[strin
 		if v == nil {
 			continue
 		}
-		n, err := t.giveUp(ctx, v, ids, anonymous[group], ReasonGangTimeout, now)
+		rest := anonymous[group]
+		if rest > 0 {
+			adopted := t.unclaimed(v, others[group], since[group], rest)
+			ids = append(append([]string(nil), ids...), adopted...)
+			rest -= len(adopted)
+		}
+		n, err := t.giveUp(ctx, v, ids, rest, ReasonGangTimeout, now)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Removing the nodes of a given-up gang scale-up failed; retried later", "gang", a.gang, "nodeGroup", group)
 		}
@@ -206,4 +222,53 @@ func (t *Tracker) forgetAttempt(seq uint64) {
 		}
 	}
 	t.gangs = keep
+}
+
+// unclaimed picks up to n instances of v's group that a request the
+// provider did not name (made at since) stands for: created at or after
+// since, before any other anonymous request of the group was made (its
+// instances are indistinguishable from ours, so none of them is taken),
+// named by no other request, and not released to scale-down. Providers
+// that name no instances (Cluster API) are undone this way; giveUp still
+// removes only what holds no work.
+func (t *Tracker) unclaimed(v *view, others []*Request, since time.Time, n int) []string {
+	if v.listErr != nil || since.IsZero() {
+		return nil
+	}
+	named := map[string]bool{}
+	var until time.Time
+	for _, r := range others {
+		for _, id := range r.Instances {
+			named[id] = true
+		}
+		if r.anonymous() > 0 && !r.Time.Before(since) && (until.IsZero() || r.Time.Before(until)) {
+			until = r.Time
+		}
+	}
+	var picked []*instance
+	for _, x := range v.byID {
+		switch {
+		case x.gone || named[x.id] || x.created.IsZero() || x.created.Before(since):
+		case !until.IsZero() && !x.created.Before(until):
+		case t.isReleased(v.info.Id, x.id):
+		default:
+			picked = append(picked, x)
+		}
+	}
+	sort.Slice(picked, func(i, j int) bool {
+		if !picked[i].created.Equal(picked[j].created) {
+			return picked[i].created.Before(picked[j].created)
+		}
+		return picked[i].id < picked[j].id
+	})
+	if len(picked) > n {
+		picked = picked[:n]
+	}
+	return ids(picked)
+}
+
+func (t *Tracker) isReleased(group, id string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.released[group][id]
 }
