@@ -378,6 +378,11 @@ func TestGangUndoOfAnUnnamedScaleUp(t *testing.T) {
 	}
 	tr.Launched(track.Request{Group: f.g.Id(), Delta: 1, Gang: "team/other", Attempt: otherAttempt}, t0.Add(10*time.Second))
 	f.g.SetCreatedAt(other[0], t0.Add(11*time.Second))
+	// A pass before the deadline counts the two usable nodes against the
+	// request: they are still the attempt's.
+	if got := tr.Update(ctx, []*nodegroups.Info{f.info()}, t0.Add(maxProvision/2)); len(got) != 0 {
+		t.Fatalf("failures before the deadline: %+v", got)
+	}
 
 	failures := tr.Update(ctx, []*nodegroups.Info{f.info()}, t0.Add(maxProvision+time.Second))
 	if len(failures) != 1 || failures[0].Reason != track.ReasonGangTimeout || failures[0].Deleted != 2 {

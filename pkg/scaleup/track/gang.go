@@ -166,15 +166,18 @@ func (t *Tracker) undo(ctx context.Context, a *gangAttempt, views map[string]*vi
 // undoParts gives up every instance of the attempt and drops its requests;
 // it returns how many instances were removed per group.
 func (t *Tracker) undoParts(ctx context.Context, a *gangAttempt, views map[string]*view, now time.Time) map[string]int {
-	anonymous := map[string]int{}
+	anonymous, unnamedAsked := map[string]int{}, map[string]int{}
 	since := map[string]time.Time{}
 	t.mu.Lock()
 	for g, rs := range t.requests {
 		keep := rs[:0]
 		for _, r := range rs {
 			if r.Attempt == a.seq {
-				if n := r.anonymous(); n > 0 {
-					anonymous[g] += n
+				anonymous[g] += r.anonymous()
+				asked := t.asked[r]
+				delete(t.asked, r)
+				if n := asked - len(r.Instances); n > 0 {
+					unnamedAsked[g] += n
 					if s, ok := since[g]; !ok || r.Time.Before(s) {
 						since[g] = r.Time
 					}
@@ -197,10 +200,17 @@ func (t *Tracker) undoParts(ctx context.Context, a *gangAttempt, views map[strin
 			continue
 		}
 		rest := anonymous[group]
-		if rest > 0 {
-			adopted := t.unclaimed(v, others[group], since[group], rest)
+		if n := unnamedAsked[group]; n > 0 {
+			// Every node the unnamed requests stood for, usable or not;
+			// those not usable yet are what the target still counts.
+			adopted := t.unclaimed(v, others[group], since[group], n)
 			ids = append(append([]string(nil), ids...), adopted...)
-			rest -= len(adopted)
+			for _, id := range adopted {
+				if x := v.byID[id]; x != nil && !x.usable {
+					rest--
+				}
+			}
+			rest = max(rest, 0)
 		}
 		n, err := t.giveUp(ctx, v, ids, rest, ReasonGangTimeout, now)
 		if err != nil {
@@ -222,6 +232,11 @@ func (t *Tracker) forgetAttempt(seq uint64) {
 		}
 	}
 	t.gangs = keep
+	for r := range t.asked {
+		if r.Attempt == seq {
+			delete(t.asked, r)
+		}
+	}
 }
 
 // unclaimed picks up to n instances of v's group that a request the

@@ -84,13 +84,15 @@ type Tracker struct {
 	usable   map[string]map[string]bool
 	released map[string]map[string]bool
 	removals []*removal
-	errors   []RemovalError
+	// asked is each gang request's Delta when it was made.
+	asked  map[*Request]int
+	errors []RemovalError
 }
 
 // New returns a tracker that gives requests maxProvision to register.
 func New(maxProvision time.Duration, b *backoff.Backoff) *Tracker {
 	return &Tracker{maxProvision: maxProvision, backoff: b, requests: map[string][]*Request{},
-		usable: map[string]map[string]bool{}, released: map[string]map[string]bool{}}
+		usable: map[string]map[string]bool{}, released: map[string]map[string]bool{}, asked: map[*Request]int{}}
 }
 
 // WithClient lets the tracker taint registered nodes and list their pods
@@ -117,6 +119,11 @@ func (t *Tracker) Launched(r Request, now time.Time) {
 	defer t.mu.Unlock()
 	r.Instances = append([]string(nil), r.Instances...)
 	r.Time, r.ExpectedBy = now, now.Add(t.maxProvision)
+	if r.Attempt != 0 {
+		// A gang undo takes back every node the request stood for,
+		// usable ones included: remember how many it asked.
+		t.asked[&r] = r.Delta
+	}
 	t.requests[r.Group] = append(t.requests[r.Group], &r)
 	if r.Attempt != 0 {
 		t.addToGangLocked(r.Attempt, r.Group, r.Instances)
