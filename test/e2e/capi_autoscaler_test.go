@@ -82,7 +82,7 @@ func (s *scenario) capiGroup(t *testing.T, env *framework.CAPI, name string, cpu
 		"capacity.cluster-autoscaler.kubernetes.io/memory", memory,
 		"capacity.cluster-autoscaler.kubernetes.io/labels", testLabel + "=" + s.ns,
 	}, extra...)
-	env.Create(s.ctx, t, tmpl, capi.MachineDeployment(s.ns, "c1", name, name, capi.Bounds(0, 3), capi.Annotations(annotations...)))
+	env.Create(s.ctx, t, tmpl, capi.MachineDeployment(s.ns, "c1", name, name, capi.Bounds(0, 5), capi.Annotations(annotations...)))
 }
 
 // capiNodes are the Nodes of the group's Machines.
@@ -263,3 +263,99 @@ func TestCAPIRBAC(t *testing.T) {
 		t.Errorf("%d forbidden errors in the log:\n%s", len(m), grepLines(a.Log(), "orbidden"))
 	}
 }
+
+// A gang over one MachineDeployment, all or nothing, through Cluster API
+// (which names no machine when asked): of the gang's three new Machines
+// one never provisions, so after --max-node-provision-time the attempt is
+// undone: the one that never provisioned and the idle one go, the one a
+// pod of other work landed on stays, and so does the Machine that was
+// there before.
+func TestCAPIGangUndone(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	env := s.c.CAPI(t)
+	env.NewCluster(s.ctx, t, s.ns, "c1")
+	s.capiGroup(t, env, "cpu", "4", "16Gi", nil)
+	md, err := env.Dynamic.Resource(capi.MachineDeploymentResource).Namespace(s.ns).Get(s.ctx, "cpu", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Scale(s.ctx, t, md, 1)
+	before := env.WaitMachines(s.ctx, t, 90*time.Second, s.ns, "cpu", "the machine from before", framework.RunningWithNodes(1))[0]
+	s.c.Create(s.ctx, t, s.pod("old-work").CPU("3").Node(before.NodeName).Obj())
+	// From now on new machines never provision, unless told otherwise.
+	tmpl, err := env.Dynamic.Resource(infra.MachineTemplateResource).Namespace(s.ns).Get(s.ctx, "cpu", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	env.Annotate(s.ctx, t, tmpl, map[string]*string{infra.FaultAnnotation: ptrTo(string(infra.NeverProvision))})
+	s.c.StartAutoscaler(t, nil, append(env.AutoscalerArgs(s.ns, "c1"), "--max-node-provision-time=40s")...)
+	s.c.Create(s.ctx, t, builder.PodGroup(s.ns, "train").MinCount(3).Obj())
+	for i := range 3 {
+		s.c.Create(s.ctx, t, s.pod(fmt.Sprintf("train-%d", i)).CPU("3").PodGroup("train").Obj())
+	}
+	var fresh []capi.Machine
+	framework.Eventually(s.ctx, t, 2*time.Minute, "the gang's 3 machines asked for", func(ctx context.Context) (bool, string, error) {
+		ms, _, err := env.Machines(ctx, s.ns, "cpu")
+		if err != nil {
+			return false, "", err
+		}
+		fresh = fresh[:0]
+		for _, m := range ms {
+			if m.Name != before.Name {
+				fresh = append(fresh, m)
+			}
+		}
+		return len(fresh) == 3, capi.Summary(ms), nil
+	})
+	// Two of them provision after all; other work lands on one.
+	for _, m := range fresh[:2] {
+		dm, err := env.Dynamic.Resource(infra.MachineResource).Namespace(s.ns).Get(s.ctx, m.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		env.Annotate(s.ctx, t, dm, map[string]*string{infra.FaultAnnotation: ptrTo(string(infra.NoFault))})
+	}
+	var busyNode, idleNode string
+	framework.Eventually(s.ctx, t, 90*time.Second, "two of the gang's machines with nodes", func(ctx context.Context) (bool, string, error) {
+		ms, _, err := env.Machines(ctx, s.ns, "cpu")
+		if err != nil {
+			return false, "", err
+		}
+		var nodes []string
+		for _, m := range ms {
+			if m.Name != before.Name && m.NodeName != "" {
+				nodes = append(nodes, m.NodeName)
+			}
+		}
+		if len(nodes) == 2 {
+			busyNode, idleNode = nodes[0], nodes[1]
+		}
+		return len(nodes) == 2, capi.Summary(ms), nil
+	})
+	s.c.Create(s.ctx, t, s.pod("other-work").CPU("1").Node(busyNode).Obj())
+	framework.Eventually(s.ctx, t, 3*time.Minute, "the attempt undone", func(ctx context.Context) (bool, string, error) {
+		nodes, summary, err := capiNodes(ctx, env, s.ns, "cpu")
+		if err != nil {
+			return false, "", err
+		}
+		ms, _, err := env.Machines(ctx, s.ns, "cpu")
+		return err == nil && len(ms) == 2 && len(nodes) == 2, summary, err
+	})
+	nodes, summary, _ := capiNodes(s.ctx, env, s.ns, "cpu")
+	kept := map[string]bool{}
+	for _, n := range nodes {
+		kept[n] = true
+	}
+	if !kept[before.NodeName] || !kept[busyNode] || kept[idleNode] {
+		t.Errorf("machines after the undo: %s; want %s (before) and %s (busy) kept, %s removed", summary, before.NodeName, busyNode, idleNode)
+	}
+	for _, p := range []string{"old-work", "other-work"} {
+		got, err := s.c.Client.CoreV1().Pods(s.ns).Get(s.ctx, p, metav1.GetOptions{})
+		if err != nil || got.DeletionTimestamp != nil {
+			t.Errorf("pod %s: %v (deleting %v)", p, err, got != nil && got.DeletionTimestamp != nil)
+		}
+	}
+}
+
+func ptrTo(s string) *string { return &s }
