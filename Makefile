@@ -25,7 +25,8 @@ build:
 	$(GO) build -o $(BIN)/externalgrpc-kwok ./cmd/externalgrpc-kwok
 
 # The control plane (kube-apiserver, kube-controller-manager, kube-scheduler
-# from this module; kwok from its own) — the e2e tests build it too.
+# from this module; kwok from its own) — the e2e tests build it too — and the
+# Cluster API manager from hack/capi (~6 minutes the first time, then ~1s).
 binaries:
 	$(GO) run ./hack/localcluster build --bin-dir $(BIN)
 
@@ -85,7 +86,7 @@ generate-proto:
 	cd hack/genproto && $(GO) run . --root ../..
 
 up: build
-	$(BIN)/localcluster up --state-dir $(STATE) --bin-dir $(BIN) --port-base $(PORT_BASE)
+	$(BIN)/localcluster up --state-dir $(STATE) --bin-dir $(BIN) --port-base $(PORT_BASE) $(if $(CAPI),--capi)
 
 down:
 	@if [ -x $(BIN)/localcluster ]; then $(BIN)/localcluster down --state-dir $(STATE); else echo "not running"; fi

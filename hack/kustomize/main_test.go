@@ -157,7 +157,7 @@ func TestDeployClusterAPI(t *testing.T) {
 		"cluster.x-k8s.io/machines:patch",
 		"cluster.x-k8s.io/machinedeployments/scale:get", "cluster.x-k8s.io/machinedeployments/scale:patch",
 		"cluster.x-k8s.io/machinesets/scale:patch", "cluster.x-k8s.io/machinepools/scale:patch",
-		"/configmaps:watch", "/events:create", "infrastructure.test.dra-autoscaler.io/testmachinetemplates:watch",
+		"/configmaps:watch", "/events:create", "infrastructure.test.dra-autoscaler.io/devmachinetemplates:watch",
 	} {
 		if !allowed[want] {
 			t.Errorf("missing %s", want)

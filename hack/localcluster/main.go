@@ -4,7 +4,7 @@
 //	localcluster up      build what is missing, start (or find running), wait until ready
 //	localcluster down    stop it; no process or listening port is left behind
 //	localcluster status  say whether it runs and where its kubeconfig is
-//	localcluster build   only build the control-plane binaries
+//	localcluster build   only build the control-plane binaries (and the Cluster API manager the e2e tests run)
 //
 // `up` starts `localcluster serve` detached: that process hosts etcd in
 // process and supervises the other components.
@@ -32,6 +32,7 @@ import (
 type options struct {
 	stateDir, binDir, featureGates, runtimeConfig string
 	portBase                                      int
+	capi                                          bool
 	readyTimeout                                  time.Duration
 }
 
@@ -47,6 +48,7 @@ func main() {
 	fs.StringVar(&o.featureGates, "feature-gates", controlplane.DefaultFeatureGates, "feature gates of every component")
 	fs.StringVar(&o.runtimeConfig, "runtime-config", controlplane.DefaultRuntimeConfig, "kube-apiserver --runtime-config")
 	fs.DurationVar(&o.readyTimeout, "ready-timeout", 2*time.Minute, "how long to wait for each component")
+	fs.BoolVar(&o.capi, "capi", false, "also run Cluster API: its core manager and the dev infrastructure provider of test/capi/infra")
 	if err := fs.Parse(os.Args[2:]); err != nil {
 		os.Exit(2)
 	}
@@ -56,7 +58,11 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "build":
-		err = controlplane.EnsureBinaries(context.Background(), o.binDir)
+		// The e2e tests run the Cluster API manager too; built here so the
+		// test binaries that start it do not build it side by side.
+		if err = controlplane.EnsureBinaries(context.Background(), o.binDir); err == nil {
+			err = controlplane.EnsureCAPIManager(context.Background(), o.binDir)
+		}
 	case "up":
 		err = up(o)
 	case "down":
@@ -74,7 +80,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: localcluster up|down|status|build [--state-dir DIR] [--bin-dir DIR] [--port-base N] [--feature-gates G] [--ready-timeout D]")
+	fmt.Fprintln(os.Stderr, "usage: localcluster up|down|status|build [--state-dir DIR] [--bin-dir DIR] [--port-base N] [--feature-gates G] [--ready-timeout D] [--capi]")
 	os.Exit(2)
 }
 
@@ -97,6 +103,12 @@ func up(o options) error {
 	fmt.Println("building the control plane (the first build takes ~15 minutes)...")
 	if err := controlplane.EnsureBinaries(ctx, o.binDir); err != nil {
 		return err
+	}
+	if o.capi {
+		fmt.Println("building the Cluster API manager (the first build takes ~6 minutes)...")
+		if err := controlplane.EnsureCAPIManager(ctx, o.binDir); err != nil {
+			return err
+		}
 	}
 	if err := os.MkdirAll(o.stateDir, 0o755); err != nil {
 		return err
@@ -155,14 +167,19 @@ func serve(o options) error {
 	if err != nil {
 		return err
 	}
+	stopCAPI := func() error { return nil }
+	if o.capi {
+		if stopCAPI, err = startCAPI(ctx, o, cp); err != nil {
+			return errors.Join(err, cp.Stop())
+		}
+	}
 	defer os.Remove(o.file("ready"))
 	if err := os.WriteFile(o.file("ready"), nil, 0o644); err != nil {
-		_ = cp.Stop()
-		return err
+		return errors.Join(err, stopCAPI(), cp.Stop())
 	}
 	fmt.Println("control plane ready")
 	dead := cp.Exited(ctx)
-	stopErr := cp.Stop()
+	stopErr := errors.Join(stopCAPI(), cp.Stop())
 	fmt.Println("control plane stopped")
 	return errors.Join(dead, stopErr)
 }

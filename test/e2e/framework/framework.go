@@ -37,6 +37,9 @@ type Cluster struct {
 	BinDir    string
 	Kubeconf  string
 	ControlPl *controlplane.ControlPlane
+	// atExit stops what tests started on demand (Cluster API), before the
+	// control plane stops.
+	atExit []func() error
 }
 
 var cluster *Cluster
@@ -53,6 +56,11 @@ func Run(m *testing.M) int {
 	}
 	cluster = c
 	code := m.Run()
+	for _, f := range c.atExit {
+		if err := f(); err != nil {
+			fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		}
+	}
 	if c.ControlPl != nil {
 		if err := c.ControlPl.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "e2e: stopping the control plane: %v\n", err)
