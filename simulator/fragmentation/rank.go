@@ -100,12 +100,34 @@ func (a *Analyzer) Rank(ctx context.Context, pod *v1.Pod, candidates []string, o
 	return append(ranked, rest...), choices, nil
 }
 
-// choice learns what placing shape on node does, with a probe in a fork.
+// choice is what placing shape on node does: memoised per node state
+// (choiceKey), learnt with a probe in a fork otherwise.
 func (a *Analyzer) choice(ctx context.Context, node string, shape *Shape, shapes []*Shape, shapesID string) (_ Choice, fits bool, err error) {
 	before, err := a.measure(node)
 	if err != nil {
 		return Choice{}, false, err
 	}
+	ck := choiceKey{before.key, shape.Key, shapesID}
+	if m, ok := a.choices[ck]; ok {
+		m.c.Node = node
+		return m.c, m.fits, nil
+	}
+	c, fits, err := a.probeChoice(ctx, node, before, shape, shapes, shapesID)
+	if err != nil {
+		return Choice{}, false, err
+	}
+	if len(a.choices) >= maxMemo {
+		a.choices = map[choiceKey]choiceMemo{}
+	}
+	m := choiceMemo{c: c, fits: fits}
+	m.c.Node = ""
+	a.choices[ck] = m
+	return c, fits, nil
+}
+
+// probeChoice is choice learnt afresh: node, in state before, gets a probe
+// of shape in a fork.
+func (a *Analyzer) probeChoice(ctx context.Context, node string, before state, shape *Shape, shapes []*Shape, shapesID string) (_ Choice, fits bool, err error) {
 	budget := a.ProbeBudget
 	strandedBefore, err := a.leftover(ctx, node, before, shapes, shapesID, &budget)
 	if err != nil {
