@@ -108,7 +108,16 @@ func NumFeasibleNodesToFind(n int) int {
 type classState struct {
 	hopeless bool
 	closed   map[string]bool
-	fits     map[string]snapshot.Gen // memoizable classes only
+	// open are the candidates not closed, rebuilt when stale.
+	open  []string
+	stale bool
+	fits  map[string]snapshot.Gen // memoizable classes only
+}
+
+func (cs *classState) close(node string) {
+	if !cs.closed[node] {
+		cs.closed[node], cs.stale = true, true
+	}
 }
 
 type sweeper struct {
@@ -133,7 +142,7 @@ func (s *sweeper) sweep(ctx context.Context, pods []*corev1.Pod, retry bool) ([]
 		var cs *classState
 		if class != "" {
 			if cs = s.classes[class]; cs == nil {
-				cs = &classState{closed: map[string]bool{}}
+				cs = &classState{closed: map[string]bool{}, open: s.candidates}
 				if s.opts.Memoizable != nil && s.opts.Memoizable(pod) {
 					cs.fits = map[string]snapshot.Gen{}
 				}
@@ -174,33 +183,48 @@ func (s *sweeper) sweep(ctx context.Context, pods []*corev1.Pod, retry bool) ([]
 // its class's state, nil for pods always tried.
 func (s *sweeper) fit(ctx context.Context, pod *corev1.Pod, cs *classState) (string, error) {
 	open := s.candidates
-	if cs != nil && len(cs.closed) > 0 {
-		open = slices.DeleteFunc(slices.Clone(s.candidates), func(n string) bool { return cs.closed[n] })
+	if cs != nil {
+		if cs.stale {
+			cs.open = slices.DeleteFunc(slices.Clone(cs.open), func(n string) bool { return cs.closed[n] })
+			cs.stale = false
+		}
+		open = cs.open
 	}
-	order := open
-	if s.opts.Rank != nil {
-		feasible, unsampled, err := s.feasible(ctx, pod, cs, open)
+	if s.opts.Rank == nil {
+		return s.firstFit(ctx, pod, cs, open)
+	}
+	feasible, unsampled, err := s.feasible(ctx, pod, cs, open)
+	if err != nil {
+		return "", err
+	}
+	if len(feasible) > 0 {
+		order, err := s.opts.Rank(ctx, pod, feasible)
 		if err != nil {
 			return "", err
 		}
-		if len(feasible) == 0 && len(unsampled) == 0 {
-			return "", nil
+		if node, err := s.firstFit(ctx, pod, cs, order); node != "" || err != nil {
+			return node, err
 		}
-		if order, err = s.opts.Rank(ctx, pod, feasible); err != nil {
-			return "", err
-		}
-		// The nodes not filtered follow, should Reserve turn down every
-		// ranked one.
-		order = append(slices.Clip(order), unsampled...)
 	}
-	p, err := s.runner.SchedulePodFirstFit(ctx, pod, order)
+	// Reserve turned down every ranked node (or none was found): the
+	// nodes not filtered are still to try.
+	return s.firstFit(ctx, pod, cs, unsampled())
+}
+
+// firstFit schedules pod on the first of nodes that takes it and closes
+// the nodes that turned it down on the way.
+func (s *sweeper) firstFit(ctx context.Context, pod *corev1.Pod, cs *classState, nodes []string) (string, error) {
+	if len(nodes) == 0 {
+		return "", nil
+	}
+	p, err := s.runner.SchedulePodFirstFit(ctx, pod, nodes)
 	if err != nil {
 		return "", err
 	}
 	if cs != nil {
 		for _, r := range p.Results {
 			if !r.Fits {
-				cs.closed[r.Node] = true
+				cs.close(r.Node)
 			}
 		}
 	}
@@ -208,31 +232,39 @@ func (s *sweeper) fit(ctx context.Context, pod *corev1.Pod, cs *classState) (str
 }
 
 // feasible returns up to Sample nodes of open where pod fits, in open's
-// order, and the open nodes it did not filter. Known fits of a
-// memoizable class are taken without asking again; the others are
-// filtered until enough fit.
-func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState, open []string) (feasible, unsampled []string, err error) {
+// order, and (to call only when needed) the open nodes it did not filter. Known fits of a
+// memoizable class are taken without asking again, in open's order until
+// there are Sample; the other nodes before that point (new to the class,
+// or changed since) are filtered, so the nodes the last pods went to are
+// ranked too. Without Sample known fits, the others are filtered until
+// enough fit.
+func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState, open []string) (feasible []string, unsampled func() []string, err error) {
 	snap := s.runner.Snapshot()
 	var unknown []string
 	known := 0
 	isKnown := map[string]bool{}
-	if cs != nil && cs.fits != nil {
-		for _, n := range open {
-			if g, ok := cs.fits[n]; ok && g == snap.NodeGen(n) && known < s.opts.Sample {
+	end := len(open)
+	for i, n := range open {
+		if cs != nil && cs.fits != nil {
+			if g, ok := cs.fits[n]; ok && g == snap.NodeGen(n) {
 				isKnown[n] = true
-				known++
+				if known++; known >= s.opts.Sample {
+					end = i + 1
+					break
+				}
+				continue
 			}
 		}
+		unknown = append(unknown, n)
 	}
-	for _, n := range open {
-		if !isKnown[n] {
-			unknown = append(unknown, n)
-		}
+	enough := 0 // every unknown node before the Sample-th known fit
+	if end == len(open) {
+		enough = s.opts.Sample - known
 	}
 	fits := map[string]bool{}
 	filtered := 0
-	if known < s.opts.Sample && len(unknown) > 0 {
-		results, err := s.runner.FilterUntil(ctx, pod, unknown, s.opts.Sample-known)
+	if len(unknown) > 0 && (enough > 0 || end < len(open)) {
+		results, err := s.runner.FilterUntil(ctx, pod, unknown, enough)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -245,14 +277,14 @@ func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState,
 					cs.fits[r.Node] = snap.NodeGen(r.Node)
 				}
 			case cs != nil:
-				cs.closed[r.Node] = true
+				cs.close(r.Node)
 			}
 		}
 	}
-	for _, n := range open {
+	for _, n := range open[:end] {
 		if isKnown[n] || fits[n] {
 			feasible = append(feasible, n)
 		}
 	}
-	return feasible, unknown[filtered:], nil
+	return feasible, func() []string { return append(slices.Clip(unknown[filtered:]), open[end:]...) }, nil
 }
