@@ -64,10 +64,11 @@ func benchPass(b *testing.B, sc scale.Scenario) {
 	quiet(b)
 	ctx := klog.NewContext(context.Background(), klog.Background())
 	var stages map[string]float64
+	var unranked float64
 	for b.Loop() {
 		b.StopTimer()
 		pass, m := runPass(ctx, b, opts, sc.Objects)
-		stages = stageSeconds(b, m)
+		stages, unranked = stageSeconds(b, m)
 		b.StartTimer()
 		if pass.FitsNow != sc.WantFit {
 			b.Fatalf("%d pending pods fit existing nodes, want %d", pass.FitsNow, sc.WantFit)
@@ -85,6 +86,9 @@ func benchPass(b *testing.B, sc scale.Scenario) {
 	for _, s := range []string{"filterOutSchedulable", "scaleUp", "strandedCapacity"} {
 		b.ReportMetric(stages[s], s+"-s")
 	}
+	// Pods the ranking budget left to first fit: placement quality the
+	// pass gave up for time.
+	b.ReportMetric(unranked, "unranked-pods")
 }
 
 // runPass builds a fresh cluster and loop, syncs the informers and runs
@@ -119,14 +123,19 @@ func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs []run
 	return pass, m
 }
 
-// stageSeconds reads the per-stage time the pass recorded.
-func stageSeconds(b *testing.B, m *metrics.Metrics) map[string]float64 {
+// stageSeconds reads the per-stage time the pass recorded and how many
+// pods it placed unranked.
+func stageSeconds(b *testing.B, m *metrics.Metrics) (map[string]float64, float64) {
 	families, err := m.Registry.Gather()
 	if err != nil {
 		b.Fatal(err)
 	}
 	out := map[string]float64{}
+	var unranked float64
 	for _, f := range families {
+		if f.GetName() == "cluster_autoscaler_dra_placement_unranked_pods_total" && len(f.GetMetric()) == 1 {
+			unranked = f.GetMetric()[0].GetCounter().GetValue()
+		}
 		if f.GetName() != "cluster_autoscaler_function_duration_seconds" {
 			continue
 		}
@@ -138,7 +147,7 @@ func stageSeconds(b *testing.B, m *metrics.Metrics) map[string]float64 {
 			}
 		}
 	}
-	return out
+	return out, unranked
 }
 
 // quiet sends klog nowhere: a pass logs per pod.
