@@ -98,6 +98,7 @@ func (p *parts) planner(opts *config.Options, b *backoff.Backoff) *plan.Planner 
 // loopParts are the parts the running loop and explain share: what the
 // pass simulates and plans with. The caller adds what acts and tells.
 func (p *parts) loopParts(opts *config.Options, b *backoff.Backoff, tracker *track.Tracker, crs reservations.ObjectSource, m *metrics.Metrics) loop.Parts {
+	p.placer.Unranked = m.Sharing.UnrankedPlacements
 	reserved := reservations.New(reservations.Options{EndMargin: opts.Reservations.EndMargin, ScaleDownReserved: opts.Reservations.ScaleDownReservedNodes,
 		LaunchTTL: opts.MaxNodeProvisionTime}, p.provider, crs, m.Reservations)
 	return loop.Parts{
@@ -111,6 +112,7 @@ func (p *parts) loopParts(opts *config.Options, b *backoff.Backoff, tracker *tra
 		Planner:      p.planner(opts, b),
 		Metrics:      m,
 		ClassOf:      p.est.ClassKey,
+		Memoizable:   p.est.Memoizable,
 		Placement:    p.placer,
 		Reservations: reserved,
 	}

@@ -65,23 +65,8 @@ func run(ctx context.Context, opts *config.Options) error {
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "cluster-autoscaler"})
 
-	b := backoff.New(opts.InitialNodeGroupBackoffDuration, opts.MaxNodeGroupBackoffDuration, opts.NodeGroupBackoffResetTimeout)
-	// The tracker taints and re-lists a registered node before it removes
-	// it for a failed scale-up, so no running pod dies with it.
-	tracker := track.New(opts.MaxNodeProvisionTime, b).WithClient(client)
-	crs := observe.NewCapacityReservations(dyn, client.Discovery())
-	lp := p.loopParts(opts, b, tracker, crs, m)
-	// Block drains evict through the scale-down drainer: one grace period
-	// cap, one eviction count.
-	drainer := newDrainer(opts, client, recorder, m)
-	lp.Upkeep = upkeep.New(client, dyn, recorder, drainer)
-	lp.Launcher = act.New(tracker, b)
-	lp.Reporter = report.New(recorder, m, 5*time.Minute).WithStatusObject(opts.Namespace, opts.StatusConfigMapName)
-	lp.OnPass = h.passed
-	lp.Stranded = stranded.New(p.analyzer, p.shapes, opts.Sharing.StrandedCapacityBudget, m.Sharing)
-	l := loop.New(lp)
-	l.ScaleDown = newScaleDown(opts, p.runner, client, recorder, m, drainer)
-	l.Disagree, l.Status = loop.NewStatusParts(opts, client, recorder, m)
+	l, crs := p.runningLoop(opts, client, dyn, recorder, m)
+	l.OnPass = h.passed
 	autoscale := func(ctx context.Context) error {
 		served, err := observe.Discover(client)
 		if err != nil {
@@ -117,6 +102,30 @@ func run(ctx context.Context, opts *config.Options) error {
 		return autoscale(ctx)
 	}
 	return leaderElect(ctx, opts, client, recorder, autoscale)
+}
+
+// runningLoop is the loop run drives (and the loop benchmark measures):
+// the shared loop parts plus what acts and tells. The caller sets the
+// Observer, and starts it and the CapacityReservation informer.
+func (p *parts) runningLoop(opts *config.Options, client kubernetes.Interface, dyn dynamic.Interface, recorder record.EventRecorder,
+	m *metrics.Metrics) (*loop.Loop, *observe.CapacityReservations) {
+	b := backoff.New(opts.InitialNodeGroupBackoffDuration, opts.MaxNodeGroupBackoffDuration, opts.NodeGroupBackoffResetTimeout)
+	// The tracker taints and re-lists a registered node before it removes
+	// it for a failed scale-up, so no running pod dies with it.
+	tracker := track.New(opts.MaxNodeProvisionTime, b).WithClient(client)
+	crs := observe.NewCapacityReservations(dyn, client.Discovery())
+	lp := p.loopParts(opts, b, tracker, crs, m)
+	// Block drains evict through the scale-down drainer: one grace period
+	// cap, one eviction count.
+	drainer := newDrainer(opts, client, recorder, m)
+	lp.Upkeep = upkeep.New(client, dyn, recorder, drainer)
+	lp.Launcher = act.New(tracker, b)
+	lp.Reporter = report.New(recorder, m, 5*time.Minute).WithStatusObject(opts.Namespace, opts.StatusConfigMapName)
+	lp.Stranded = stranded.New(p.analyzer, p.shapes, opts.Sharing.StrandedCapacityBudget, m.Sharing)
+	l := loop.New(lp)
+	l.ScaleDown = newScaleDown(opts, p.runner, client, recorder, m, drainer)
+	l.Disagree, l.Status = loop.NewStatusParts(opts, client, recorder, m)
+	return l, crs
 }
 
 // clients are the REST config and clientset for --kubeconfig (in-cluster

@@ -37,6 +37,10 @@ type SharingOptions struct {
 	// StrandedCapacityBudget bounds the time one pass spends measuring
 	// stranded capacity; nodes not reached keep their last figures.
 	StrandedCapacityBudget time.Duration
+	// PlacementRankingBudget bounds the time one pass spends ranking
+	// nodes by fragmentation; past it the pass's other pods take the
+	// first node that fits.
+	PlacementRankingBudget time.Duration
 	// RequestShapeRetention is how long a request shape counts as
 	// recently seen after the last pod that had it.
 	RequestShapeRetention time.Duration
@@ -48,6 +52,7 @@ func DefaultSharing() SharingOptions {
 		FragmentationAwarePlacement: true,
 		PrioritizedListPolicy:       PrioritizedListScheduler,
 		StrandedCapacityBudget:      2 * time.Second,
+		PlacementRankingBudget:      2 * time.Second,
 		RequestShapeRetention:       time.Hour,
 	}
 }
@@ -59,6 +64,8 @@ func (o *SharingOptions) addFlags(fs *pflag.FlagSet) {
 		"What to do when a pod's first DRA alternative (firstAvailable) fits only a new node while a later one fits existing capacity: "+strings.Join(PrioritizedListPolicies, ", ")+".")
 	fs.DurationVar(&o.StrandedCapacityBudget, "dra-stranded-capacity-budget", o.StrandedCapacityBudget,
 		"Time one loop may spend measuring stranded DRA capacity; nodes not reached keep their previous figures.")
+	fs.DurationVar(&o.PlacementRankingBudget, "dra-placement-ranking-budget", o.PlacementRankingBudget,
+		"Time one loop may spend ranking nodes by fragmentation for the pods that fit existing capacity; past it the other pods take the first node that fits.")
 	fs.DurationVar(&o.RequestShapeRetention, "dra-request-shape-retention", o.RequestShapeRetention,
 		"How long a DRA request shape counts as recently seen for stranded-capacity metrics after the last pod with it.")
 }
@@ -70,6 +77,9 @@ func (o *SharingOptions) validate() []error {
 	}
 	if o.StrandedCapacityBudget <= 0 {
 		errs = append(errs, fmt.Errorf("--dra-stranded-capacity-budget=%s: must be positive", o.StrandedCapacityBudget))
+	}
+	if o.PlacementRankingBudget <= 0 {
+		errs = append(errs, fmt.Errorf("--dra-placement-ranking-budget=%s: must be positive", o.PlacementRankingBudget))
 	}
 	if o.RequestShapeRetention <= 0 {
 		errs = append(errs, fmt.Errorf("--dra-request-shape-retention=%s: must be positive", o.RequestShapeRetention))

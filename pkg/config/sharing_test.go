@@ -14,11 +14,13 @@ func TestSharingFlags(t *testing.T) {
 	}{
 		{args: nil, want: DefaultSharing()},
 		{args: []string{"--dra-prioritized-list-policy=prefer-first-alternative", "--dra-fragmentation-aware-placement=false",
-			"--dra-stranded-capacity-budget=500ms", "--dra-request-shape-retention=10m"},
-			want: SharingOptions{PrioritizedListPolicy: PrioritizedListPreferFirstAlternative, StrandedCapacityBudget: 500 * time.Millisecond, RequestShapeRetention: 10 * time.Minute}},
+			"--dra-stranded-capacity-budget=500ms", "--dra-request-shape-retention=10m", "--dra-placement-ranking-budget=300ms"},
+			want: SharingOptions{PrioritizedListPolicy: PrioritizedListPreferFirstAlternative, StrandedCapacityBudget: 500 * time.Millisecond,
+				PlacementRankingBudget: 300 * time.Millisecond, RequestShapeRetention: 10 * time.Minute}},
 		{args: []string{"--dra-prioritized-list-policy=first"}, wantErr: "--dra-prioritized-list-policy"},
 		{args: []string{"--dra-stranded-capacity-budget=0s"}, wantErr: "--dra-stranded-capacity-budget"},
 		{args: []string{"--dra-request-shape-retention=-1m"}, wantErr: "--dra-request-shape-retention"},
+		{args: []string{"--dra-placement-ranking-budget=0s"}, wantErr: "--dra-placement-ranking-budget"},
 		{args: []string{"--expander=fragmentation,least-waste"}, want: DefaultSharing()},
 	}
 	for _, tc := range tests {

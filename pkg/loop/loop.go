@@ -72,8 +72,11 @@ type Parts struct {
 	// each pass's count (nil: nothing written, as in explain).
 	Reservations *reservations.Policy
 	Upkeep       *upkeep.Keeper
-	// ClassOf groups equivalent pods for the fit-existing stage.
-	ClassOf func(*corev1.Pod) string
+	// ClassOf groups equivalent pods for the fit-existing stage;
+	// Memoizable (optional) says which classes' fits depend on their node
+	// alone, so the stage need not filter a node twice for them.
+	ClassOf    func(*corev1.Pod) string
+	Memoizable func(*corev1.Pod) bool
 	// Stranded measures stranded DRA capacity; Placement ranks the nodes
 	// pods fit and applies the prioritized-list policy. Both optional.
 	Stranded  *stranded.Meter

@@ -226,7 +226,10 @@ func (l *Loop) planGangs(ctx context.Context, p *Pass) error {
 
 func (l *Loop) fitExisting(ctx context.Context, p *Pass) error {
 	start := time.Now()
-	rest, fits, err := fitexisting.FitRanked(ctx, l.Runner, p.loose, p.built.Candidates(), l.ClassOf, l.Placement.Rank)
+	l.Placement.StartPass()
+	rest, fits, err := fitexisting.FitWith(ctx, l.Runner, p.loose, p.built.Candidates(), fitexisting.Options{
+		ClassOf: l.ClassOf, Memoizable: l.Memoizable, Rank: l.Placement.RankFeasible})
+	l.Placement.EndPass(ctx)
 	if err != nil {
 		return failed("simulationError", err)
 	}

@@ -12,6 +12,9 @@ type Sharing struct {
 	FreeCapacity     *prometheus.GaugeVec
 	StrandedCapacity *prometheus.GaugeVec
 	RequestShapes    prometheus.Gauge
+	// UnrankedPlacements counts the pods a pass placed on the first node
+	// that fits because --dra-placement-ranking-budget was spent.
+	UnrankedPlacements prometheus.Counter
 }
 
 func (m *Metrics) registerSharing() {
@@ -25,7 +28,9 @@ func (m *Metrics) registerSharing() {
 			Help: "Free DRA device capacity that no pending or recently seen request shape can use, by node group and resource."}, labels),
 		RequestShapes: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "dra_request_shapes",
 			Help: "Distinct DRA request shapes seen recently, which stranded capacity is judged against."}),
+		UnrankedPlacements: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "dra_placement_unranked_pods_total",
+			Help: "Pods placed on the first existing node that fits, without the fragmentation ranking, because the pass's ranking budget was spent."}),
 	}
-	m.Registry.MustRegister(s.Capacity, s.FreeCapacity, s.StrandedCapacity, s.RequestShapes)
+	m.Registry.MustRegister(s.Capacity, s.FreeCapacity, s.StrandedCapacity, s.RequestShapes, s.UnrankedPlacements)
 	m.Sharing = s
 }

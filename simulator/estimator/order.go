@@ -156,6 +156,16 @@ func (e *Estimator) ClassKey(pod *v1.Pod) string {
 	return key
 }
 
+// Memoizable reports whether a pod's class is memoizable (see memo.go):
+// its verdict on a node depends only on that node, so a fit found there
+// holds as long as the node is unchanged. False when ClassKey is "".
+func (e *Estimator) Memoizable(pod *v1.Pod) bool {
+	if e.ClassKey(pod) == "" {
+		return false
+	}
+	return e.cache.entries[pod].memoizable
+}
+
 // mayFitLater reports pods whose verdict can turn from "no" to "yes" as
 // other pods are placed.
 func mayFitLater(pod *v1.Pod) bool {

@@ -3,6 +3,7 @@ package fragmentation
 import (
 	"context"
 	"fmt"
+	"maps"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
@@ -38,7 +39,11 @@ type Analyzer struct {
 	sliceKeys map[*resourceapi.ResourceSlice]string
 	trans     map[transKey]transition
 	left      map[leftKey]Amounts
-	seq       int
+	// states caches measure per node and generation; choices caches
+	// choice per node state and shape (see choiceKey).
+	states  map[measuredKey]state
+	choices map[choiceKey]choiceMemo
+	seq     int
 	// Calls counts framework calls made for probes, for tests and logs.
 	Calls int
 }
@@ -51,6 +56,24 @@ type transition struct {
 }
 
 type leftKey struct{ state, shapes string }
+
+// measuredKey names a node at one generation (snapshot.Gen): what measure
+// read stays true until the generation changes.
+type measuredKey struct {
+	node string
+	gen  snapshot.Gen
+}
+
+// choiceKey is what a Choice depends on besides the node's name: the
+// node's state (its key is the node's content up to names), the shape
+// placed and the shapes stranded capacity is judged against. The probe
+// the Choice came from would answer the same on any node of that state.
+type choiceKey struct{ state, shape, shapes string }
+
+type choiceMemo struct {
+	c    Choice // Node unset
+	fits bool
+}
 
 // NewAnalyzer returns an analyzer over runner's snapshot.
 func NewAnalyzer(runner *framework.Runner) *Analyzer {
@@ -65,6 +88,8 @@ func (a *Analyzer) Forget() {
 	a.sliceKeys = map[*resourceapi.ResourceSlice]string{}
 	a.trans = map[transKey]transition{}
 	a.left = map[leftKey]Amounts{}
+	a.states = map[measuredKey]state{}
+	a.choices = map[choiceKey]choiceMemo{}
 }
 
 func (a *Analyzer) snap() *snapshot.Snapshot { return a.runner.Snapshot() }
@@ -85,18 +110,35 @@ func (a *Analyzer) Node(ctx context.Context, node string, shapes []*Shape) (Node
 	if err != nil {
 		return NodeReport{}, err
 	}
-	rep := NodeReport{Node: node, Total: st.total, Free: st.free}
+	// The memos share their maps: the report gets copies.
+	rep := NodeReport{Node: node, Total: maps.Clone(st.total), Free: maps.Clone(st.free)}
 	if len(st.total) == 0 {
 		rep.Stranded = Amounts{}
 		return rep, nil
 	}
 	budget := a.ProbeBudget
-	rep.Stranded, err = a.leftover(ctx, node, st, shapes, shapesKey(shapes), &budget)
+	stranded, err := a.leftover(ctx, node, st, shapes, shapesKey(shapes), &budget)
+	rep.Stranded = maps.Clone(stranded)
 	return rep, err
 }
 
+// measure is the node's state, read again only when the node's
+// generation changed: ranking measures every feasible node for every
+// pod, and only the node the last pod went to has changed.
 func (a *Analyzer) measure(node string) (state, error) {
-	return measure(a.snap(), node, a.sliceKey)
+	k := measuredKey{node, a.snap().NodeGen(node)}
+	if st, ok := a.states[k]; ok {
+		return st, nil
+	}
+	st, err := measure(a.snap(), node, a.sliceKey)
+	if err != nil {
+		return state{}, err
+	}
+	if len(a.states) >= maxMemo {
+		a.states = map[measuredKey]state{}
+	}
+	a.states[k] = st
+	return st, nil
 }
 
 func (a *Analyzer) sliceKey(s *resourceapi.ResourceSlice) string {

@@ -9,6 +9,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
 // Choice is one feasible node for a pod and what placing the pod there
@@ -40,6 +42,9 @@ type RankOptions struct {
 	// AlternativeFirst ranks by Choice.Alternative before fragmentation,
 	// as the scheduler's own scoring would.
 	AlternativeFirst bool
+	// Feasible says the caller has filtered the candidates and every one
+	// fits (the framework's verdict): Rank does not filter them again.
+	Feasible bool
 }
 
 // Rank orders the candidates where pod fits so that the placement adding
@@ -56,9 +61,17 @@ func (a *Analyzer) Rank(ctx context.Context, pod *v1.Pod, candidates []string, o
 	if !ok || len(candidates) < 2 {
 		return candidates, nil, nil
 	}
-	results, err := a.runner.RunFilters(ctx, pod, candidates)
-	if err != nil {
-		return nil, nil, fmt.Errorf("rank nodes for pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	var results []framework.NodeResult
+	if opts.Feasible {
+		results = make([]framework.NodeResult, len(candidates))
+		for i, n := range candidates {
+			results[i] = framework.NodeResult{Node: n, Fits: true}
+		}
+	} else {
+		var err error
+		if results, err = a.runner.RunFilters(ctx, pod, candidates); err != nil {
+			return nil, nil, fmt.Errorf("rank nodes for pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
 	}
 	shapes := withShape(opts.Shapes, shape)
 	shapesID := shapesKey(shapes)
@@ -100,12 +113,34 @@ func (a *Analyzer) Rank(ctx context.Context, pod *v1.Pod, candidates []string, o
 	return append(ranked, rest...), choices, nil
 }
 
-// choice learns what placing shape on node does, with a probe in a fork.
+// choice is what placing shape on node does: memoised per node state
+// (choiceKey), learnt with a probe in a fork otherwise.
 func (a *Analyzer) choice(ctx context.Context, node string, shape *Shape, shapes []*Shape, shapesID string) (_ Choice, fits bool, err error) {
 	before, err := a.measure(node)
 	if err != nil {
 		return Choice{}, false, err
 	}
+	ck := choiceKey{before.key, shape.Key, shapesID}
+	if m, ok := a.choices[ck]; ok {
+		m.c.Node = node
+		return m.c, m.fits, nil
+	}
+	c, fits, err := a.probeChoice(ctx, node, before, shape, shapes, shapesID)
+	if err != nil {
+		return Choice{}, false, err
+	}
+	if len(a.choices) >= maxMemo {
+		a.choices = map[choiceKey]choiceMemo{}
+	}
+	m := choiceMemo{c: c, fits: fits}
+	m.c.Node = ""
+	a.choices[ck] = m
+	return c, fits, nil
+}
+
+// probeChoice is choice learnt afresh: node, in state before, gets a probe
+// of shape in a fork.
+func (a *Analyzer) probeChoice(ctx context.Context, node string, before state, shape *Shape, shapes []*Shape, shapesID string) (_ Choice, fits bool, err error) {
 	budget := a.ProbeBudget
 	strandedBefore, err := a.leftover(ctx, node, before, shapes, shapesID, &budget)
 	if err != nil {

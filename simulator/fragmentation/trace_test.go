@@ -49,6 +49,23 @@ func genTrace(seed uint64, n int) []event {
 	return out
 }
 
+// policy is how runTrace places a pod among the existing nodes.
+type policy int
+
+const (
+	firstFit policy = iota
+	// aware ranks every feasible node.
+	aware
+	// sampled ranks only the first traceSample feasible nodes, as the
+	// fit-existing stage does past 100 nodes (FilterUntil, then Rank of
+	// the known-feasible nodes, then SchedulePodFirstFit).
+	sampled
+)
+
+// traceSample is small against the trace's ~40 nodes, so that sampling
+// shows.
+const traceSample = 4
+
 // traceResult is what one placement policy made of a trace.
 type traceResult struct {
 	nodes        int     // nodes opened
@@ -60,7 +77,7 @@ type traceResult struct {
 // goes to an existing node where it fits (first fit in opening order, or
 // the fragmentation-aware ranking), else to a new node. Every placement
 // is the real framework's.
-func runTrace(tb testing.TB, events []event, aware bool) traceResult {
+func runTrace(tb testing.TB, events []event, pol policy) traceResult {
 	tb.Helper()
 	r, ctx := newRunner(tb)
 	load(tb, r)
@@ -81,11 +98,11 @@ func runTrace(tb testing.TB, events []event, aware bool) traceResult {
 		} else {
 			pod := podFor(fmt.Sprintf("p%d", i), ev.tmpl)
 			live = append(live, pod)
-			if !schedule(tb, ctx, r, a, pod, nodes, sh, aware) {
+			if !schedule(tb, ctx, r, a, pod, nodes, sh, pol) {
 				name := fmt.Sprintf("n%d", len(nodes))
 				snapshottest.Load(tb, r.Snapshot(), migNode(name)...)
 				nodes = append(nodes, name)
-				if !schedule(tb, ctx, r, a, pod, []string{name}, sh, false) {
+				if !schedule(tb, ctx, r, a, pod, []string{name}, sh, firstFit) {
 					tb.Fatalf("pod %s (%s) does not fit an empty node", pod.Name, ev.tmpl)
 				}
 			}
@@ -104,17 +121,37 @@ func runTrace(tb testing.TB, events []event, aware bool) traceResult {
 	return res
 }
 
-func schedule(tb testing.TB, ctx context.Context, r *framework.Runner, a *Analyzer, pod *v1.Pod, nodes []string, sh []*Shape, aware bool) bool {
+func schedule(tb testing.TB, ctx context.Context, r *framework.Runner, a *Analyzer, pod *v1.Pod, nodes []string, sh []*Shape, pol policy) bool {
 	tb.Helper()
 	if len(nodes) == 0 {
 		return false
 	}
 	candidates := nodes
-	if aware {
-		var err error
+	var err error
+	switch pol {
+	case aware:
 		if candidates, _, err = a.Rank(ctx, pod, nodes, RankOptions{Shapes: sh}); err != nil {
 			tb.Fatal(err)
 		}
+	case sampled:
+		res, err := r.FilterUntil(ctx, pod, nodes, traceSample)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		var feasible []string
+		for _, v := range res {
+			if v.Fits {
+				feasible = append(feasible, v.Node)
+			}
+		}
+		if feasible, _, err = a.Rank(ctx, pod, feasible, RankOptions{Shapes: sh, Feasible: true}); err != nil {
+			tb.Fatal(err)
+		}
+		p, err := r.SchedulePodFirstFit(ctx, pod, append(feasible, nodes[len(res):]...))
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return p.Node != ""
 	}
 	p, err := r.SchedulePod(ctx, pod, candidates)
 	if err != nil {
@@ -141,15 +178,20 @@ func remove(tb testing.TB, r *framework.Runner, pod *v1.Pod) {
 // uses no more nodes than first fit and strands fewer slices.
 func TestTraceAwareBeatsFirstFit(t *testing.T) {
 	events := genTrace(traceSeed, traceEvents)
-	ff := runTrace(t, events, false)
-	aware := runTrace(t, events, true)
-	t.Logf("first-fit: %d nodes, %.2f stranded slices on average; aware: %d nodes, %.2f stranded slices (%d probe calls)",
-		ff.nodes, ff.meanStranded, aware.nodes, aware.meanStranded, aware.calls)
-	if aware.nodes > ff.nodes {
-		t.Errorf("aware placement used %d nodes, first fit %d", aware.nodes, ff.nodes)
-	}
-	if aware.meanStranded >= ff.meanStranded {
-		t.Errorf("aware placement stranded %.2f slices on average, first fit %.2f", aware.meanStranded, ff.meanStranded)
+	ff := runTrace(t, events, firstFit)
+	for _, pol := range []struct {
+		name string
+		p    policy
+	}{{"aware", aware}, {"sampled", sampled}} {
+		got := runTrace(t, events, pol.p)
+		t.Logf("first-fit: %d nodes, %.2f stranded slices on average; %s: %d nodes, %.2f stranded slices (%d probe calls)",
+			ff.nodes, ff.meanStranded, pol.name, got.nodes, got.meanStranded, got.calls)
+		if got.nodes > ff.nodes {
+			t.Errorf("%s placement used %d nodes, first fit %d", pol.name, got.nodes, ff.nodes)
+		}
+		if got.meanStranded >= ff.meanStranded {
+			t.Errorf("%s placement stranded %.2f slices on average, first fit %.2f", pol.name, got.meanStranded, ff.meanStranded)
+		}
 	}
 }
 
@@ -160,13 +202,13 @@ func TestTraceAwareBeatsFirstFit(t *testing.T) {
 func BenchmarkTrace(b *testing.B) {
 	events := genTrace(traceSeed, traceEvents)
 	for _, tc := range []struct {
-		name  string
-		aware bool
-	}{{"first-fit", false}, {"fragmentation-aware", true}} {
+		name string
+		pol  policy
+	}{{"first-fit", firstFit}, {"fragmentation-aware", aware}, {fmt.Sprintf("aware-sample-%d", traceSample), sampled}} {
 		b.Run(tc.name, func(b *testing.B) {
 			var res traceResult
 			for b.Loop() {
-				res = runTrace(b, events, tc.aware)
+				res = runTrace(b, events, tc.pol)
 			}
 			b.ReportMetric(float64(res.nodes), "nodes")
 			b.ReportMetric(res.meanStranded, "stranded-slices")

@@ -45,7 +45,7 @@ func (s *Snapshot) RemoveResourceClaim(namespace, name string) error {
 	if !ok {
 		return fmt.Errorf("remove resource claim %s: not in the snapshot", key)
 	}
-	s.alloc.apply(&s.j, old.Status.Allocation, -1, s.gates.consumableCapacity)
+	s.applyAllocation(old.Status.Allocation, -1)
 	s.unindexOwner(key, old)
 	del(&s.j, s.claims, key)
 	del(&s.j, s.assumedClaims, key)
@@ -55,7 +55,7 @@ func (s *Snapshot) RemoveResourceClaim(namespace, name string) error {
 
 func (s *Snapshot) storeClaim(key string, claim *resourceapi.ResourceClaim) {
 	if old, ok := s.claims[key]; ok {
-		s.alloc.apply(&s.j, old.Status.Allocation, -1, s.gates.consumableCapacity)
+		s.applyAllocation(old.Status.Allocation, -1)
 		s.unindexOwner(key, old)
 	}
 	if owner := metav1.GetControllerOfNoCopy(claim); owner != nil {
@@ -63,7 +63,7 @@ func (s *Snapshot) storeClaim(key string, claim *resourceapi.ResourceClaim) {
 	}
 	put(&s.j, s.claims, key, claim)
 	s.claimList.set(&s.j, key, claim)
-	s.alloc.apply(&s.j, claim.Status.Allocation, +1, s.gates.consumableCapacity)
+	s.applyAllocation(claim.Status.Allocation, +1)
 }
 
 func (s *Snapshot) unindexOwner(key string, claim *resourceapi.ResourceClaim) {
@@ -156,7 +156,7 @@ func (t claimTracker) SignalClaimPendingAllocation(uid types.UID, allocated *res
 		return nil
 	}
 	put(&s.j, s.inFlight, uid, inFlightAllocation{claim: allocated, sharers: 1})
-	s.alloc.apply(&s.j, allocated.Status.Allocation, +1, s.gates.consumableCapacity)
+	s.applyAllocation(allocated.Status.Allocation, +1)
 	return nil
 }
 
@@ -178,7 +178,7 @@ func (t claimTracker) MaybeRemoveClaimPendingAllocation(uid types.UID, force boo
 	}
 	if force || cur.sharers <= 1 {
 		del(&s.j, s.inFlight, uid)
-		s.alloc.apply(&s.j, cur.claim.Status.Allocation, -1, s.gates.consumableCapacity)
+		s.applyAllocation(cur.claim.Status.Allocation, -1)
 		return true
 	}
 	put(&s.j, s.inFlight, uid, inFlightAllocation{claim: cur.claim, sharers: cur.sharers - 1})

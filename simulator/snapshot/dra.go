@@ -24,7 +24,9 @@ func (s *Snapshot) SetResourceSlice(slice *resourceapi.ResourceSlice) error {
 	}
 	if old, ok := s.slices[slice.Name]; ok {
 		del(&s.j, s.slicesOfNode[sliceNode(old)], slice.Name)
+		s.touch(sliceNode(old))
 	}
+	s.touch(sliceNode(slice))
 	put(&s.j, s.slices, slice.Name, slice)
 	put(&s.j, innerSet(&s.j, s.slicesOfNode, sliceNode(slice)), slice.Name, sets.Empty{})
 	s.patchedSlices.set(&s.j, slice.Name, applyTaintRules(slice, s.activeTaintRules()))
@@ -38,6 +40,7 @@ func (s *Snapshot) RemoveResourceSlice(name string) error {
 		return fmt.Errorf("remove resource slice %s: not in the snapshot", name)
 	}
 	del(&s.j, s.slicesOfNode[sliceNode(old)], name)
+	s.touch(sliceNode(old))
 	del(&s.j, s.slices, name)
 	s.patchedSlices.remove(&s.j, name)
 	return nil
@@ -77,6 +80,7 @@ func (s *Snapshot) SetDeviceClass(class *resourceapi.DeviceClass) error {
 	if old, ok := s.classes[class.Name]; ok && old.Spec.ExtendedResourceName != nil {
 		del(&s.j, s.extClasses[v1.ResourceName(*old.Spec.ExtendedResourceName)], class.Name)
 	}
+	s.touch("")
 	put(&s.j, s.classes, class.Name, class)
 	if ext := class.Spec.ExtendedResourceName; ext != nil {
 		put(&s.j, innerSet(&s.j, s.extClasses, v1.ResourceName(*ext)), class.Name, sets.Empty{})
@@ -93,6 +97,7 @@ func (s *Snapshot) RemoveDeviceClass(name string) error {
 	if old.Spec.ExtendedResourceName != nil {
 		del(&s.j, s.extClasses[v1.ResourceName(*old.Spec.ExtendedResourceName)], name)
 	}
+	s.touch("")
 	del(&s.j, s.classes, name)
 	return nil
 }
@@ -168,6 +173,7 @@ func (s *Snapshot) activeTaintRules() []*resourceapi.DeviceTaintRule {
 // repatchSlices applies the current rules to every slice again: O(slices),
 // paid only when a DeviceTaintRule changes.
 func (s *Snapshot) repatchSlices() {
+	s.touch("")
 	rules := s.activeTaintRules()
 	for _, name := range append([]string(nil), s.patchedSlices.keys...) {
 		s.patchedSlices.replace(&s.j, name, applyTaintRules(s.slices[name], rules))

@@ -21,6 +21,7 @@ func (s *Snapshot) AddNode(node *v1.Node) error {
 	}
 	ni := framework.NewNodeInfo()
 	ni.SetNode(node)
+	s.touch(node.Name)
 	put(&s.j, s.nodes, node.Name, ni)
 	s.all.add(&s.j, node.Name, ni)
 	s.j.own(node.Name)
@@ -47,6 +48,7 @@ func (s *Snapshot) RemoveNode(name string) error {
 			return fmt.Errorf("remove node %s: %w", name, err)
 		}
 	}
+	s.touch(name)
 	del(&s.j, s.nodes, name)
 	s.all.remove(&s.j, name)
 	s.affinity.remove(&s.j, name)
@@ -213,6 +215,8 @@ func (s *Snapshot) writableNode(name string) (*framework.NodeInfo, error) {
 	if !ok {
 		return nil, fmt.Errorf("node %s not in the snapshot", name)
 	}
+	// The caller is about to change it.
+	s.touch(name)
 	if s.j.mayMutateInPlace(name) {
 		return ni, nil
 	}

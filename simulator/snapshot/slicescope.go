@@ -50,3 +50,7 @@ func (s *Snapshot) scopedSlices() []*resourceapi.ResourceSlice {
 func sliceNode(slice *resourceapi.ResourceSlice) string {
 	return ptr.Deref(slice.Spec.NodeName, "")
 }
+
+// SliceScope returns the current scope (nil: none), for a caller that
+// narrows it for a while and then puts it back.
+func (s *Snapshot) SliceScope() []string { return s.sliceScope }

@@ -88,6 +88,10 @@ type Snapshot struct {
 	// sliceScope is not content but a view (ScopeSlices): nil, or the
 	// nodes whose slices are listed.
 	sliceScope []string
+
+	// gens and genSeq: see Gen. gens[""] is the shared part.
+	gens   map[string]uint64
+	genSeq uint64
 }
 
 type placedPod struct {
@@ -117,6 +121,7 @@ func New(logger klog.Logger) *Snapshot {
 		pending:       map[string]*v1.Pod{},
 		pvcUsers:      map[string]int{},
 		slicesOfNode:  map[string]sets.Set[string]{},
+		gens:          map[string]uint64{},
 		slices:        map[string]*resourceapi.ResourceSlice{},
 		patchedSlices: newOrderedList[*resourceapi.ResourceSlice](),
 		taintRules:    map[string]*resourceapi.DeviceTaintRule{},

@@ -7,11 +7,13 @@ package fitexisting
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
 
 // Fit places, in the runner's snapshot, every pod that fits a candidate
@@ -21,12 +23,29 @@ import (
 // classOf returns "" for pods that must always be tried (pod affinity can
 // make a placement enable the next).
 func Fit(ctx context.Context, runner *framework.Runner, pods []*corev1.Pod, candidates []string, classOf func(*corev1.Pod) string) ([]*corev1.Pod, map[*corev1.Pod]string, error) {
-	return FitRanked(ctx, runner, pods, candidates, classOf, nil)
+	return FitWith(ctx, runner, pods, candidates, Options{ClassOf: classOf})
 }
 
-// RankFunc orders the candidates for one pod, preferred first (see
-// pkg/placement); nil keeps the given order.
-type RankFunc func(ctx context.Context, pod *corev1.Pod, candidates []string) ([]string, error)
+// RankFunc orders nodes where a pod fits (the framework's Filter said
+// so), preferred first (see pkg/placement).
+type RankFunc func(ctx context.Context, pod *corev1.Pod, feasible []string) ([]string, error)
+
+// Options say how FitWith tries the pods.
+type Options struct {
+	// ClassOf groups equivalent pods; "" for pods always tried. Nil: every
+	// pod is tried.
+	ClassOf func(*corev1.Pod) string
+	// Memoizable says a pod's class verdict on a node depends on that
+	// node alone (estimator.Memoizable): a fit found there still holds
+	// while the node's generation (snapshot.Gen) is the same. Nil: none.
+	Memoizable func(*corev1.Pod) bool
+	// Rank orders the feasible nodes for a pod; nil keeps the candidates'
+	// order and takes the first that fits.
+	Rank RankFunc
+	// Sample is how many feasible nodes Rank is given per pod; 0 means
+	// NumFeasibleNodesToFind of the candidates.
+	Sample int
+}
 
 // maxSweeps bounds the passes over the pods: a pod with inter-pod
 // affinity (class "") may fit only once a pod after it in the order is
@@ -34,14 +53,35 @@ type RankFunc func(ctx context.Context, pod *corev1.Pod, candidates []string) ([
 // tried again while a sweep places anything.
 const maxSweeps = 3
 
-// FitRanked is Fit with each pod's candidates ordered by rank.
+// FitRanked is Fit with each pod's feasible nodes ordered by rank.
 func FitRanked(ctx context.Context, runner *framework.Runner, pods []*corev1.Pod, candidates []string, classOf func(*corev1.Pod) string, rank RankFunc) ([]*corev1.Pod, map[*corev1.Pod]string, error) {
+	return FitWith(ctx, runner, pods, candidates, Options{ClassOf: classOf, Rank: rank})
+}
+
+// FitWith is Fit as opts say. Every verdict is the framework's; what is
+// saved is only asking it the same question twice:
+//   - per class, the nodes that rejected it stay closed for the sweep
+//     (the cluster only fills up, the argument that makes a class
+//     hopeless once it fits nowhere);
+//   - per memoizable class, nodes it fits stay known to fit while their
+//     generation holds;
+//   - the framework filters in chunks and stops once it has found enough
+//     feasible nodes to rank (Sample), as the scheduler stops at
+//     numFeasibleNodesToFind, or, without ranking, at the first fit.
+func FitWith(ctx context.Context, runner *framework.Runner, pods []*corev1.Pod, candidates []string, opts Options) ([]*corev1.Pod, map[*corev1.Pod]string, error) {
+	if opts.ClassOf == nil {
+		opts.ClassOf = func(*corev1.Pod) string { return "" }
+	}
+	if opts.Sample <= 0 {
+		opts.Sample = NumFeasibleNodesToFind(len(candidates))
+	}
 	placed := map[*corev1.Pod]string{}
 	rest := pods
 	for sweep := 0; sweep < maxSweeps; sweep++ {
 		before := len(placed)
+		s := &sweeper{runner: runner, opts: opts, candidates: candidates, placed: placed, classes: map[string]*classState{}}
 		var err error
-		if rest, err = fitSweep(ctx, runner, rest, candidates, classOf, rank, placed, sweep > 0); err != nil {
+		if rest, err = s.sweep(ctx, rest, sweep > 0); err != nil {
 			return nil, nil, err
 		}
 		if len(placed) == before || len(rest) == 0 {
@@ -51,39 +91,200 @@ func FitRanked(ctx context.Context, runner *framework.Runner, pods []*corev1.Pod
 	return rest, placed, nil
 }
 
-// fitSweep tries pods in order, recording fits in placed, and returns the
+// NumFeasibleNodesToFind is how many feasible nodes the scheduler looks
+// for among n with the default percentageOfNodesToScore (adaptive): all
+// below 100 nodes, else 50% less a point per 125 nodes, at least 5% and
+// at least 100 nodes.
+func NumFeasibleNodesToFind(n int) int {
+	const minFeasible, minPercent = 100, 5
+	if n < minFeasible {
+		return n
+	}
+	pct := max(50-n/125, minPercent)
+	return max(n*pct/100, minFeasible)
+}
+
+// classState is what one sweep knows about a class.
+type classState struct {
+	hopeless bool
+	closed   map[string]bool
+	// open are the candidates not closed, rebuilt when stale.
+	open  []string
+	stale bool
+	fits  map[string]snapshot.Gen // memoizable classes only
+}
+
+func (cs *classState) close(node string) {
+	if !cs.closed[node] {
+		cs.closed[node], cs.stale = true, true
+	}
+}
+
+type sweeper struct {
+	runner     *framework.Runner
+	opts       Options
+	candidates []string
+	placed     map[*corev1.Pod]string
+	classes    map[string]*classState
+}
+
+// sweep tries pods in order, recording fits in placed, and returns the
 // rest in order. A retry tries only the pods that are always tried.
-func fitSweep(ctx context.Context, runner *framework.Runner, pods []*corev1.Pod, candidates []string, classOf func(*corev1.Pod) string,
-	rank RankFunc, placed map[*corev1.Pod]string, retry bool) ([]*corev1.Pod, error) {
+func (s *sweeper) sweep(ctx context.Context, pods []*corev1.Pod, retry bool) ([]*corev1.Pod, error) {
 	logger := klog.FromContext(ctx)
 	var rest []*corev1.Pod
-	hopeless := map[string]bool{}
 	for _, pod := range pods {
-		class := classOf(pod)
-		if (class != "" && hopeless[class]) || (retry && class != "") {
+		class := s.opts.ClassOf(pod)
+		if retry && class != "" {
 			rest = append(rest, pod)
 			continue
 		}
-		order := candidates
-		if rank != nil {
-			var err error
-			if order, err = rank(ctx, pod, candidates); err != nil {
-				return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		var cs *classState
+		if class != "" {
+			if cs = s.classes[class]; cs == nil {
+				cs = &classState{closed: map[string]bool{}, open: s.candidates}
+				if s.opts.Memoizable != nil && s.opts.Memoizable(pod) {
+					cs.fits = map[string]snapshot.Gen{}
+				}
+				s.classes[class] = cs
+			}
+			if cs.hopeless {
+				rest = append(rest, pod)
+				continue
 			}
 		}
-		p, err := runner.SchedulePod(ctx, pod, order)
+		node, err := s.fit(ctx, pod, cs)
 		if err != nil {
 			return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
-		if p.Node == "" {
-			if class != "" {
-				hopeless[class] = true
+		if node == "" {
+			if cs != nil {
+				cs.hopeless = true
 			}
 			rest = append(rest, pod)
 			continue
 		}
-		placed[pod] = p.Node
-		logger.V(4).Info("Pod fits existing or upcoming capacity", "pod", klog.KObj(pod), "node", p.Node)
+		s.placed[pod] = node
+		if cs == nil || cs.fits == nil {
+			// The pod may change what other nodes accept (inter-pod
+			// anti-affinity, a shared claim): known fits are void.
+			for _, c := range s.classes {
+				if c.fits != nil {
+					clear(c.fits)
+				}
+			}
+		}
+		logger.V(4).Info("Pod fits existing or upcoming capacity", "pod", klog.KObj(pod), "node", node)
 	}
 	return rest, nil
+}
+
+// fit places pod on a node and returns it, "" when it fits nowhere. cs is
+// its class's state, nil for pods always tried.
+func (s *sweeper) fit(ctx context.Context, pod *corev1.Pod, cs *classState) (string, error) {
+	open := s.candidates
+	if cs != nil {
+		if cs.stale {
+			cs.open = slices.DeleteFunc(slices.Clone(cs.open), func(n string) bool { return cs.closed[n] })
+			cs.stale = false
+		}
+		open = cs.open
+	}
+	if s.opts.Rank == nil {
+		return s.firstFit(ctx, pod, cs, open)
+	}
+	feasible, unsampled, err := s.feasible(ctx, pod, cs, open)
+	if err != nil {
+		return "", err
+	}
+	if len(feasible) > 0 {
+		order, err := s.opts.Rank(ctx, pod, feasible)
+		if err != nil {
+			return "", err
+		}
+		if node, err := s.firstFit(ctx, pod, cs, order); node != "" || err != nil {
+			return node, err
+		}
+	}
+	// Reserve turned down every ranked node (or none was found): the
+	// nodes not filtered are still to try.
+	return s.firstFit(ctx, pod, cs, unsampled())
+}
+
+// firstFit schedules pod on the first of nodes that takes it and closes
+// the nodes that turned it down on the way.
+func (s *sweeper) firstFit(ctx context.Context, pod *corev1.Pod, cs *classState, nodes []string) (string, error) {
+	if len(nodes) == 0 {
+		return "", nil
+	}
+	p, err := s.runner.SchedulePodFirstFit(ctx, pod, nodes)
+	if err != nil {
+		return "", err
+	}
+	if cs != nil {
+		for _, r := range p.Results {
+			if !r.Fits {
+				cs.close(r.Node)
+			}
+		}
+	}
+	return p.Node, nil
+}
+
+// feasible returns up to Sample nodes of open where pod fits, in open's
+// order, and (to call only when needed) the open nodes it did not filter. Known fits of a
+// memoizable class are taken without asking again, in open's order until
+// there are Sample; the other nodes before that point (new to the class,
+// or changed since) are filtered, so the nodes the last pods went to are
+// ranked too. Without Sample known fits, the others are filtered until
+// enough fit.
+func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState, open []string) (feasible []string, unsampled func() []string, err error) {
+	snap := s.runner.Snapshot()
+	var unknown []string
+	known := 0
+	isKnown := map[string]bool{}
+	end := len(open)
+	for i, n := range open {
+		if cs != nil && cs.fits != nil {
+			if g, ok := cs.fits[n]; ok && g == snap.NodeGen(n) {
+				isKnown[n] = true
+				if known++; known >= s.opts.Sample {
+					end = i + 1
+					break
+				}
+				continue
+			}
+		}
+		unknown = append(unknown, n)
+	}
+	enough := 0 // every unknown node before the Sample-th known fit
+	if end == len(open) {
+		enough = s.opts.Sample - known
+	}
+	fits := map[string]bool{}
+	filtered := 0
+	if len(unknown) > 0 && (enough > 0 || end < len(open)) {
+		results, err := s.runner.FilterUntil(ctx, pod, unknown, enough)
+		if err != nil {
+			return nil, nil, err
+		}
+		filtered = len(results)
+		for _, r := range results {
+			switch {
+			case r.Fits:
+				fits[r.Node] = true
+				if cs != nil && cs.fits != nil {
+					cs.fits[r.Node] = snap.NodeGen(r.Node)
+				}
+			case cs != nil:
+				cs.close(r.Node)
+			}
+		}
+	}
+	for _, n := range open[:end] {
+		if isKnown[n] || fits[n] {
+			feasible = append(feasible, n)
+		}
+	}
+	return feasible, func() []string { return append(slices.Clip(unknown[filtered:]), open[end:]...) }, nil
 }

@@ -14,6 +14,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -88,10 +89,21 @@ func Discover(client kubernetes.Interface) (Served, error) {
 	return s, nil
 }
 
+// dropManagedFields is the informers' transform: server-side apply's
+// field ownership is often the largest part of an object and nothing in
+// the autoscaler reads it, so the caches (and every copy the snapshot
+// shares) do not keep it.
+func dropManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil && m.GetManagedFields() != nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
 // New sets up the informers for what the cluster serves.
 func New(client kubernetes.Interface, served Served) *Observer {
 	o := &Observer{
-		factory: informers.NewSharedInformerFactory(client, 0),
+		factory: informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields)),
 		served:  served,
 		trigger: make(chan struct{}, 1),
 	}

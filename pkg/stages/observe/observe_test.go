@@ -97,8 +97,11 @@ func TestDiscover(t *testing.T) {
 
 func TestObserve(t *testing.T) {
 	unschedulable := withCondition(builder.Pod("ns", "pending").Obj(), corev1.ConditionFalse, corev1.PodReasonUnschedulable)
+	applied := builder.Node("n2").Obj()
+	applied.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet", Operation: metav1.ManagedFieldsOperationApply}}
+	unschedulable.ManagedFields = applied.ManagedFields
 	objects := []runtime.Object{
-		builder.Node("n1").Obj(), builder.Node("n2").Obj(),
+		builder.Node("n1").Obj(), applied,
 		builder.Pod("ns", "running").Node("n1").Obj(), unschedulable,
 		builder.ResourceSlice("n1-gpus", "n1", "gpu.example.com", "n1").Devices(builder.Device("gpu-0")).Obj(),
 		builder.DeviceClass("gpu").Driver("gpu.example.com").Obj(),
@@ -139,6 +142,18 @@ func TestObserve(t *testing.T) {
 				len(s.DeviceClasses), len(s.DeviceTaintRules), len(s.PodGroups), len(s.Workloads), len(s.DaemonSets)}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("observed (-want +got):\n%s", diff)
+			}
+			// Nothing reads server-side apply's field ownership: the
+			// caches do not keep it.
+			for _, n := range s.Nodes {
+				if n.ManagedFields != nil {
+					t.Errorf("node %s kept managedFields", n.Name)
+				}
+			}
+			for _, p := range s.Pods {
+				if p.ManagedFields != nil {
+					t.Errorf("pod %s kept managedFields", p.Name)
+				}
 			}
 			// The unschedulable pod signals the loop to run early.
 			select {

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	dynfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/test/scale"
+)
+
+// BenchmarkLoopPass is one whole pass of the loop, wired as run wires it
+// (kwok provider, default flags but for the resource totals), over a
+// client-go fake clientset and informers holding generated objects (issue
+// 16). Only RunOnce is timed: the clientset, the parts and the informer
+// sync are built anew per iteration, since a pass launches nodes that the
+// next would see as upcoming. Each pass must decide what its scenario says.
+//
+//	go test -run '^$' -bench 'LoopPass/L1' -benchtime 1x -benchmem ./cmd/dra-autoscaler/
+//
+// L2 and the larger L3 cases take long: pick them with -bench.
+func BenchmarkLoopPass(b *testing.B) {
+	b.Run("L1", func(b *testing.B) { benchPass(b, scale.ScaleFromZero(4000)) })
+	b.Run("L2", func(b *testing.B) { benchPass(b, scale.Busy(scale.L2)) })
+	for _, nodes := range []int{1000, 5000} {
+		for _, pending := range []int{1000, 2500, 5000, 10000} {
+			l := scale.L2
+			l.Nodes, l.Pending = nodes, pending
+			b.Run(fmt.Sprintf("L3/nodes=%d/pending=%d", nodes, pending), func(b *testing.B) { benchPass(b, scale.Busy(l)) })
+		}
+	}
+}
+
+func benchPass(b *testing.B, sc scale.Scenario) {
+	data, err := json.Marshal(sc.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(b.TempDir(), "kwok.json")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	// The default totals would stop a scale-up of thousands of 64-CPU
+	// nodes; everything else is the default.
+	opts, err := config.Parse([]string{"--cloud-config=" + path, "--cores-total=0:100000000", "--memory-total=0:100000000"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	quiet(b)
+	ctx := klog.NewContext(context.Background(), klog.Background())
+	var stages map[string]float64
+	var unranked float64
+	for b.Loop() {
+		b.StopTimer()
+		pass, m := runPass(ctx, b, opts, sc.Objects)
+		stages, unranked = stageSeconds(b, m)
+		b.StartTimer()
+		if pass.FitsNow != sc.WantFit {
+			b.Fatalf("%d pending pods fit existing nodes, want %d", pass.FitsNow, sc.WantFit)
+		}
+		planned := 0
+		if pass.Plan != nil {
+			for _, up := range pass.Plan.ScaleUps {
+				planned += up.Delta
+			}
+		}
+		if planned != sc.WantPlanned {
+			b.Fatalf("planned %d nodes, want %d (still pending: %d)", planned, sc.WantPlanned, len(pass.Pending))
+		}
+	}
+	for _, s := range []string{"filterOutSchedulable", "scaleUp", "strandedCapacity"} {
+		b.ReportMetric(stages[s], s+"-s")
+	}
+	// Pods the ranking budget left to first fit: placement quality the
+	// pass gave up for time.
+	b.ReportMetric(unranked, "unranked-pods")
+}
+
+// runPass builds a fresh cluster and loop, syncs the informers and runs
+// one pass with the timer on.
+func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs []runtime.Object) (*loop.Pass, *metrics.Metrics) {
+	client := fake.NewClientset(objs...)
+	p, cleanup, err := newParts(ctx, opts, client)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cleanup()
+	m := metrics.New()
+	// The fake discovery does not serve the CapacityReservation CRD: its
+	// informer does not start, as in a cluster without it.
+	l, crs := p.runningLoop(opts, client, dynfake.NewSimpleDynamicClient(runtime.NewScheme()), &record.FakeRecorder{}, m)
+	informers, stop := context.WithCancel(ctx)
+	l.Observer = observe.New(client, observe.Served{})
+	// The informers stop only once their context is done.
+	defer func() { stop(); l.Observer.Shutdown() }()
+	if err := l.Observer.Start(informers, time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	if err := crs.Start(informers, time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	b.StartTimer()
+	pass, err := l.RunOnce(ctx)
+	b.StopTimer()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return pass, m
+}
+
+// stageSeconds reads the per-stage time the pass recorded and how many
+// pods it placed unranked.
+func stageSeconds(b *testing.B, m *metrics.Metrics) (map[string]float64, float64) {
+	families, err := m.Registry.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]float64{}
+	var unranked float64
+	for _, f := range families {
+		if f.GetName() == "cluster_autoscaler_dra_placement_unranked_pods_total" && len(f.GetMetric()) == 1 {
+			unranked = f.GetMetric()[0].GetCounter().GetValue()
+		}
+		if f.GetName() != "cluster_autoscaler_function_duration_seconds" {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			for _, lp := range s.GetLabel() {
+				if lp.GetName() == "function" {
+					out[lp.GetValue()] = s.GetHistogram().GetSampleSum()
+				}
+			}
+		}
+	}
+	return out, unranked
+}
+
+// quiet sends klog nowhere: a pass logs per pod.
+func quiet(b *testing.B) {
+	var fs flag.FlagSet
+	klog.InitFlags(&fs)
+	if err := fs.Set("logtostderr", "false"); err != nil {
+		b.Fatal(err)
+	}
+	klog.SetOutput(io.Discard)
+}

@@ -1,0 +1,186 @@
+package fitexisting_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+)
+
+const gpuDriver = "gpu.example.com"
+
+// memoCluster is 12 nodes of 4 GPUs and 8 CPUs, some GPUs held by running
+// pods, and pending pods of four classes interleaved: 1 and 2 GPUs from
+// claim templates, CPU only, and 2 GPUs pinned by a node selector.
+func memoCluster(t *testing.T) (*framework.Runner, context.Context, []string, []*corev1.Pod) {
+	_, ctx := ktesting.NewTestContext(t)
+	r, err := framework.New(ctx, framework.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := []any{builder.DeviceClass("gpu").Driver(gpuDriver).Obj(),
+		builder.ClaimTemplate("ns", "one").Request(builder.Request("gpu", "gpu")).Obj(),
+		builder.ClaimTemplate("ns", "two").Request(builder.Request("gpu", "gpu").Count(2)).Obj()}
+	var nodes []string
+	for i := range 12 {
+		name := fmt.Sprintf("n%02d", i)
+		nodes = append(nodes, name)
+		slice := builder.ResourceSlice(name, name, gpuDriver, name)
+		for d := range 4 {
+			slice.Devices(builder.Device(fmt.Sprintf("gpu-%d", d)))
+		}
+		objs = append(objs, builder.Node(name).CPU("8").Label("zone", fmt.Sprint(i%3)).Obj(), slice.Obj())
+		for d := range i % 4 {
+			run := fmt.Sprintf("run-%d-%d", i, d)
+			pod := builder.Pod("ns", run).CPU("1").Claim("gpu", run).Node(name).Obj()
+			objs = append(objs, pod, builder.Claim("ns", run).Request(builder.Request("gpu", "gpu")).
+				Allocated(name, builder.AllocatedDevice("gpu", gpuDriver, name, fmt.Sprintf("gpu-%d", d))).ReservedFor(pod).Obj())
+		}
+	}
+	snapshottest.Load(t, r.Snapshot(), objs...)
+	var pods []*corev1.Pod
+	for i := range 40 {
+		b := builder.Pod("ns", fmt.Sprintf("p%02d", i)).OwnedBy("apps/v1", "ReplicaSet", fmt.Sprint(i%4))
+		switch i % 4 {
+		case 0:
+			b.CPU("1").ClaimFromTemplate("gpu", "one")
+		case 1:
+			b.CPU("2").ClaimFromTemplate("gpu", "two")
+		case 2:
+			b.CPU("3")
+		case 3:
+			b.CPU("1").ClaimFromTemplate("gpu", "two").NodeSelector("zone", "1")
+		}
+		pods = append(pods, b.Obj())
+	}
+	return r, ctx, nodes, pods
+}
+
+// reference is the stage as it was before the memos: every pod filtered
+// over every candidate, its feasible nodes ranked, then scheduled over all.
+func reference(ctx context.Context, t *testing.T, r *framework.Runner, pods []*corev1.Pod, nodes []string, rank fitexisting.RankFunc) map[string]string {
+	placed := map[string]string{}
+	for _, pod := range pods {
+		order := nodes
+		if rank != nil {
+			res, err := r.RunFilters(ctx, pod, nodes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var feasible, rest []string
+			for _, v := range res {
+				if v.Fits {
+					feasible = append(feasible, v.Node)
+				} else {
+					rest = append(rest, v.Node)
+				}
+			}
+			if order, err = rank(ctx, pod, feasible); err != nil {
+				t.Fatal(err)
+			}
+			order = append(slices.Clip(order), rest...)
+		}
+		p, err := r.SchedulePod(ctx, pod, order)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Node != "" {
+			placed[pod.Name] = p.Node
+		}
+	}
+	return placed
+}
+
+// TestFitExistingMemoIsExact: closed nodes, known fits and the early stop
+// change what is asked of the framework, never its answers: with a sample
+// as large as the cluster, every pod lands where the unmemoised stage
+// puts it.
+func TestFitExistingMemoIsExact(t *testing.T) {
+	reversed := func(_ context.Context, _ *corev1.Pod, c []string) ([]string, error) {
+		out := slices.Clone(c)
+		slices.Reverse(out)
+		return out, nil
+	}
+	tests := []struct {
+		name string
+		rank fitexisting.RankFunc
+	}{
+		{"first fit", nil},
+		{"ranked", reversed},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ctx, nodes, pods := memoCluster(t)
+			r.Snapshot().Fork()
+			want := reference(ctx, t, r, pods, nodes, tc.rank)
+			if err := r.Snapshot().Revert(); err != nil {
+				t.Fatal(err)
+			}
+			if len(want) == 0 || len(want) == len(pods) {
+				t.Fatalf("reference placed %d of %d pods: the cluster tests nothing", len(want), len(pods))
+			}
+			est := estimator.New(r, estimator.Options{})
+			rest, placed, err := fitexisting.FitWith(ctx, r, pods, nodes, fitexisting.Options{
+				ClassOf: est.ClassKey, Memoizable: est.Memoizable, Rank: tc.rank, Sample: len(nodes)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]string{}
+			for pod, node := range placed {
+				got[pod.Name] = node
+			}
+			for _, pod := range pods {
+				if got[pod.Name] != want[pod.Name] {
+					t.Errorf("pod %s on %q, unmemoised on %q", pod.Name, got[pod.Name], want[pod.Name])
+				}
+			}
+			if len(rest)+len(placed) != len(pods) {
+				t.Errorf("%d left + %d placed of %d pods", len(rest), len(placed), len(pods))
+			}
+		})
+	}
+}
+
+// TestFitExistingSample: a sample smaller than the feasible nodes may
+// change where pods go, not how many fit.
+func TestFitExistingSample(t *testing.T) {
+	r, ctx, nodes, pods := memoCluster(t)
+	est := estimator.New(r, estimator.Options{})
+	reversed := func(_ context.Context, _ *corev1.Pod, c []string) ([]string, error) {
+		out := slices.Clone(c)
+		slices.Reverse(out)
+		return out, nil
+	}
+	r.Snapshot().Fork()
+	_, all, err := fitexisting.FitWith(ctx, r, pods, nodes, fitexisting.Options{ClassOf: est.ClassKey, Memoizable: est.Memoizable, Rank: reversed, Sample: len(nodes)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Snapshot().Revert(); err != nil {
+		t.Fatal(err)
+	}
+	_, sampled, err := fitexisting.FitWith(ctx, r, pods, nodes, fitexisting.Options{ClassOf: est.ClassKey, Memoizable: est.Memoizable, Rank: reversed, Sample: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sampled) != len(all) {
+		t.Errorf("sample of 2 placed %d pods, the whole cluster %d", len(sampled), len(all))
+	}
+}
+
+func TestNumFeasibleNodesToFind(t *testing.T) {
+	for n, want := range map[int]int{0: 0, 50: 50, 99: 99, 100: 100, 200: 100, 1000: 420, 5000: 500, 10000: 500} {
+		if got := fitexisting.NumFeasibleNodesToFind(n); got != want {
+			t.Errorf("NumFeasibleNodesToFind(%d) = %d, want %d", n, got, want)
+		}
+	}
+}

@@ -1,0 +1,140 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+	schedframework "k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// maxChunk bounds the chunks FilterUntil and SchedulePodFirstFit filter
+// in one cycle.
+const maxChunk = 64
+
+// chunks calls fn on consecutive chunks of nodes, first of size first,
+// then doubling up to maxChunk, until fn says stop. Each chunk is a cycle
+// of its own (PreFilter, Filter) with the slices scoped to the chunk, as
+// the estimator scopes them: the DRA PreFilter then indexes the chunk's
+// slices, not the cluster's, so a search that stops early costs what it
+// filtered. The caller's scope is put back afterwards.
+func (r *Runner) chunks(nodes []string, first int, fn func(chunk []string) (stop bool, err error)) error {
+	prev := r.snap.SliceScope()
+	defer r.snap.ScopeSlices(prev)
+	size := max(first, 1)
+	for start := 0; start < len(nodes); {
+		end := min(start+size, len(nodes))
+		r.snap.ScopeSlices(nodes[start:end])
+		stop, err := fn(nodes[start:end])
+		if err != nil || stop {
+			return err
+		}
+		start, size = end, min(2*size, maxChunk)
+	}
+	return nil
+}
+
+// FilterUntil is RunFilters that stops once enough nodes fit (enough <= 0:
+// never): nodes are filtered in their order, in chunks (see chunks), and
+// the verdicts of the nodes filtered, a prefix of nodes, come back in that
+// order. Like the scheduler's search for numFeasibleNodesToFind, it may
+// filter a few nodes past the enough-th fit (the rest of its chunk). Each
+// chunk honours its PreFilter's node set, as RunFilters does.
+func (r *Runner) FilterUntil(ctx context.Context, pod *v1.Pod, nodes []string, enough int) (results []NodeResult, err error) {
+	r.snap.Fork()
+	defer func() {
+		if rerr := r.snap.Revert(); rerr != nil && err == nil {
+			err = fmt.Errorf("revert snapshot after filtering: %w", rerr)
+		}
+	}()
+	prepared, err := r.preparePod(pod)
+	if err != nil {
+		return nil, fmt.Errorf("filter pod: %w", err)
+	}
+	fits := 0
+	err = r.chunks(nodes, minParallelNodes, func(chunk []string) (bool, error) {
+		res, err := r.filter(ctx, schedframework.NewCycleState(), prepared, chunk)
+		if err != nil {
+			return true, err
+		}
+		for i := range res {
+			if res[i].Fits {
+				fits++
+			}
+		}
+		results = append(results, res...)
+		return enough > 0 && fits >= enough, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+// SchedulePodFirstFit is SchedulePod that stops at the first candidate,
+// in the given order, where the pod fits and reserves: the same node
+// SchedulePod picks, found by filtering in chunks (see chunks), the first
+// of one node (a ranked order's first node is usually known to fit).
+// Results hold the verdicts of the candidates filtered, a prefix of
+// candidates.
+func (r *Runner) SchedulePodFirstFit(ctx context.Context, pod *v1.Pod, candidates []string) (_ *ScheduleResult, err error) {
+	logger := klog.FromContext(ctx)
+	r.snap.Fork()
+	keep := false
+	defer func() {
+		end := r.snap.Revert
+		if keep {
+			end = r.snap.Commit
+		}
+		if eerr := end(); eerr != nil && err == nil {
+			err = fmt.Errorf("close snapshot fork: %w", eerr)
+		}
+	}()
+	defer recoverPlugin(pod, "", &err)
+	prepared, err := r.preparePod(pod)
+	if err != nil {
+		return nil, fmt.Errorf("schedule pod: %w", err)
+	}
+	placement := &ScheduleResult{}
+	err = r.chunks(candidates, 1, func(chunk []string) (bool, error) {
+		state := schedframework.NewCycleState()
+		results, err := r.filter(ctx, state, prepared, chunk)
+		if err != nil {
+			return true, err
+		}
+		first := len(placement.Results)
+		placement.Results = append(placement.Results, results...)
+		for i := range results {
+			if !results[i].Fits {
+				continue
+			}
+			node := results[i].Node
+			st, err := r.reserve(ctx, state, prepared, node)
+			if err != nil {
+				return true, err
+			}
+			if !st.IsSuccess() {
+				placement.Results[first+i].reject(st)
+				logger.V(4).Info("Reserve failed, trying next node", "pod", klog.KObj(pod), "node", node, "plugin", st.Plugin(), "reason", st.Message())
+				continue
+			}
+			placed, err := r.bind(prepared, nil, node)
+			if err != nil {
+				return true, fmt.Errorf("schedule pod %s/%s on %s: %w", pod.Namespace, pod.Name, node, err)
+			}
+			placement.Node, placement.Pod = node, placed
+			keep = true
+			logger.V(4).Info("Simulated placement", "pod", klog.KObj(pod), "node", node)
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !keep {
+		logger.V(4).Info("Pod fits on no candidate", "pod", klog.KObj(pod), "candidates", len(candidates))
+	}
+	return placement, nil
+}

@@ -1,0 +1,67 @@
+package snapshot
+
+import (
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+)
+
+// Gen identifies the state of one node as the scheduler's filters read
+// it: equal Gens of a node mean nothing a Filter plugin reads about that
+// node changed in between, so a verdict or a measurement made at one Gen
+// still holds at the other. Node changes with the node's NodeInfo (its
+// object and pods) and with allocations of devices on its own slices;
+// Shared changes with whatever may matter to every node (slices not bound
+// to a node, allocations of their devices, device classes, taint rules).
+//
+// Values come from one counter that Revert does not rewind: after a
+// revert a node gets back the Gen it had, and a later change gets a Gen
+// never seen before, so a Gen never names two states.
+type Gen struct{ Node, Shared uint64 }
+
+// NodeGen returns node's Gen. What other nodes hold (inter-pod affinity,
+// topology spread, shared claims) is not in it: callers memoising
+// verdicts must keep to pods whose verdict only depends on their node.
+func (s *Snapshot) NodeGen(node string) Gen {
+	return Gen{Node: s.gens[node], Shared: s.gens[""]}
+}
+
+// touch gives node ("" for the shared part) a new generation.
+func (s *Snapshot) touch(node string) {
+	s.genSeq++
+	put(&s.j, s.gens, node, s.genSeq)
+}
+
+// touchAllocation gives a new generation to the node whose devices alloc
+// holds, or to the shared part when the devices are not all one node's.
+func (s *Snapshot) touchAllocation(alloc *resourceapi.AllocationResult) {
+	if alloc == nil {
+		return
+	}
+	s.touch(allocationNode(alloc))
+}
+
+// allocationNode is the node an allocation is bound to: the allocator
+// sets a selector on metadata.name alone when every device is local to
+// one node. "" for anything else.
+func allocationNode(alloc *resourceapi.AllocationResult) string {
+	sel := alloc.NodeSelector
+	if sel == nil || len(sel.NodeSelectorTerms) != 1 {
+		return ""
+	}
+	t := sel.NodeSelectorTerms[0]
+	if len(t.MatchExpressions) != 0 || len(t.MatchFields) != 1 {
+		return ""
+	}
+	f := t.MatchFields[0]
+	if f.Key != "metadata.name" || f.Operator != v1.NodeSelectorOpIn || len(f.Values) != 1 {
+		return ""
+	}
+	return f.Values[0]
+}
+
+// applyAllocation moves the allocated-device state and the generation of
+// the allocation's node.
+func (s *Snapshot) applyAllocation(alloc *resourceapi.AllocationResult, sign int) {
+	s.alloc.apply(&s.j, alloc, sign, s.gates.consumableCapacity)
+	s.touchAllocation(alloc)
+}
