@@ -130,11 +130,12 @@ func TestExternalGRPCUpstreamOnlyServer(t *testing.T) {
 		return len(msgs) > 0, fmt.Sprintf("%q", msgs), err
 	})
 	// This test's autoscaler names the GPU group: upstream's template has
-	// no devices, so the claim cannot be allocated on it.
+	// no devices, so the claim cannot be allocated on it, and it says so.
 	framework.Eventually(s.ctx, t, time.Minute, "the DRA pod told the GPU group has no devices", func(ctx context.Context) (bool, string, error) {
 		msgs, err := s.events(ctx, "infer", "NotTriggerScaleUp")
 		for _, m := range msgs {
-			if strings.Contains(m, gpu.Name+": DynamicResources: cannot allocate all claims") {
+			if strings.Contains(m, gpu.Name+": DynamicResources: cannot allocate all claims") &&
+				strings.Contains(m, "publishes no device template for node group "+gpu.Name) {
 				return true, "", err
 			}
 		}

@@ -169,6 +169,11 @@ func (p *Planner) options(ctx context.Context, groups []*nodegroups.Info, used m
 				gr = report.GroupReason{Group: c.info.Id, Reason: ReasonEstimateLimit, Message: u.Limit}
 			case u.Result.Plugin == framework.DynamicResources:
 				gr.Constraint = p.blame(ctx, u.Pod, c.info)
+				if len(c.info.Template.ResourceSlices) == 0 && c.info.TemplateSource == "provider" {
+					// Say why, rather than leave a user hunting for devices.
+					gr.Message += "; the cloud provider publishes no device template for node group " + c.info.Id +
+						" (no ResourceSlices: an external gRPC server without the DRA extension, or a group without a DRA template)"
+				}
 			}
 			reasons[u.Pod.UID] = append(reasons[u.Pod.UID], gr)
 		}
