@@ -289,6 +289,14 @@ func (g *nodeGroup) deleteNodes(ctx context.Context, nodes []*corev1.Node, force
 		}
 		done = append(done, m)
 	}
+	// Cluster API's MachineSet controller picks the Machines to delete
+	// from its watch cache when replicas drop: lowering before it can see
+	// the marks could take a busy Machine instead. Wait until the marks
+	// reach a watch (ours), else give the removal up for this pass.
+	if err := g.awaitMarks(ctx, done); err != nil {
+		g.unmark(ctx, done)
+		return err
+	}
 	if err := g.setReplicas(ctx, replicas-lower); err != nil {
 		g.unmark(ctx, done)
 		return err
@@ -418,4 +426,42 @@ func (g *nodeGroup) GetOptions(defaults cloudprovider.NodeGroupAutoscalingOption
 		return nil, cloudprovider.ErrNotImplemented
 	}
 	return &out, nil
+}
+
+// markWait bounds awaitMarks.
+const markWait = 10 * time.Second
+
+// awaitMarks waits until the provider's Machine informer shows the
+// delete-machine mark on each of ms.
+func (g *nodeGroup) awaitMarks(ctx context.Context, ms []*unstructured.Unstructured) error {
+	if g.p.machines == nil || len(ms) == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(markWait)
+	for {
+		missing := ""
+		for _, m := range ms {
+			obj, err := g.p.machines.ByNamespace(m.GetNamespace()).Get(m.GetName())
+			u, ok := obj.(*unstructured.Unstructured)
+			if err != nil || !ok {
+				missing = m.GetName()
+				break
+			}
+			if _, marked := u.GetAnnotations()[g.p.keys.deleteMachine]; !marked {
+				missing = m.GetName()
+				break
+			}
+		}
+		if missing == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("node group %s: the delete-machine mark on Machine %s was not seen within %s; replicas left as they are", g.id, missing, markWait)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }

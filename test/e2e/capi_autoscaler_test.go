@@ -124,13 +124,12 @@ func TestCAPIScaleFromZeroDRA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gpuNodes, summary, err := capiNodes(s.ctx, env, s.ns, "gpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(gpuNodes) != 1 || gpuNodes[0] != pod.Spec.NodeName {
-		t.Fatalf("infer on %s; the GPU group's machines: %s", pod.Spec.NodeName, summary)
-	}
+	// The scheduler may bind before Cluster API records the Machine's
+	// nodeRef.
+	framework.Eventually(s.ctx, t, time.Minute, "infer on the GPU group's one machine", func(ctx context.Context) (bool, string, error) {
+		gpuNodes, summary, err := capiNodes(ctx, env, s.ns, "gpu")
+		return err == nil && len(gpuNodes) == 1 && gpuNodes[0] == pod.Spec.NodeName, "infer on " + pod.Spec.NodeName + "; machines " + summary, err
+	})
 	claim, err := s.c.Client.ResourceV1().ResourceClaims(s.ns).Get(s.ctx, *pod.Status.ResourceClaimStatuses[0].ResourceClaimName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -172,10 +171,10 @@ func TestCAPIScaleUpAndDownCPU(t *testing.T) {
 		n, seen, err := s.podsSeen(ctx)
 		return n == 2, seen, err
 	})
-	nodes, summary, err := capiNodes(s.ctx, env, s.ns, "cpu")
-	if err != nil || len(nodes) != 2 {
-		t.Fatalf("machines %s (%v), want 2 with nodes", summary, err)
-	}
+	framework.Eventually(s.ctx, t, time.Minute, "2 machines with nodes", func(ctx context.Context) (bool, string, error) {
+		nodes, summary, err := capiNodes(ctx, env, s.ns, "cpu")
+		return err == nil && len(nodes) == 2, summary, err
+	})
 	gone, err := s.c.Client.CoreV1().Pods(s.ns).Get(s.ctx, "web-1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
