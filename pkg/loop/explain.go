@@ -45,11 +45,12 @@ func (l *Loop) Explain(ctx context.Context, key types.NamespacedName) (*explain.
 				rep.Summary = "bound to node " + pod.Spec.NodeName + ": nothing to explain"
 				return errScheduled
 			}
-			if node := observe.HeldNode(pod, registeredNodes(pass.cluster.Nodes), pass.cluster.VolumeBindings); node != "" {
+			registered := observe.Registered(pass.cluster.Nodes)
+			if node := observe.HeldNode(pod, registered, pass.cluster.VolumeBindings); node != "" {
 				// The pass holds its place there, as the loop does.
 				rep.State, rep.Node = "Nominated", node
 				rep.Summary = "the scheduler is placing it on node " + node + " (preemption or volume provisioning under way): no scale-up is needed"
-				if observe.NominatedNode(pod, registeredNodes(pass.cluster.Nodes)) == "" {
+				if observe.NominatedNode(pod, registered) == "" {
 					rep.State = "Binding"
 				}
 				return errScheduled

@@ -180,7 +180,7 @@ func (l *Loop) pending(ctx context.Context, p *Pass) error {
 		NewPodScaleUpDelay: l.Options.NewPodScaleUpDelay,
 		PriorityCutoff:     l.Options.ExpendablePodsPriorityCutoff,
 		SchedulerName:      corev1.DefaultSchedulerName,
-		Nodes:              registeredNodes(p.cluster.Nodes),
+		Nodes:              observe.Registered(p.cluster.Nodes),
 		VolumeBindings:     p.cluster.VolumeBindings,
 	}, p.StartedAt)
 	if l.ProvReqs != nil {
@@ -270,12 +270,4 @@ func (l *Loop) act(ctx context.Context, p *Pass) error {
 		l.Reporter.ScaleUps(p.Results, p.StartedAt)
 	}
 	return nil
-}
-
-func registeredNodes(nodes []*corev1.Node) map[string]bool {
-	m := make(map[string]bool, len(nodes))
-	for _, n := range nodes {
-		m[n.Name] = true
-	}
-	return m
 }

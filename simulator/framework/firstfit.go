@@ -82,15 +82,7 @@ func (r *Runner) SchedulePodFirstFit(ctx context.Context, pod *v1.Pod, candidate
 	logger := klog.FromContext(ctx)
 	r.snap.Fork()
 	keep := false
-	defer func() {
-		end := r.snap.Revert
-		if keep {
-			end = r.snap.Commit
-		}
-		if eerr := end(); eerr != nil && err == nil {
-			err = fmt.Errorf("close snapshot fork: %w", eerr)
-		}
-	}()
+	defer func() { r.closeFork(keep, &err) }()
 	defer recoverPlugin(pod, "", &err)
 	prepared, err := r.preparePod(pod)
 	if err != nil {

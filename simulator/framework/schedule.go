@@ -58,15 +58,7 @@ func (r *Runner) schedulePod(ctx context.Context, pod *v1.Pod, info fwk.PodInfo,
 	logger := klog.FromContext(ctx)
 	r.snap.Fork()
 	keep := false
-	defer func() {
-		end := r.snap.Revert
-		if keep {
-			end = r.snap.Commit
-		}
-		if eerr := end(); eerr != nil && err == nil {
-			err = fmt.Errorf("close snapshot fork: %w", eerr)
-		}
-	}()
+	defer func() { r.closeFork(keep, &err) }()
 	// Runs first: a panic in binding still closes the fork above.
 	defer recoverPlugin(pod, "", &err)
 	prepared, err := r.preparePod(pod)
@@ -242,4 +234,17 @@ func (r *Runner) allocatedClaim(pod *v1.Pod, inflight *resourceapi.ResourceClaim
 		}
 	}
 	return &c, nil
+}
+
+// closeFork ends the fork a scheduling cycle opened: committed when the
+// pod is kept, reverted otherwise. A failure to close it becomes *err
+// unless the cycle already failed.
+func (r *Runner) closeFork(keep bool, err *error) {
+	end := r.snap.Revert
+	if keep {
+		end = r.snap.Commit
+	}
+	if eerr := end(); eerr != nil && *err == nil {
+		*err = fmt.Errorf("close snapshot fork: %w", eerr)
+	}
 }

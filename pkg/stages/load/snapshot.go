@@ -133,21 +133,22 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 		}
 		skip("resourceslice/"+s.Name, snap.SetResourceSlice(s))
 	}
-	registered := make(map[string]bool, len(state.Nodes))
-	for _, n := range state.Nodes {
-		registered[n.Name] = true
-	}
+	registered := observe.Registered(state.Nodes)
 	expendable, nominated := 0, 0
 	for _, pod := range state.Pods {
+		held := ""
+		if pod.Spec.NodeName == "" {
+			held = observe.HeldNode(pod, registered, state.VolumeBindings)
+		}
 		switch {
 		case pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed:
 		case pod.Spec.NodeName != "" && observe.IsExpendable(pod, opts.ExpendableCutoff):
 			expendable++
 		case pod.Spec.NodeName != "":
 			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPod(pod, pod.Spec.NodeName))
-		case observe.HeldNode(pod, registered, state.VolumeBindings) != "":
+		case held != "":
 			nominated++
-			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPod(pod, observe.HeldNode(pod, registered, state.VolumeBindings)))
+			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPod(pod, held))
 		default:
 			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPendingPod(pod))
 		}

@@ -24,6 +24,16 @@ type PendingSelection struct {
 	VolumeBindings map[string]string
 }
 
+// Registered is the set of the nodes' names, for NominatedNode and
+// HeldNode.
+func Registered(nodes []*corev1.Node) map[string]bool {
+	m := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		m[n.Name] = true
+	}
+	return m
+}
+
 // annSelectedNode is set by the scheduler on a WaitForFirstConsumer claim
 // once it picked a node; the provisioner creates the volume for it.
 const annSelectedNode = "volume.kubernetes.io/selected-node"

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -15,36 +14,40 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"sigs.k8s.io/yaml"
 )
 
 // AutoscalerBinary builds cmd/dra-autoscaler (once per test binary) and
 // returns its path: the e2e tests drive the real binary, flags and all.
-func (c *Cluster) AutoscalerBinary(t testing.TB) string {
-	t.Helper()
-	buildOnce.Do(func() {
-		path := filepath.Join(c.BinDir, "dra-autoscaler")
-		root := filepath.Dir(filepath.Dir(c.BinDir)) // _out/bin -> module root
-		cmd := exec.Command("go", "build", "-o", path, "./cmd/dra-autoscaler")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("building dra-autoscaler: %v\n%s", err, out)
-			return
-		}
-		builtPath = path
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
-	}
-	return builtPath
+func (c *Cluster) AutoscalerBinary(t testing.TB) string { return autoscalerBin.build(t, c) }
+
+// goBinary is a main package of this module, built once per test binary
+// into the cluster's bin directory.
+type goBinary struct {
+	pkg, name string
+	once      sync.Once
+	path      string
+	err       error
 }
 
-var (
-	buildOnce sync.Once
-	builtPath string
-	buildErr  error
-)
+var autoscalerBin = &goBinary{pkg: "./cmd/dra-autoscaler", name: "dra-autoscaler"}
+
+func (b *goBinary) build(t testing.TB, c *Cluster) string {
+	t.Helper()
+	b.once.Do(func() {
+		path := filepath.Join(c.BinDir, b.name)
+		cmd := exec.Command("go", "build", "-o", path, b.pkg)
+		cmd.Dir = filepath.Dir(filepath.Dir(c.BinDir)) // _out/bin -> module root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.err = fmt.Errorf("building %s: %v\n%s", b.name, err, out)
+			return
+		}
+		b.path = path
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
 
 // Autoscaler is a running dra-autoscaler process.
 type Autoscaler struct {
@@ -61,14 +64,7 @@ type Autoscaler struct {
 func (c *Cluster) StartAutoscaler(t testing.TB, kwokConfig any, args ...string) *Autoscaler {
 	t.Helper()
 	bin := c.AutoscalerBinary(t)
-	cfgPath := filepath.Join(t.TempDir(), "kwok.yaml")
-	data, err := yaml.Marshal(kwokConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cfgPath, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := WriteKwokConfig(t, kwokConfig)
 	addr := freeAddr(t)
 	all := append([]string{
 		"--kubeconfig=" + c.Kubeconf,

@@ -6,41 +6,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
-
-	"sigs.k8s.io/yaml"
 
 	"github.com/dra-autoscaler/dra-autoscaler/test/certs"
 )
 
 // GRPCServerBinary builds cmd/externalgrpc-kwok (once per test binary):
 // the example externalgrpc server, serving the kwok provider.
-func (c *Cluster) GRPCServerBinary(t testing.TB) string {
-	t.Helper()
-	grpcBuild.Do(func() {
-		path := filepath.Join(c.BinDir, "externalgrpc-kwok")
-		cmd := exec.Command("go", "build", "-o", path, "./cmd/externalgrpc-kwok")
-		cmd.Dir = filepath.Dir(filepath.Dir(c.BinDir)) // _out/bin -> module root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			grpcBuildErr = fmt.Errorf("building externalgrpc-kwok: %v\n%s", err, out)
-			return
-		}
-		grpcBuilt = path
-	})
-	if grpcBuildErr != nil {
-		t.Fatal(grpcBuildErr)
-	}
-	return grpcBuilt
-}
+func (c *Cluster) GRPCServerBinary(t testing.TB) string { return grpcServerBin.build(t, c) }
 
-var (
-	grpcBuild    sync.Once
-	grpcBuilt    string
-	grpcBuildErr error
-)
+var grpcServerBin = &goBinary{pkg: "./cmd/externalgrpc-kwok", name: "externalgrpc-kwok"}
 
 // GRPCServer is a running externalgrpc-kwok process with mTLS.
 type GRPCServer struct {
@@ -62,14 +39,7 @@ func (c *Cluster) StartGRPCServer(t testing.TB, kwokConfig any, args ...string) 
 	t.Helper()
 	dir := t.TempDir()
 	files := certs.Write(t, dir)
-	data, err := yaml.Marshal(kwokConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kwokPath := filepath.Join(dir, "kwok.yaml")
-	if err := os.WriteFile(kwokPath, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	kwokPath := WriteKwokConfig(t, kwokConfig)
 	port := freeAddr(t)[len("127.0.0.1:"):]
 	s := &GRPCServer{bin: c.GRPCServerBinary(t), log: &lockedBuffer{}, Address: "localhost:" + port}
 	s.args = append([]string{
