@@ -1,7 +1,10 @@
 // Package disagree detects when the autoscaler and the scheduler disagree
 // on what a usable node is: a pending pod that the simulation keeps
-// placing on an existing ready node (one that was there, or one the
-// autoscaler added) while the real scheduler leaves it unschedulable. Past
+// placing on an existing node (one that was there, or one the autoscaler
+// added) while the real scheduler leaves it unschedulable. The node may be
+// ready, or registered but not usable yet (not Ready, a start-up taint
+// left, DRA pools incomplete): then the simulation counts on a node that
+// does not come, and the event says what it lacks. Past
 // a threshold this is no longer the scheduler catching up but a real
 // difference (a scheduler configuration, a feature gate, a plugin the
 // simulation does not run, stale state), and the user is told: a Warning
@@ -34,6 +37,9 @@ type Disagreement struct {
 	// SchedulerMessage is the scheduler's word (the PodScheduled
 	// condition's message).
 	SchedulerMessage string
+	// NodeNotUsable says why Node, registered, cannot take pods yet; ""
+	// when it is ready and usable.
+	NodeNotUsable string
 }
 
 // Detector remembers, across loops, since when each pending pod has been
@@ -59,15 +65,17 @@ func New(threshold time.Duration, recorder record.EventRecorder, m *metrics.Metr
 }
 
 // Update takes the pending pods the simulation placed and where, and the
-// registered nodes that are ready. It returns the pods in disagreement
-// now, sorted, and tells each new one with a Warning event. Pods not
-// placed on a ready node this pass are forgotten: a pod that waits for an
+// registered nodes: each maps to "" when it is ready and usable, else to
+// why it is not. It returns the pods in disagreement now, sorted, and
+// tells each new one with a Warning event. Pods not placed on a
+// registered node this pass are forgotten: a pod that waits for an
 // upcoming node, or that the simulation no longer places, starts over.
-func (d *Detector) Update(placed map[*corev1.Pod]string, ready map[string]bool, now time.Time) []Disagreement {
+func (d *Detector) Update(placed map[*corev1.Pod]string, registered map[string]string, now time.Time) []Disagreement {
 	keep := make(map[types.UID]bool, len(placed))
 	var out []Disagreement
 	for pod, node := range placed {
-		if !ready[node] {
+		notUsable, ok := registered[node]
+		if !ok {
 			continue
 		}
 		keep[pod.UID] = true
@@ -85,7 +93,7 @@ func (d *Detector) Update(placed map[*corev1.Pod]string, ready map[string]bool, 
 			continue
 		}
 		dis := Disagreement{Namespace: pod.Namespace, Name: pod.Name, UID: pod.UID, Node: node, Since: e.since,
-			SchedulerMessage: schedulerMessage(pod)}
+			SchedulerMessage: schedulerMessage(pod), NodeNotUsable: notUsable}
 		out = append(out, dis)
 		if !e.reported {
 			e.reported = true
@@ -115,6 +123,12 @@ func (d Disagreement) Message(now time.Time) string {
 	msg := d.SchedulerMessage
 	if msg == "" {
 		msg = "no message"
+	}
+	if d.NodeNotUsable != "" {
+		return fmt.Sprintf("the autoscaler's simulation counts on node %s for the pod, but the node is registered and not usable (%s); "+
+			"the pod has waited %s and the scheduler leaves it unschedulable: %q; "+
+			"check why the node does not become usable (its kubelet, start-up taints, its DRA drivers' ResourceSlices)",
+			d.Node, d.NodeNotUsable, now.Sub(d.Since).Round(time.Second), msg)
 	}
 	return fmt.Sprintf("the autoscaler's simulation places the pod on node %s, but the scheduler has left it unschedulable for %s: %q; "+
 		"the autoscaler and the scheduler disagree (compare --scheduler-config-file and --feature-gates with the scheduler's)",

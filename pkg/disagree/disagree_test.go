@@ -24,7 +24,7 @@ func TestDetector(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	a := unschedulable(builder.Pod("ns", "a").Obj(), "0/1 nodes are available: 1 node(s) had untolerated taint {gpu: true}.")
 	b := unschedulable(builder.Pod("ns", "b").Obj(), "")
-	ready := map[string]bool{"n1": true}
+	ready := map[string]string{"n1": ""}
 	steps := []struct {
 		at         time.Duration
 		placed     map[*corev1.Pod]string
@@ -71,5 +71,35 @@ func TestDetector(t *testing.T) {
 		if v := testutil.ToFloat64(m.SchedulerDisagreementPods); v != float64(len(st.want)) {
 			t.Fatalf("step %d: gauge %v, want %d", i, v, len(st.want))
 		}
+	}
+}
+
+// A node that registered but never became usable keeps the simulation's
+// pods waiting on it: past the threshold that is a disagreement too, and
+// the event says what the node lacks.
+func TestDetectorNotUsableNode(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	c := unschedulable(builder.Pod("ns", "c").Obj(), "0/2 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }.")
+	registered := map[string]string{"n1": "", "gpu-7": "node is not Ready"}
+	rec := record.NewFakeRecorder(10)
+	d := New(5*time.Minute, rec, metrics.New())
+	if got := d.Update(map[*corev1.Pod]string{c: "gpu-7"}, registered, t0); len(got) != 0 {
+		t.Fatalf("before the threshold: %v", got)
+	}
+	got := d.Update(map[*corev1.Pod]string{c: "gpu-7"}, registered, t0.Add(5*time.Minute))
+	if len(got) != 1 || got[0].NodeNotUsable != "node is not Ready" {
+		t.Fatalf("at the threshold: %+v", got)
+	}
+	ev := <-rec.Events
+	for _, want := range []string{ReasonSchedulerDisagreement, "node gpu-7", "not usable (node is not Ready)", "waited 5m0s", "not-ready"} {
+		if !strings.Contains(ev, want) {
+			t.Errorf("event %q lacks %q", ev, want)
+		}
+	}
+	// Once the node is usable the same placement is an ordinary one.
+	registered["gpu-7"] = ""
+	got = d.Update(map[*corev1.Pod]string{c: "gpu-7"}, registered, t0.Add(6*time.Minute))
+	if len(got) != 1 || got[0].NodeNotUsable != "" || strings.Contains(got[0].Message(t0.Add(6*time.Minute)), "not usable") {
+		t.Fatalf("after the node became usable: %+v", got)
 	}
 }

@@ -94,6 +94,9 @@ func explainPod(rep *explain.Report, pod *corev1.Pod, groups []*nodegroups.Info,
 			rep.Node, helped = node, true
 			if _, coming := built.GroupOf[node]; coming {
 				rep.Summary = fmt.Sprintf("fits node %s, which is coming: no further scale-up is needed", node)
+				if why := notUsable(groups, node); why != "" {
+					rep.Summary = fmt.Sprintf("fits node %s, which is registered but not usable yet (%s): no further scale-up is needed", node, why)
+				}
 			} else {
 				rep.Summary = fmt.Sprintf("fits the existing node %s: no scale-up is needed; if the pod stays unschedulable, "+
 					"the autoscaler and the scheduler disagree (see the SchedulerDisagreement event)", node)
@@ -219,6 +222,16 @@ func scheduledMessage(pod *corev1.Pod) string {
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled {
 			return c.Message
+		}
+	}
+	return ""
+}
+
+// notUsable says why a registered node of a group cannot take pods yet.
+func notUsable(groups []*nodegroups.Info, node string) string {
+	for _, g := range groups {
+		if why, ok := g.NotUsable[node]; ok {
+			return why
 		}
 	}
 	return ""

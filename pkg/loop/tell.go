@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	nodeutil "k8s.io/kubernetes/pkg/util/node"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
@@ -17,7 +18,6 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/load"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
 )
@@ -35,7 +35,7 @@ func NewStatusParts(opts *config.Options, client kubernetes.Interface, recorder 
 // disagreements compares where the simulation placed pending pods with
 // what the scheduler did (the status reports them).
 func (l *Loop) disagreements(_ context.Context, pass *Pass) error {
-	pass.Disagreements = l.Disagree.Update(pass.Fits, readyNodes(pass.cluster.Nodes, pass.built), pass.StartedAt)
+	pass.Disagreements = l.Disagree.Update(pass.Fits, registeredNodes(pass.cluster.Nodes, pass.Groups), pass.StartedAt)
 	return nil
 }
 
@@ -74,7 +74,7 @@ func (l *Loop) writeStatus(ctx context.Context, pass *Pass, state *observe.Clust
 	}
 	for _, d := range pass.Disagreements {
 		in.Disagreements = append(in.Disagreements, status.DisagreementStatus{Namespace: d.Namespace, Name: d.Name, Node: d.Node,
-			Since: metav1.NewTime(d.Since), SchedulerMessage: d.SchedulerMessage})
+			Since: metav1.NewTime(d.Since), SchedulerMessage: d.SchedulerMessage, NodeNotUsable: d.NodeNotUsable})
 	}
 	s := l.statusBuilder.Build(in)
 	if err := l.Status.Write(ctx, s); err != nil {
@@ -117,19 +117,28 @@ func notHelped(pass *Pass) []status.PodNotHelped {
 	return out
 }
 
-// readyNodes are the registered nodes that are ready and not booting:
-// where a pod the simulation places should be bound by the scheduler.
-func readyNodes(nodes []*corev1.Node, built *load.Loaded) map[string]bool {
-	out := make(map[string]bool, len(nodes))
+// registeredNodes maps the registered nodes the simulation may count on
+// to "" when they are usable (a pod placed there should be bound by the
+// scheduler) or to why they are not yet (booting, not Ready): a pod that
+// waits on such a node past the threshold is told what the node lacks.
+func registeredNodes(nodes []*corev1.Node, groups []*nodegroups.Info) map[string]string {
+	notUsable := map[string]string{}
+	for _, g := range groups {
+		for name, why := range g.NotUsable {
+			notUsable[name] = why
+		}
+	}
+	out := make(map[string]string, len(nodes))
 	for _, n := range nodes {
-		if _, booting := built.GroupOf[n.Name]; booting || n.Spec.Unschedulable {
+		if n.Spec.Unschedulable || n.DeletionTimestamp != nil {
+			// The simulation does not count on these either.
 			continue
 		}
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				out[n.Name] = true
-			}
+		why, inGroup := notUsable[n.Name]
+		if !inGroup && !nodeutil.IsNodeReady(n) {
+			why = "node is not Ready"
 		}
+		out[n.Name] = why
 	}
 	return out
 }

@@ -171,4 +171,6 @@ type DisagreementStatus struct {
 	Node             string      `json:"node"`
 	Since            metav1.Time `json:"since"`
 	SchedulerMessage string      `json:"schedulerMessage,omitempty"`
+	// NodeNotUsable says why Node, registered, cannot take pods yet.
+	NodeNotUsable string `json:"nodeNotUsable,omitempty"`
 }

@@ -94,7 +94,7 @@ func withPodClaims(b []framework.Blame) []framework.Blame {
 	}
 	out := make([]framework.Blame, len(b))
 	for i, x := range b {
-		out[i] = framework.Blame{PodClaim: x.PodClaim, Constraint: x.Constraint, Shortage: x.Shortage}
+		out[i] = framework.Blame{PodClaim: x.PodClaim, Constraint: x.Constraint, Shortage: x.Shortage, AtMost: x.AtMost}
 	}
 	return out
 }

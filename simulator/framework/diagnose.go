@@ -32,11 +32,18 @@ type Blame struct {
 	// node cannot meet and how far it falls short: "request gpu asks 9
 	// devices of class gpu; the node offers 8".
 	Shortage string
+	// AtMost, for a constraint to blame whose requests ask the same count,
+	// says how many the node offers under it: "the node offers at most 3
+	// of the 4 gpu+nic sets with one pcieRoot".
+	AtMost string
 }
 
 func (b Blame) String() string {
 	if b.Shortage != "" {
 		return fmt.Sprintf("%s of claim %s", b.Shortage, b.PodClaim)
+	}
+	if b.AtMost != "" {
+		return fmt.Sprintf("%s of claim %s: %s", b.Constraint, b.PodClaim, b.AtMost)
 	}
 	return fmt.Sprintf("%s of claim %s", b.Constraint, b.PodClaim)
 }
@@ -88,7 +95,11 @@ func (r *Runner) DiagnoseClaims(ctx context.Context, pod *v1.Pod, node string) (
 				return nil, fmt.Errorf("diagnose pod %s/%s claim %s: %w", pod.Namespace, pod.Name, *name, err)
 			}
 			if fits {
-				out = append(out, Blame{PodClaim: podClaim.Name, Claim: *name,
+				atMost, err := r.underConstraint(ctx, prepared, node, claim, j)
+				if err != nil {
+					return nil, fmt.Errorf("diagnose pod %s/%s claim %s: %w", pod.Namespace, pod.Name, *name, err)
+				}
+				out = append(out, Blame{PodClaim: podClaim.Name, Claim: *name, AtMost: atMost,
 					Constraint: DescribeConstraint(&claim.Spec.Devices.Constraints[j], len(claim.Spec.Devices.Requests))})
 			}
 		}
@@ -154,6 +165,85 @@ func (r *Runner) shortages(ctx context.Context, pod *v1.Pod, node, podClaim stri
 		out = append(out, Blame{PodClaim: podClaim, Claim: claim.Name, Shortage: msg})
 	}
 	return out, nil
+}
+
+// underConstraint measures how much of claim the node can give under its
+// constraint j alone: the largest count n (below what the constraint's
+// requests ask, which must all be the same exact count) for which the
+// claim with each of those requests asking n fits, by bisection. "" when
+// the requests ask different counts or not an exact count.
+func (r *Runner) underConstraint(ctx context.Context, pod *v1.Pod, node string, claim *resourceapi.ResourceClaim, j int) (string, error) {
+	c := &claim.Spec.Devices.Constraints[j]
+	covered := map[string]bool{}
+	for _, name := range c.Requests {
+		covered[name] = true
+	}
+	var names []string
+	var want int64
+	for _, req := range claim.Spec.Devices.Requests {
+		if len(covered) > 0 && !covered[req.Name] {
+			continue
+		}
+		ex := req.Exactly
+		if ex == nil || ex.AllocationMode != resourceapi.DeviceAllocationModeExactCount || ex.Count < 1 || (want != 0 && ex.Count != want) {
+			return "", nil
+		}
+		want = ex.Count
+		names = append(names, req.Name)
+	}
+	if len(names) == 0 {
+		return "", nil
+	}
+	var attr, with string
+	switch {
+	case c.MatchAttribute != nil:
+		attr, with = string(*c.MatchAttribute), "with one "
+	case c.DistinctAttribute != nil:
+		attr, with = string(*c.DistinctAttribute), "each with its own "
+	default:
+		return "", nil
+	}
+	what := "devices of request " + names[0]
+	if len(names) > 1 {
+		what = strings.Join(names, "+") + " sets"
+	}
+	lo, hi := int64(0), want
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		ok, err := r.fitsWith(ctx, pod, node, withCount(claim, covered, mid))
+		if err != nil {
+			return "", err
+		}
+		if ok {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	switch {
+	case lo == 0 && want == 1 && len(names) > 1:
+		return fmt.Sprintf("the node has no %s set %s%s", strings.Join(names, "+"), with, attr), nil
+	case lo == 0:
+		return fmt.Sprintf("the node offers none of the %d %s %s%s", want, what, with, attr), nil
+	}
+	return fmt.Sprintf("the node offers at most %d of the %d %s %s%s", lo, want, what, with, attr), nil
+}
+
+// withCount is claim with the requests in covered (all, when empty)
+// asking n devices each.
+func withCount(claim *resourceapi.ResourceClaim, covered map[string]bool, n int64) *resourceapi.ResourceClaim {
+	c := *claim
+	c.Spec.Devices.Requests = slices.Clone(claim.Spec.Devices.Requests)
+	for i := range c.Spec.Devices.Requests {
+		req := &c.Spec.Devices.Requests[i]
+		if len(covered) > 0 && !covered[req.Name] || req.Exactly == nil {
+			continue
+		}
+		ex := *req.Exactly
+		ex.Count = n
+		req.Exactly = &ex
+	}
+	return &c
 }
 
 // withoutConstraint is claim with constraint j removed.

@@ -22,6 +22,22 @@ func splitRootsNode(name string) []any {
 	return []any{builder.Node(name).Obj(), gpus.Obj(), nics.Obj()}
 }
 
+// unevenRootsNode has 4 GPUs and 4 NICs, 3 of each on PCIe root pci0 and
+// one of each on pci1: at most 3 GPU+NIC sets share a root.
+func unevenRootsNode(name string) []any {
+	gpus := builder.ResourceSlice(name+"-gpus", name, gpuDriver, name)
+	nics := builder.ResourceSlice(name+"-nics", name, nicDriver, name)
+	for i := range 4 {
+		root := "pci0"
+		if i == 3 {
+			root = "pci1"
+		}
+		gpus.Devices(builder.Device(fmt.Sprintf("gpu-%d", i)).Attr(pcieRoot, root))
+		nics.Devices(builder.Device(fmt.Sprintf("nic-%d", i)).Attr(pcieRoot, root))
+	}
+	return []any{builder.Node(name).Obj(), gpus.Obj(), nics.Obj()}
+}
+
 func TestDiagnoseClaims(t *testing.T) {
 	paired := builder.ClaimTemplate(ns, "paired").Request(builder.Request("gpu", "gpu"), builder.Request("nic", "nic")).
 		MatchAttribute(pcieRoot).Obj()
@@ -31,21 +47,31 @@ func TestDiagnoseClaims(t *testing.T) {
 	tooMany := builder.ClaimTemplate(ns, "many").Request(builder.Request("gpu", "gpu").Count(3)).
 		MatchAttribute(pcieRoot).Obj()
 	loose := builder.ClaimTemplate(ns, "loose").Request(builder.Request("gpu", "gpu"), builder.Request("nic", "nic")).Obj()
+	fourPairs := builder.ClaimTemplate(ns, "four").Request(builder.Request("gpu", "gpu").Count(4), builder.Request("nic", "nic").Count(4)).
+		MatchAttribute(pcieRoot).Obj()
+	fourGPUs := builder.ClaimTemplate(ns, "four-gpus").Request(builder.Request("gpu", "gpu").Count(4), builder.Request("nic", "nic")).
+		MatchAttribute(pcieRoot, "gpu").Obj()
+	noPair := "the node has no gpu+nic set with one " + pcieRoot
 	tests := []struct {
 		name string
+		node func(string) []any
 		pod  string // template
 		want []Blame
 	}{
-		{"matchAttribute to blame", "paired", []Blame{{PodClaim: "dev", Constraint: "matchAttribute " + pcieRoot}}},
-		{"only the guilty of two", "two", []Blame{{PodClaim: "dev", Constraint: "matchAttribute " + pcieRoot}}},
-		{"no constraint helps: too few devices, and how many the node has", "many",
+		{"matchAttribute to blame", splitRootsNode, "paired", []Blame{{PodClaim: "dev", Constraint: "matchAttribute " + pcieRoot, AtMost: noPair}}},
+		{"only the guilty of two", splitRootsNode, "two", []Blame{{PodClaim: "dev", Constraint: "matchAttribute " + pcieRoot, AtMost: noPair}}},
+		{"how many sets fit under the constraint", unevenRootsNode, "four", []Blame{{PodClaim: "dev", Constraint: "matchAttribute " + pcieRoot,
+			AtMost: "the node offers at most 3 of the 4 gpu+nic sets with one " + pcieRoot}}},
+		{"a constraint over one request", unevenRootsNode, "four-gpus", []Blame{{PodClaim: "dev", Constraint: "matchAttribute " + pcieRoot + " (requests gpu)",
+			AtMost: "the node offers at most 3 of the 4 devices of request gpu with one " + pcieRoot}}},
+		{"no constraint helps: too few devices, and how many the node has", splitRootsNode, "many",
 			[]Blame{{PodClaim: "dev", Shortage: "request gpu asks 3 device(s) of class gpu; the node offers 2"}}},
-		{"fits: nothing to blame", "loose", nil},
+		{"fits: nothing to blame", splitRootsNode, "loose", nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r, ctx := newRunner(t, "")
-			objs := append(append(classes(), splitRootsNode("n1")...), paired, twoConstraints, tooMany, loose)
+			objs := append(append(classes(), tc.node("n1")...), paired, twoConstraints, tooMany, loose, fourPairs, fourGPUs)
 			snapshottest.Load(t, r.Snapshot(), objs...)
 			pod := builder.Pod(ns, "p").CPU("100m").ClaimFromTemplate("dev", tc.pod).Obj()
 			before := len(mustList(t, r))

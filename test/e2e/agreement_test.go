@@ -386,3 +386,79 @@ func TestAgreeTopologySpreadAcrossZones(t *testing.T) {
 	}
 	s.agreeSpread(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}}, pods, map[string]int{a.Name: 2, b.Name: 2})
 }
+
+// An expendable batch pod (priority below --expendable-pods-priority-cutoff)
+// on the only node does not block a fit: no node is added for the serving
+// pod, which the scheduler places there by preempting the batch pod; and
+// the batch pod's replacement, pending now, triggers no scale-up either
+// (explain says so before the autoscaler acts).
+func TestAgreeExpendablePodDoesNotBlockAFit(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	cpu := s.cpuGroup("cpu", 4)
+	expendable := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: s.ns + "-expendable"}, Value: -100}
+	s.c.Create(s.ctx, t, expendable)
+	node := s.existingNode(t, cpu, "existing", nil)
+	batch := s.pod("batch").CPU("3").Label("app", "batch").Priority(expendable.Value).PriorityClass(expendable.Name).Obj()
+	one := int32(1)
+	s.c.Create(s.ctx, t, &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "batch"},
+		Spec: appsv1.ReplicaSetSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "batch"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: batch.Labels}, Spec: batch.Spec}},
+	})
+	batchPods := func(ctx context.Context) (running, pending []string, err error) {
+		list, err := s.c.Client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{LabelSelector: "app=batch"})
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, p := range list.Items {
+			switch {
+			case p.DeletionTimestamp != nil:
+			case p.Spec.NodeName != "":
+				running = append(running, p.Name)
+			default:
+				pending = append(pending, p.Name)
+			}
+		}
+		return running, pending, nil
+	}
+	framework.Eventually(s.ctx, t, time.Minute, "the batch pod runs on "+node, func(ctx context.Context) (bool, string, error) {
+		running, pending, err := batchPods(ctx)
+		return len(running) == 1, fmt.Sprintf("running %q, pending %q", running, pending), err
+	})
+	cfg := kwok.Config{NodeGroups: []kwok.NodeGroupConfig{cpu}}
+	s.c.StartAutoscaler(t, cfg)
+	s.c.Create(s.ctx, t, s.pod("serve").CPU("3").Obj())
+	framework.Eventually(s.ctx, t, time.Minute, "serve runs on "+node, func(ctx context.Context) (bool, string, error) {
+		p, err := s.c.Client.CoreV1().Pods(s.ns).Get(ctx, "serve", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return p.Spec.NodeName == node, describePod(p), nil
+	})
+	var replacement string
+	framework.Eventually(s.ctx, t, time.Minute, "the batch pod's replacement pending", func(ctx context.Context) (bool, string, error) {
+		running, pending, err := batchPods(ctx)
+		if len(pending) == 1 {
+			replacement = pending[0]
+		}
+		return len(running) == 0 && len(pending) == 1, fmt.Sprintf("running %q, pending %q", running, pending), err
+	})
+	s.waitUnschedulable(t, replacement)
+	r := s.explainJSON(t, cfg, replacement)
+	t.Logf("explain %s: %s %s", replacement, r.State, r.Summary)
+	for _, g := range r.NodeGroups {
+		if g.Verdict == explain.VerdictScaleUp {
+			t.Errorf("explain scales %s up for the expendable pod %s: %+v", g.NodeGroup, replacement, g)
+		}
+	}
+	framework.Consistently(s.ctx, t, 10*time.Second, "no node added for either pod", func(ctx context.Context) (bool, string, error) {
+		nodes, err := s.groupNodes(ctx, cpu.Name)
+		return len(nodes) == 1, fmt.Sprintf("%d nodes", len(nodes)), err
+	})
+	for _, p := range []string{"serve", replacement} {
+		if msgs, err := s.events(s.ctx, p, disagree.ReasonSchedulerDisagreement); err != nil || len(msgs) > 0 {
+			t.Errorf("%s: scheduler disagreement events %q (%v)", p, msgs, err)
+		}
+	}
+}

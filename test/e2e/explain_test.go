@@ -86,7 +86,8 @@ func TestExplainDRAConstraint(t *testing.T) {
 	s.c.StartAutoscaler(t, cfg, "--namespace="+s.ns) // the status goes to the test's namespace
 	tmpl := s.gpuNICTemplate(t)
 	s.c.Create(s.ctx, t, s.pod("infer").CPU("1").ClaimFromTemplate("accel", tmpl).Obj())
-	constraint := "matchAttribute " + pcieRoot + " of claim accel"
+	// Blamed, and measured: the group's nodes have no GPU and NIC on one root.
+	constraint := "matchAttribute " + pcieRoot + " of claim accel: the node has no gpu+nic set with one " + pcieRoot
 	msg := s.waitEvent(t, "infer", "NotTriggerScaleUp", 2*time.Minute, split.Name+": DynamicResources", constraint)
 	t.Logf("event: %s", msg)
 

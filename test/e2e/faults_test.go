@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/disagree"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
 	"github.com/dra-autoscaler/dra-autoscaler/test/e2e/framework"
 )
@@ -35,7 +36,9 @@ func groupStatus(st *status.AutoscalerStatus, group string) *status.NodeGroupSta
 // A node that registers but never turns Ready, and one whose driver
 // publishes an incomplete pool: each is given up after the provision time
 // with an event naming it and what it lacks, the pod runs on the other
-// group, and the faulty node is never the group's template.
+// group, and the faulty node is never the group's template. While the
+// simulation counts on the faulty node past the disagreement threshold,
+// the pod is told that node is registered but not usable, and why.
 func TestNodesThatNeverBecomeUsable(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -51,7 +54,8 @@ func TestNodesThatNeverBecomeUsable(t *testing.T) {
 			s := newScenario(t)
 			bad, good := s.faultyAndGood(tc.fault)
 			s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{bad, good}},
-				"--namespace="+s.ns, "--max-node-provision-time=8s", "--initial-node-group-backoff-duration=5m")
+				"--namespace="+s.ns, "--max-node-provision-time=8s", "--initial-node-group-backoff-duration=5m",
+				"--scheduler-disagreement-threshold=2s")
 			tmpl := s.gpuNICTemplate(t)
 			s.c.Create(s.ctx, t, s.pod("infer").CPU("1").ClaimFromTemplate("accel", tmpl).Obj())
 
@@ -83,6 +87,8 @@ func TestNodesThatNeverBecomeUsable(t *testing.T) {
 				}
 				return len(nodes) == 0 && named, fmt.Sprintf("%d nodes, events %q", len(nodes), msgs), err
 			})
+			msg := s.waitEvent(t, "infer", disagree.ReasonSchedulerDisagreement, 10*time.Second, "node "+badNode, "not usable", tc.lacks)
+			t.Logf("disagreement: %s", msg)
 			framework.Eventually(s.ctx, t, 2*time.Minute, "the pod runs on the healthy group", func(ctx context.Context) (bool, string, error) {
 				p, err := s.c.Client.CoreV1().Pods(s.ns).Get(ctx, "infer", metav1.GetOptions{})
 				if err != nil {

@@ -57,7 +57,7 @@ func TestPlanReasonsNameTheConstraint(t *testing.T) {
 			t.Fatalf("%s: %d reasons, want one per group: %v", pod.Name, len(rs), rs)
 		}
 		for _, r := range rs {
-			if r.Reason != names.DynamicResources || r.Constraint != "matchAttribute "+pcieRoot+" of claim accel" {
+			if r.Reason != names.DynamicResources || r.Constraint != "matchAttribute "+pcieRoot+" of claim accel: the node has no gpu+nic set with one "+pcieRoot {
 				t.Errorf("%s: reason %+v, want DynamicResources blaming the pcieRoot constraint", pod.Name, r)
 			}
 			if !strings.Contains(r.String(), "fits without matchAttribute "+pcieRoot) {
