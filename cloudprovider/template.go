@@ -3,6 +3,7 @@ package cloudprovider
 import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	storagev1 "k8s.io/api/storage/v1"
 )
 
 // NodeTemplate is what a new node of a group would look like once it has
@@ -20,6 +21,10 @@ type NodeTemplate struct {
 	// Pods are the pods that would start on the node by themselves
 	// (DaemonSet pods, static pods), with spec.nodeName equal to Node.Name.
 	Pods []*corev1.Pod
+	// CSINode is what its kubelet would register for the node's CSI
+	// drivers (names and attach limits), named like Node; nil when the
+	// node runs none. The volume-limit plugin judges new nodes by it.
+	CSINode *storagev1.CSINode
 }
 
 // DeepCopy copies the template and everything in it.
@@ -27,7 +32,7 @@ func (t *NodeTemplate) DeepCopy() *NodeTemplate {
 	if t == nil {
 		return nil
 	}
-	out := &NodeTemplate{Node: t.Node.DeepCopy()}
+	out := &NodeTemplate{Node: t.Node.DeepCopy(), CSINode: t.CSINode.DeepCopy()}
 	for _, s := range t.ResourceSlices {
 		out.ResourceSlices = append(out.ResourceSlices, s.DeepCopy())
 	}

@@ -101,9 +101,20 @@ func (g *nodeGroup) registerNode(ctx context.Context, inst *instance) (*corev1.N
 	nodes := g.p.client.CoreV1().Nodes()
 	node, err := nodes.Create(ctx, g.cfg.buildInstanceNode(inst.name, inst.faults), metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
-		return nodes.Get(ctx, inst.name, metav1.GetOptions{})
+		node, err = nodes.Get(ctx, inst.name, metav1.GetOptions{})
 	}
-	return node, err
+	if err != nil {
+		return nil, err
+	}
+	if csi := g.cfg.buildCSINode(inst.name); csi != nil {
+		// As the kubelet does: owned by the Node, so it goes with it.
+		csi.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}
+		_, err := g.p.client.StorageV1().CSINodes().Create(ctx, csi, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("registering the CSINode of %s: %w", node.Name, err)
+		}
+	}
+	return node, nil
 }
 
 // goLocked runs fn in a goroutine owned by inst and by the provider:
@@ -198,6 +209,12 @@ func (p *Provider) deleteNodeObjects(ctx context.Context, name string) error {
 	err := p.client.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("deleting node %s: %w", name, err))
+	}
+	// The garbage collector would take it with the node; not every
+	// cluster (or fake) runs one.
+	err = p.client.StorageV1().CSINodes().Delete(ctx, name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("deleting CSINode %s: %w", name, err))
 	}
 	slices, err := p.client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector(resourceapi.ResourceSliceSelectorNodeName, name).String(),

@@ -70,6 +70,18 @@ type TemplateConfig struct {
 	// Capacity is also the node's allocatable. pods defaults to 110.
 	Capacity corev1.ResourceList `json:"capacity,omitempty"`
 	Drivers  []DriverConfig      `json:"drivers,omitempty"`
+	// CSIDrivers are the CSI drivers the node's kubelet registers in its
+	// CSINode, with how many of their volumes it attaches at most.
+	CSIDrivers []CSIDriverConfig `json:"csiDrivers,omitempty"`
+}
+
+// CSIDriverConfig is one CSI driver of a node's CSINode.
+type CSIDriverConfig struct {
+	Name string `json:"name"`
+	// MaxVolumes caps the driver's volumes attached to the node (the
+	// CSINode's allocatable count); nil means no limit.
+	MaxVolumes   *int32   `json:"maxVolumes,omitempty"`
+	TopologyKeys []string `json:"topologyKeys,omitempty"`
 }
 
 // DriverConfig is what one DRA driver publishes for a node, in

@@ -386,6 +386,7 @@ func (g *nodeGroup) TemplateNodeInfo() (*cloudprovider.NodeTemplate, error) {
 	return &cloudprovider.NodeTemplate{
 		Node:           g.cfg.buildTemplateNode(),
 		ResourceSlices: g.cfg.buildSlices(name),
+		CSINode:        g.cfg.buildCSINode(name),
 	}, nil
 }
 

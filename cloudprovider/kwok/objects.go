@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -235,4 +236,21 @@ func (g *NodeGroupConfig) publishedSlices(nodeName string, f instanceFaults) []*
 		start = end
 	}
 	return out
+}
+
+// buildCSINode is the CSINode the node's kubelet registers for its CSI
+// drivers; nil when it has none.
+func (g *NodeGroupConfig) buildCSINode(name string) *storagev1.CSINode {
+	if len(g.Template.CSIDrivers) == 0 {
+		return nil
+	}
+	n := &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	for _, d := range g.Template.CSIDrivers {
+		drv := storagev1.CSINodeDriver{Name: d.Name, NodeID: name, TopologyKeys: d.TopologyKeys}
+		if d.MaxVolumes != nil {
+			drv.Allocatable = &storagev1.VolumeNodeResources{Count: ptr.To(*d.MaxVolumes)}
+		}
+		n.Spec.Drivers = append(n.Spec.Drivers, drv)
+	}
+	return n
 }

@@ -175,6 +175,19 @@ func (g *NodeGroupConfig) validateLabels() []error {
 
 func (t *TemplateConfig) validateNodeFields() []error {
 	var errs []error
+	seen := map[string]bool{}
+	for i, d := range t.CSIDrivers {
+		for _, msg := range validation.IsDNS1123Subdomain(d.Name) {
+			errs = append(errs, fmt.Errorf("template.csiDrivers[%d].name %q: %s", i, d.Name, msg))
+		}
+		if seen[d.Name] {
+			errs = append(errs, fmt.Errorf("template.csiDrivers[%d].name %q: listed twice", i, d.Name))
+		}
+		seen[d.Name] = true
+		if d.MaxVolumes != nil && *d.MaxVolumes < 0 {
+			errs = append(errs, fmt.Errorf("template.csiDrivers[%d].maxVolumes (%d) must not be negative", i, *d.MaxVolumes))
+		}
+	}
 	errs = append(errs, fieldErrors(apivalidation.ValidateAnnotations(t.Annotations, field.NewPath("template", "annotations")))...)
 	for i, taint := range t.Taints {
 		for _, msg := range validation.IsQualifiedName(taint.Key) {

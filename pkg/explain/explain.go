@@ -18,6 +18,9 @@ const (
 	VerdictScaleUp    = "scale-up"
 	VerdictCannotHelp = "cannot-help"
 	VerdictNotNeeded  = "not-needed"
+	// VerdictIgnored: the loop leaves the pod alone (see Report.State), so
+	// nothing is added; the message says what would be if it were pending.
+	VerdictIgnored = "ignored"
 )
 
 // Report is the explanation of one pod.

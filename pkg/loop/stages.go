@@ -125,7 +125,7 @@ func (l *Loop) collectGroups(ctx context.Context, p *Pass) error {
 	}
 	groups, err := nodegroups.Collect(ctx, nodegroups.CollectInput{Groups: ids, Sizes: sizes, Provider: l.Provider,
 		Nodes: state.Nodes, SlicesByNode: slicesByNode, PodsByNode: podsByNode, DaemonSets: state.DaemonSets,
-		Now: p.StartedAt, MaxProvision: l.Options.MaxNodeProvisionTime}, l.Templates)
+		CSINodes: state.CSINodes, Now: p.StartedAt, MaxProvision: l.Options.MaxNodeProvisionTime}, l.Templates)
 	if err != nil {
 		return failed("cloudProviderError", err)
 	}

@@ -12,10 +12,12 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
 )
 
 // Info is one node group as seen in one loop.
@@ -115,6 +117,8 @@ type CollectInput struct {
 	SlicesByNode map[string][]*resourceapi.ResourceSlice
 	PodsByNode   map[string][]*corev1.Pod
 	DaemonSets   []*appsv1.DaemonSet
+	// CSINodes are the registered nodes' CSINodes by node name.
+	CSINodes map[string]*storagev1.CSINode
 	// Now and MaxProvision tell stale booting nodes (zero: none is).
 	Now          time.Time
 	MaxProvision time.Duration
@@ -195,6 +199,7 @@ func (i *Info) buildTemplate(ctx context.Context, in CollectInput, templates Tem
 		}
 		tmpl, err := templates.FromNode(ctx, node, in.SlicesByNode[node.Name], in.PodsByNode[node.Name])
 		if err == nil {
+			tmpl.CSINode = template.CSINodeOf(in.CSINodes[node.Name])
 			i.Template, i.TemplateSource = tmpl, "node/"+node.Name
 			return
 		}

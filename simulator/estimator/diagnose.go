@@ -86,6 +86,15 @@ func (d *Diagnoser) Diagnose(ctx context.Context, pod *v1.Pod, group string, tmp
 	return withPodClaims(b), nil
 }
 
+// Volumes says what about pod's volumes keeps it off a new node of the
+// template (see framework.DescribeVolumes).
+func (d *Diagnoser) Volumes(pod *v1.Pod, tmpl *cloudprovider.NodeTemplate) string {
+	if tmpl == nil {
+		return ""
+	}
+	return d.runner.DescribeVolumes(pod, tmpl.Node)
+}
+
 // withPodClaims copies blames for a caller, without the simulated claim
 // names (they belong to the pod diagnosed first).
 func withPodClaims(b []framework.Blame) []framework.Blame {

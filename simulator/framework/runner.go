@@ -13,6 +13,7 @@ import (
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/klog/v2"
@@ -40,6 +41,8 @@ type Runner struct {
 	parallelism int
 	// informers is the real cluster's factory the plugins read (nil: none).
 	informers informers.SharedInformerFactory
+	// csi is the CSINode lister of the volume-limit plugin.
+	csi *csiNodes
 	// specs caches defaulted claim template specs (see templateSpec).
 	specs map[*resourceapi.ResourceClaimTemplate]resourceapi.ResourceClaimSpec
 }
@@ -71,6 +74,7 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	if factory == nil {
 		factory = informers.NewSharedInformerFactory(client, 0)
 	}
+	csi := &csiNodes{real: factory.Storage().V1().CSINodes().Lister(), templated: map[string]*storagev1.CSINode{}}
 	fw, err := runtime.NewFramework(ctx, plugins.NewInTreeRegistry(), profile,
 		runtime.WithClientSet(client),
 		runtime.WithInformerFactory(factory),
@@ -78,7 +82,7 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 		runtime.WithSharedDRAManager(snap),
 		runtime.WithPodGroupManager(snap),
 		runtime.WithMutableSnapshotLister(snap.MutableLister()),
-		runtime.WithSharedCSIManager(nodevolumelimits.NewCSIManager(factory.Storage().V1().CSINodes().Lister())),
+		runtime.WithSharedCSIManager(nodevolumelimits.NewCSIManager(csi)),
 		runtime.WithParallelism(parallelism),
 		runtime.WithLogger(logger),
 	)
@@ -86,7 +90,7 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 		return nil, fmt.Errorf("build scheduler framework for profile %s: %w", profile.SchedulerName, err)
 	}
 	logger.V(2).Info("Scheduler framework ready", "profile", profile.SchedulerName, "featureGates", opts.FeatureGates, "parallelism", parallelism)
-	return &Runner{fw: fw, snap: snap, logger: logger, parallelism: parallelism, informers: opts.Informers}, nil
+	return &Runner{fw: fw, snap: snap, logger: logger, parallelism: parallelism, informers: opts.Informers, csi: csi}, nil
 }
 
 // StartInformers starts the informers the plugins asked for at

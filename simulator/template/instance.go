@@ -29,6 +29,7 @@ func AddInstance(ctx context.Context, runner *framework.Runner, t *cloudprovider
 	if err := snap.AddNode(node); err != nil {
 		return err
 	}
+	runner.SetTemplateCSINode(name, t.CSINode)
 	for _, s := range slices {
 		if err := snap.SetResourceSlice(s); err != nil {
 			return fmt.Errorf("node %s: %w", name, err)

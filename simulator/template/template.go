@@ -14,6 +14,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -223,4 +224,19 @@ func sanitisePod(p *v1.Pod, nodeName string) *v1.Pod {
 			return spec
 		}(),
 	}
+}
+
+// CSINodeOf is the template of a real node's CSINode: its drivers and
+// attach limits, under the placeholder name, without the node's IDs.
+func CSINodeOf(n *storagev1.CSINode) *storagev1.CSINode {
+	if n == nil || len(n.Spec.Drivers) == 0 {
+		return nil
+	}
+	out := &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: PlaceholderNodeName}}
+	for _, d := range n.Spec.Drivers {
+		d = *d.DeepCopy()
+		d.NodeID = PlaceholderNodeName
+		out.Spec.Drivers = append(out.Spec.Drivers, d)
+	}
+	return out
 }

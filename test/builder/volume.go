@@ -74,6 +74,14 @@ func (b *PVBuilder) InZone(zone string) *PVBuilder {
 	return b
 }
 
+// CSI makes it a ReadWriteOnce volume of the CSI driver, attached to
+// the node of its pod (and counted against the node's limit for driver).
+func (b *PVBuilder) CSI(driver string) *PVBuilder {
+	b.pv.Spec.PersistentVolumeSource = corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: driver, VolumeHandle: b.pv.Name}}
+	b.pv.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce}
+	return b
+}
+
 // Obj returns the volume.
 func (b *PVBuilder) Obj() *corev1.PersistentVolume { return b.pv }
 

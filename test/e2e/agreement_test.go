@@ -14,6 +14,7 @@ import (
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/disagree"
@@ -41,10 +42,10 @@ func (s *scenario) zonalGroup(name, zone string) kwok.NodeGroupConfig {
 // each, starts the autoscaler and checks that the loop did what explain
 // said and the scheduler then used exactly the nodes added. want is the
 // number of nodes each group must have at the end (nodes created by the
-// test count).
-func (s *scenario) agree(t *testing.T, cfg kwok.Config, pods []*corev1.Pod, want map[string]int) {
+// test count). It returns explain's reports by pod name.
+func (s *scenario) agree(t *testing.T, cfg kwok.Config, pods []*corev1.Pod, want map[string]int) map[string]*explain.Report {
 	t.Helper()
-	s.agreeWith(t, cfg, pods, want, false)
+	return s.agreeWith(t, cfg, pods, want, false)
 }
 
 // agreeSpread is agree for replicas the scheduler may swap: the groups
@@ -54,7 +55,7 @@ func (s *scenario) agreeSpread(t *testing.T, cfg kwok.Config, pods []*corev1.Pod
 	s.agreeWith(t, cfg, pods, want, true)
 }
 
-func (s *scenario) agreeWith(t *testing.T, cfg kwok.Config, pods []*corev1.Pod, want map[string]int, interchangeable bool) {
+func (s *scenario) agreeWith(t *testing.T, cfg kwok.Config, pods []*corev1.Pod, want map[string]int, interchangeable bool) map[string]*explain.Report {
 	t.Helper()
 	for _, p := range pods {
 		s.c.Create(s.ctx, t, p)
@@ -62,9 +63,10 @@ func (s *scenario) agreeWith(t *testing.T, cfg kwok.Config, pods []*corev1.Pod, 
 	for _, p := range pods {
 		s.waitUnschedulable(t, p.Name)
 	}
-	explained := map[string]string{}
+	explained, reports := map[string]string{}, map[string]*explain.Report{}
 	for _, p := range pods {
 		r := s.explainJSON(t, cfg, p.Name)
+		reports[p.Name] = r
 		var groups []string
 		for _, g := range r.NodeGroups {
 			if g.Verdict == explain.VerdictScaleUp {
@@ -127,6 +129,17 @@ func (s *scenario) agreeWith(t *testing.T, cfg kwok.Config, pods []*corev1.Pod, 
 			t.Errorf("%s: scheduler disagreement events %q (%v)", p.Name, msgs, err)
 		}
 	}
+	return reports
+}
+
+// verdictOf is explain's verdict for group, or nil.
+func verdictOf(r *explain.Report, group string) *explain.GroupVerdict {
+	for i := range r.NodeGroups {
+		if r.NodeGroups[i].NodeGroup == group {
+			return &r.NodeGroups[i]
+		}
+	}
+	return nil
 }
 
 // waitUnschedulable waits until the scheduler has tried the pod and
@@ -447,6 +460,9 @@ func TestAgreeExpendablePodDoesNotBlockAFit(t *testing.T) {
 	s.waitUnschedulable(t, replacement)
 	r := s.explainJSON(t, cfg, replacement)
 	t.Logf("explain %s: %s %s", replacement, r.State, r.Summary)
+	if r.State != "Ignored" || !strings.Contains(r.Summary, "expendable-pods-priority-cutoff") {
+		t.Errorf("explain %s: %s, %q; want Ignored below the expendable cutoff", replacement, r.State, r.Summary)
+	}
 	for _, g := range r.NodeGroups {
 		if g.Verdict == explain.VerdictScaleUp {
 			t.Errorf("explain scales %s up for the expendable pod %s: %+v", g.NodeGroup, replacement, g)
@@ -460,5 +476,70 @@ func TestAgreeExpendablePodDoesNotBlockAFit(t *testing.T) {
 		if msgs, err := s.events(s.ctx, p, disagree.ReasonSchedulerDisagreement); err != nil || len(msgs) > 0 {
 			t.Errorf("%s: scheduler disagreement events %q (%v)", p, msgs, err)
 		}
+	}
+}
+
+// A group whose nodes attach at most one volume of a CSI driver (their
+// CSINode says so, as a cloud's block-storage driver does): two pods, each
+// with its own volume of that driver, need two new nodes though one would
+// hold both by CPU. The simulation judges new nodes by their template's
+// CSINode, so it asks for both at once, and the scheduler uses both.
+func TestAgreeCSIVolumeLimit(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	const driver = "block.csi.example.com"
+	g := s.cpuGroup("csi", 4)
+	g.Template.CSIDrivers = []kwok.CSIDriverConfig{{Name: driver, MaxVolumes: ptr.To[int32](1)}}
+	var pods []*corev1.Pod
+	for i := range 2 {
+		claim := fmt.Sprintf("data-%d", i)
+		pv := s.ns + "-" + claim
+		s.c.Create(s.ctx, t, builder.PV(pv).CSI(driver).BoundTo(s.ns, claim).Obj(), withAccess(builder.PVC(s.ns, claim, pv), corev1.ReadWriteOnce))
+		s.waitBound(t, claim)
+		pods = append(pods, s.pod(fmt.Sprintf("train-%d", i)).CPU("1").Volume("data", claim).Obj())
+	}
+	reports := s.agree(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, pods, map[string]int{g.Name: 2})
+	if v := verdictOf(reports["train-0"], g.Name); v == nil || !strings.Contains(v.Message, "+2 node(s)") {
+		t.Errorf("explain for %s: %+v, want one scale-up of 2 nodes", g.Name, v)
+	}
+}
+
+func withAccess(c *corev1.PersistentVolumeClaim, mode corev1.PersistentVolumeAccessMode) *corev1.PersistentVolumeClaim {
+	c.Spec.AccessModes = []corev1.PersistentVolumeAccessMode{mode}
+	return c
+}
+
+// A group that cannot satisfy a pod's volume says so in a user's words,
+// in explain and in the pod's event: a bound volume in another zone, a
+// class that provisions only in another zone.
+func TestExplainVolumeElsewhere(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	a := s.zonalGroup("zone-a", "a")
+	s.c.Create(s.ctx, t, builder.PV(s.ns+"-data").BoundTo(s.ns, "data").InZone("b").Obj(), builder.PVC(s.ns, "data", s.ns+"-data"))
+	s.waitBound(t, "data")
+	wffc := storagev1.VolumeBindingWaitForFirstConsumer
+	class := &storagev1.StorageClass{ObjectMeta: metav1.ObjectMeta{Name: s.ns + "-only-b"}, Provisioner: "zonal.csi.example.com",
+		VolumeBindingMode: &wffc, AllowedTopologies: []corev1.TopologySelectorTerm{{MatchLabelExpressions: []corev1.TopologySelectorLabelRequirement{
+			{Key: corev1.LabelTopologyZone, Values: []string{"b"}}}}}}
+	scratch := withAccess(builder.PVC(s.ns, "scratch", ""), corev1.ReadWriteOnce)
+	scratch.Spec.StorageClassName = &class.Name
+	s.c.Create(s.ctx, t, class, scratch)
+	cfg := kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a}}
+	s.c.StartAutoscaler(t, cfg)
+	for _, tc := range []struct{ pod, claim, want string }{
+		{"train", "data", fmt.Sprintf("PV %s-data (claim data) is in zone b; the node is in zone a", s.ns)},
+		{"finetune", "scratch", fmt.Sprintf("StorageClass %s (claim scratch) provisions only in zone b; the node is in zone a", class.Name)},
+	} {
+		s.c.Create(s.ctx, t, s.pod(tc.pod).CPU("1").Volume("v", tc.claim).Obj())
+		s.waitUnschedulable(t, tc.pod)
+		s.waitEvent(t, tc.pod, "NotTriggerScaleUp", time.Minute, tc.want)
+		r := s.explainJSON(t, cfg, tc.pod)
+		if v := verdictOf(r, a.Name); v == nil || v.Verdict != explain.VerdictCannotHelp || !strings.Contains(v.Message, tc.want) {
+			t.Errorf("explain %s for %s: %+v, want cannot-help saying %q", tc.pod, a.Name, v, tc.want)
+		}
+	}
+	if nodes, _ := s.groupNodes(s.ctx, a.Name); len(nodes) != 0 {
+		t.Errorf("%d nodes added to %s", len(nodes), a.Name)
 	}
 }

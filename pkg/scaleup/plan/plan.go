@@ -167,6 +167,10 @@ func (p *Planner) options(ctx context.Context, groups []*nodegroups.Info, used m
 				gr = report.GroupReason{Group: c.info.Id, Reason: c.reason, Message: fmt.Sprintf("room for %d more node(s)", c.room)}
 			case u.Limit != "":
 				gr = report.GroupReason{Group: c.info.Id, Reason: ReasonEstimateLimit, Message: u.Limit}
+			case framework.VolumePlugins[u.Result.Plugin] && p.diagnose != nil:
+				if why := p.diagnose.Volumes(u.Pod, c.info.Template); why != "" {
+					gr.Message += ": " + why
+				}
 			case u.Result.Plugin == framework.DynamicResources:
 				gr.Constraint = p.blame(ctx, u.Pod, c.info)
 				if len(c.info.Template.ResourceSlices) == 0 && c.info.TemplateSource == "provider" {

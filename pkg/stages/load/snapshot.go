@@ -119,6 +119,10 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 				skip("node/"+node.Name, err)
 				continue
 			}
+			if opts.Runner != nil {
+				// Until its kubelet registers one, its template's CSINode.
+				opts.Runner.SetTemplateCSINode(node.Name, g.Template.CSINode)
+			}
 			res.GroupOf[node.Name] = g.Id
 		} else if err := snap.AddNode(node); err != nil {
 			skip("node/"+node.Name, err)

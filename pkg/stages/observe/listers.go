@@ -3,11 +3,13 @@ package observe
 import (
 	"errors"
 
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/client-go/informers"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1beta1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
 )
 
 type listers struct {
@@ -22,6 +24,7 @@ type listers struct {
 	workloads  schedulinglisters.WorkloadLister      // nil when not served
 	daemonSets appslisters.DaemonSetLister
 	claimsPV   corelisters.PersistentVolumeClaimLister
+	csiNodes   storagelisters.CSINodeLister
 }
 
 // newListers registers the informers (the factory starts only those that
@@ -36,6 +39,7 @@ func newListers(f informers.SharedInformerFactory, served Served) listers {
 		classes:    f.Resource().V1().DeviceClasses().Lister(),
 		daemonSets: f.Apps().V1().DaemonSets().Lister(),
 		claimsPV:   f.Core().V1().PersistentVolumeClaims().Lister(),
+		csiNodes:   f.Storage().V1().CSINodes().Lister(),
 	}
 	if served.DeviceTaintRules {
 		l.taintRules = f.Resource().V1().DeviceTaintRules().Lister()
@@ -66,6 +70,14 @@ func (l *listers) list() (*ClusterState, error) {
 	collect(err)
 	s.DaemonSets, err = l.daemonSets.List(everything)
 	collect(err)
+	csiNodes, err := l.csiNodes.List(everything)
+	collect(err)
+	for _, n := range csiNodes {
+		if s.CSINodes == nil {
+			s.CSINodes = make(map[string]*storagev1.CSINode, len(csiNodes))
+		}
+		s.CSINodes[n.Name] = n
+	}
 	pvcs, err := l.claimsPV.List(everything)
 	collect(err)
 	for _, c := range pvcs {

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
@@ -35,6 +36,9 @@ type ClusterState struct {
 	PodGroups              []*schedulingv1beta1.PodGroup
 	Workloads              []*schedulingv1beta1.Workload
 	DaemonSets             []*appsv1.DaemonSet
+	// CSINodes are the registered nodes' CSI drivers and attach limits, by
+	// node name: a group's template from a real node keeps its node's.
+	CSINodes map[string]*storagev1.CSINode
 	// VolumeBindings are the claims the scheduler is having provisioned
 	// for a node it picked ("namespace/claim" → node): their pods are in
 	// the scheduler's binding cycle for that node.

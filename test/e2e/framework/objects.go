@@ -86,6 +86,9 @@ func (c *Cluster) create(ctx context.Context, t testing.TB, obj runtime.Object) 
 			return err
 		}
 		cleanup(func(ctx context.Context) error { return c.Client.StorageV1().StorageClasses().Delete(ctx, o.Name, del) })
+	case *appsv1.ReplicaSet:
+		_, err := c.Client.AppsV1().ReplicaSets(o.Namespace).Create(ctx, o, opts)
+		return err
 	case *appsv1.DaemonSet:
 		_, err := c.Client.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, opts)
 		return err
