@@ -162,6 +162,13 @@ func (r *Runner) shortages(ctx context.Context, pod *v1.Pod, node, podClaim stri
 		if lo == 0 {
 			msg = fmt.Sprintf("request %s asks %d device(s) of class %s; the node has none that match", req.Name, ex.Count, ex.DeviceClassName)
 		}
+		sets, err := r.countersToBlame(ctx, pod, node, onlyRequest(claim, i, ex.Count))
+		if err != nil {
+			return nil, err
+		}
+		if len(sets) > 0 {
+			msg += fmt.Sprintf(" (it has enough such devices, but they draw on the shared counters of %s, which are used up)", strings.Join(sets, ", "))
+		}
 		out = append(out, Blame{PodClaim: podClaim, Claim: claim.Name, Shortage: msg})
 	}
 	return out, nil
@@ -244,6 +251,62 @@ func withCount(claim *resourceapi.ResourceClaim, covered map[string]bool, n int6
 		req.Exactly = &ex
 	}
 	return &c
+}
+
+// countersToBlame names the counter sets of node's partitionable devices
+// when c would fit were its devices not drawing on them (the same devices,
+// in a fork, consuming no counters): then the counters, not the devices,
+// are short. Nil when the node has no such devices or counters are not
+// the reason.
+func (r *Runner) countersToBlame(ctx context.Context, pod *v1.Pod, node string, c *resourceapi.ResourceClaim) (_ []string, err error) {
+	all, err := r.snap.ResourceSlices().ListWithDeviceTaintRules()
+	if err != nil {
+		return nil, err
+	}
+	var consuming []*resourceapi.ResourceSlice
+	sets := map[string]bool{}
+	for _, sl := range all {
+		if sl.Spec.NodeName == nil || *sl.Spec.NodeName != node {
+			continue
+		}
+		uses := false
+		for _, d := range sl.Spec.Devices {
+			for _, cc := range d.ConsumesCounters {
+				sets[cc.CounterSet], uses = true, true
+			}
+		}
+		if uses {
+			consuming = append(consuming, sl)
+		}
+	}
+	if len(consuming) == 0 {
+		return nil, nil
+	}
+	r.snap.Fork()
+	defer func() {
+		if rerr := r.snap.Revert(); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	for _, sl := range consuming {
+		free := sl.DeepCopy()
+		for i := range free.Spec.Devices {
+			free.Spec.Devices[i].ConsumesCounters = nil
+		}
+		if err := r.snap.SetResourceSlice(free); err != nil {
+			return nil, err
+		}
+	}
+	fits, err := r.fitsWith(ctx, pod, node, c)
+	if err != nil || !fits {
+		return nil, err
+	}
+	names := make([]string, 0, len(sets))
+	for n := range sets {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, nil
 }
 
 // withoutConstraint is claim with constraint j removed.

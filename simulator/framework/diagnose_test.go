@@ -38,6 +38,19 @@ func unevenRootsNode(name string) []any {
 	return []any{builder.Node(name).Obj(), gpus.Obj(), nics.Obj()}
 }
 
+// partitionedNode has one GPU offered whole or as 7 partitions over one
+// counter set of 7 slices: 8 devices, of which at most 7 at once.
+func partitionedNode(name string) []any {
+	counters := builder.ResourceSlice(name+"-gpu-counters", name, gpuDriver, name).Pool(1, 2).
+		SharedCounters(builder.CounterSet("gpu-0-counters").Counter("slices", "7"))
+	devices := builder.ResourceSlice(name+"-gpu", name, gpuDriver, name).Pool(1, 2).
+		Devices(builder.Device("gpu-0").ConsumesCounters("gpu-0-counters", map[string]string{"slices": "7"}))
+	for i := range 7 {
+		devices.Devices(builder.Device(fmt.Sprintf("gpu-0-mig-%d", i)).ConsumesCounters("gpu-0-counters", map[string]string{"slices": "1"}))
+	}
+	return []any{builder.Node(name).Obj(), counters.Obj(), devices.Obj()}
+}
+
 func TestDiagnoseClaims(t *testing.T) {
 	paired := builder.ClaimTemplate(ns, "paired").Request(builder.Request("gpu", "gpu"), builder.Request("nic", "nic")).
 		MatchAttribute(pcieRoot).Obj()
@@ -52,6 +65,7 @@ func TestDiagnoseClaims(t *testing.T) {
 	fourGPUs := builder.ClaimTemplate(ns, "four-gpus").Request(builder.Request("gpu", "gpu").Count(4), builder.Request("nic", "nic")).
 		MatchAttribute(pcieRoot, "gpu").Obj()
 	noPair := "the node has no gpu+nic set with one " + pcieRoot
+	eight := builder.ClaimTemplate(ns, "eight").Request(builder.Request("gpu", "gpu").Count(8)).Obj()
 	tests := []struct {
 		name string
 		node func(string) []any
@@ -67,11 +81,13 @@ func TestDiagnoseClaims(t *testing.T) {
 		{"no constraint helps: too few devices, and how many the node has", splitRootsNode, "many",
 			[]Blame{{PodClaim: "dev", Shortage: "request gpu asks 3 device(s) of class gpu; the node offers 2"}}},
 		{"fits: nothing to blame", splitRootsNode, "loose", nil},
+		{"devices enough, counters used up", partitionedNode, "eight", []Blame{{PodClaim: "dev", Shortage: "request gpu asks 8 device(s) of class gpu; " +
+			"the node offers 7 (it has enough such devices, but they draw on the shared counters of gpu-0-counters, which are used up)"}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r, ctx := newRunner(t, "")
-			objs := append(append(classes(), tc.node("n1")...), paired, twoConstraints, tooMany, loose, fourPairs, fourGPUs)
+			objs := append(append(classes(), tc.node("n1")...), paired, twoConstraints, tooMany, loose, fourPairs, fourGPUs, eight)
 			snapshottest.Load(t, r.Snapshot(), objs...)
 			pod := builder.Pod(ns, "p").CPU("100m").ClaimFromTemplate("dev", tc.pod).Obj()
 			before := len(mustList(t, r))
