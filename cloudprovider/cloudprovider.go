@@ -17,6 +17,13 @@ import (
 // ErrNotImplemented is returned by optional methods a provider does not offer.
 var ErrNotImplemented = errors.New("not implemented by this cloud provider")
 
+// ErrInvalidAnswer is wrapped by a group's TargetSize when the
+// infrastructure answered, but with a value that cannot be true (a
+// negative size): the loop leaves that group out of the pass and goes on
+// with the others. Any other TargetSize error fails the pass, since the
+// group's size is then merely unknown.
+var ErrInvalidAnswer = errors.New("invalid answer from the cloud provider")
+
 // CloudProvider is one source of node groups.
 type CloudProvider interface {
 	// Name identifies the provider (the --cloud-provider value).
@@ -49,7 +56,8 @@ type NodeGroup interface {
 	MinSize() int
 	MaxSize() int
 	// TargetSize is the requested size, which may exceed the number of
-	// registered nodes while instances boot.
+	// registered nodes while instances boot. An error wrapping
+	// ErrInvalidAnswer leaves only this group out of the pass.
 	TargetSize() (int, error)
 	// IncreaseSize asks for delta more nodes; partial success is possible.
 	// It returns the ids (providerIDs) of the instances this call created,

@@ -2,8 +2,6 @@ package externalgrpc
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"net"
 	"os"
 	"path/filepath"
@@ -62,14 +60,7 @@ func TestLoadConfig(t *testing.T) {
 func TestMutualTLS(t *testing.T) {
 	dir := t.TempDir()
 	files := certs.Write(t, dir)
-	pair, err := tls.LoadX509KeyPair(files.ServerCert, files.ServerKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	ca, _ := os.ReadFile(files.CA)
-	pool.AppendCertsFromPEM(ca)
-	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert})))
+	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(certs.ServerTLS(t, files))))
 	cp := &fakeCP{}
 	cp.add("gpu", 0, 2)
 	server.New(cp).Register(g)

@@ -24,6 +24,9 @@ type fakeCP struct {
 	reservations []cloudprovider.ReservedCapacity
 	reservErr    error
 	refreshErr   error
+	// ghosts are groups NodeGroupForNode answers (by the node's "group"
+	// label) but NodeGroups does not list.
+	ghosts []*fakeGroup
 }
 
 type fakeGroup struct {
@@ -33,6 +36,8 @@ type fakeGroup struct {
 	instances []cloudprovider.Instance
 	template  *cloudprovider.NodeTemplate
 	options   *cloudprovider.NodeGroupAutoscalingOptions
+	// target, when set, is TargetSize's answer instead of the instances.
+	target *int
 	// err fails a method by name.
 	err   map[string]error
 	calls []string
@@ -53,7 +58,7 @@ func (c *fakeCP) NodeGroups() []cloudprovider.NodeGroup {
 	return out
 }
 func (c *fakeCP) NodeGroupForNode(n *corev1.Node) (cloudprovider.NodeGroup, error) {
-	for _, g := range c.groups {
+	for _, g := range append(c.groups, c.ghosts...) {
 		if n.Labels["group"] == g.id {
 			return g, nil
 		}
@@ -84,7 +89,12 @@ func (g *fakeGroup) call(m string) error {
 	g.calls = append(g.calls, m)
 	return g.err[m]
 }
-func (g *fakeGroup) TargetSize() (int, error) { return len(g.instances), g.call("TargetSize") }
+func (g *fakeGroup) TargetSize() (int, error) {
+	if g.target != nil {
+		return *g.target, g.call("TargetSize")
+	}
+	return len(g.instances), g.call("TargetSize")
+}
 func (g *fakeGroup) grow(m string, delta int) ([]string, error) {
 	if err := g.call(m); err != nil {
 		return nil, err
@@ -226,6 +236,11 @@ type env struct {
 // start serves cp over bufconn (with the extension unless upstreamOnly)
 // and returns a client provider for it.
 func start(t testing.TB, cp *fakeCP, cfg Config, sopts ...server.Option) *env {
+	return startWith(t, cp, cfg, nil, sopts...)
+}
+
+// startWith is start with provider options.
+func startWith(t testing.TB, cp *fakeCP, cfg Config, popts []ProviderOption, sopts ...server.Option) *env {
 	t.Helper()
 	f := newFaults()
 	lis := bufconn.Listen(1 << 20)
@@ -239,8 +254,8 @@ func start(t testing.TB, cp *fakeCP, cfg Config, sopts ...server.Option) *env {
 	if cfg.GRPCTimeout.Duration == 0 {
 		cfg.GRPCTimeout = metav1.Duration{Duration: 2 * time.Second}
 	}
-	p, err := New(&cfg, WithDialOptions(
-		grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return lis.Dial() })))
+	p, err := New(&cfg, append(popts, WithDialOptions(
+		grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return lis.Dial() })))...)
 	if err != nil {
 		t.Fatal(err)
 	}

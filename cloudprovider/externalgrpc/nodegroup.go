@@ -60,9 +60,12 @@ func (g *nodeGroup) TargetSize() (int, error) {
 	if err != nil {
 		return 0, g.p.wrap("NodeGroupTargetSize", g.id, err)
 	}
-	if resp.GetTargetSize() < 0 {
-		return 0, fmt.Errorf("externalgrpc %s NodeGroupTargetSize node group %s: negative target size %d", g.p.cfg.Address, g.id, resp.GetTargetSize())
+	if n := resp.GetTargetSize(); n < 0 {
+		g.p.badAnswer("NodeGroupTargetSize", g.id, ReasonInvalidNodeGroup,
+			fmt.Sprintf("node group %q: negative target size %d; the group is left out of the pass", g.id, n))
+		return 0, fmt.Errorf("externalgrpc %s NodeGroupTargetSize node group %s: negative target size %d: %w", g.p.cfg.Address, g.id, n, cloudprovider.ErrInvalidAnswer)
 	}
+	g.p.events.forget("NodeGroupTargetSize", g.id)
 	return int(resp.GetTargetSize()), nil
 }
 
@@ -195,6 +198,10 @@ func (g *nodeGroup) TemplateNodeInfo() (*cloudprovider.NodeTemplate, error) {
 	gen.mu.Unlock()
 	if !ok {
 		r.t, r.err = g.template()
+		if r.err == nil {
+			g.p.events.forget("NodeGroupTemplate", g.id)
+			g.p.events.forget("NodeGroupTemplateNodeInfo", g.id)
+		}
 		gen.mu.Lock()
 		gen.templates[g.id] = r
 		gen.mu.Unlock()
@@ -211,6 +218,7 @@ func (g *nodeGroup) template() (*cloudprovider.NodeTemplate, error) {
 		if err == nil {
 			t, err := wire.TemplateFrom(resp)
 			if err != nil {
+				g.rejectTemplate("NodeGroupTemplate", err)
 				return nil, fmt.Errorf("externalgrpc %s NodeGroupTemplate node group %s: template rejected: %w", g.p.cfg.Address, g.id, err)
 			}
 			if t != nil {
@@ -233,6 +241,7 @@ func (g *nodeGroup) template() (*cloudprovider.NodeTemplate, error) {
 	}
 	node := &corev1.Node{}
 	if err := node.Unmarshal(nodeBytes); err != nil {
+		g.rejectTemplate("NodeGroupTemplateNodeInfo", err)
 		return nil, fmt.Errorf("externalgrpc %s NodeGroupTemplateNodeInfo node group %s: template rejected: %w", g.p.cfg.Address, g.id, err)
 	}
 	if node.Name == "" {
@@ -241,6 +250,13 @@ func (g *nodeGroup) template() (*cloudprovider.NodeTemplate, error) {
 	// Upstream's protocol has no device template: a DRA pod cannot be
 	// placed on this group's new nodes until one of them has registered.
 	return &cloudprovider.NodeTemplate{Node: node}, nil
+}
+
+// rejectTemplate tells a template the server sent that cannot be used:
+// the group still scales from one of its ready nodes, not from zero.
+func (g *nodeGroup) rejectTemplate(rpc string, err error) {
+	g.p.badAnswer(rpc, g.id, ReasonInvalidTemplate,
+		fmt.Sprintf("node group %q: template rejected: %v; the group has no template from the server (one of its ready nodes can still be one)", g.id, err))
 }
 
 // GetOptions implements cloudprovider.NodeGroup.

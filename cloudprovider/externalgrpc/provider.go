@@ -55,6 +55,9 @@ type Provider struct {
 	// groups are every group ever listed, by id: the same object for the
 	// provider's life, since the autoscaler keeps the ones it started with.
 	groups map[string]*nodeGroup
+
+	// events tells the server's bad answers (WithEvents).
+	events *warner
 }
 
 // generation is what one Refresh learnt; every cache lives here, so a
@@ -95,7 +98,7 @@ func New(cfg *Config, opts ...ProviderOption) (*Provider, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	p := &Provider{cfg: cfg, logger: klog.Background().WithName(ProviderName), gen: &generation{}, groups: map[string]*nodeGroup{}}
+	p := &Provider{cfg: cfg, logger: klog.Background().WithName(ProviderName), gen: &generation{}, groups: map[string]*nodeGroup{}, events: newWarner()}
 	dial := []grpc.DialOption{grpc.WithDefaultServiceConfig(retryServiceConfig)}
 	for _, o := range opts {
 		o(p, &dial)
@@ -219,14 +222,7 @@ func (p *Provider) refresh(ctx context.Context) (*generation, error) {
 	if err != nil {
 		return nil, p.wrap("NodeGroups", "", err)
 	}
-	for _, g := range resp.GetNodeGroups() {
-		if why := invalidGroup(g, gen.byID); why != "" {
-			p.logger.Error(nil, "Ignoring a node group the server sent", "nodeGroup", g.GetId(), "reason", why, "address", p.cfg.Address)
-			continue
-		}
-		gen.order = append(gen.order, g.GetId())
-		gen.byID[g.GetId()] = &groupInfo{min: int(g.GetMinSize()), max: int(g.GetMaxSize()), debug: g.GetDebug()}
-	}
+	p.takeGroups(gen, resp.GetNodeGroups())
 	if gen.caps[ext.Capability_CAPABILITY_RESERVATIONS] {
 		cctx, cancel := p.callCtx(ctx)
 		resp, err := p.ext.Reservations(cctx, &ext.ReservationsRequest{})
@@ -238,31 +234,12 @@ func (p *Provider) refresh(ctx context.Context) (*generation, error) {
 		case err != nil:
 			return nil, err
 		}
-		for _, r := range resp.GetReservations() {
-			res, err := wire.ReservationFrom(r)
-			if err != nil {
-				p.logger.Error(err, "Ignoring a reservation the server sent", "reservation", r.GetId(), "nodeGroups", r.GetNodeGroups(), "address", p.cfg.Address)
-				continue
-			}
-			gen.reservations = append(gen.reservations, res)
+		if err == nil {
+			p.takeReservations(gen, resp.GetReservations())
 		}
 	}
 	p.logger.V(4).Info("Refreshed", "address", p.cfg.Address, "nodeGroups", len(gen.groups), "capabilities", len(gen.caps))
 	return gen, nil
-}
-
-func invalidGroup(g *pb.NodeGroup, seen map[string]*groupInfo) string {
-	switch {
-	case g.GetId() == "":
-		return "empty id"
-	case seen[g.GetId()] != nil:
-		return "duplicate id"
-	case g.GetMinSize() < 0:
-		return fmt.Sprintf("negative minSize %d", g.GetMinSize())
-	case g.GetMaxSize() < g.GetMinSize():
-		return fmt.Sprintf("maxSize %d below minSize %d", g.GetMaxSize(), g.GetMinSize())
-	}
-	return ""
 }
 
 // NodeGroups implements cloudprovider.CloudProvider: the groups of the last
@@ -301,7 +278,11 @@ func (p *Provider) NodeGroupForNode(node *corev1.Node) (cloudprovider.NodeGroup,
 	g := p.groups[id]
 	p.mu.RUnlock()
 	if gen.byID[id] == nil || g == nil {
-		p.logger.Error(nil, "Server put a node in a group it did not list; treating the node as not managed", "node", node.Name, "nodeGroup", id)
+		// The message names no node: one event per unknown group, not
+		// one per node of it.
+		p.logger.Error(nil, "Server put a node in a group it did not list", "node", node.Name, "nodeGroup", id)
+		p.badAnswer("NodeGroupForNode", id, ReasonUnknownNodeGroup,
+			fmt.Sprintf("node group %q, answered for the cluster's nodes, is not one NodeGroups listed (validly); its nodes are treated as not managed", id))
 		return nil, nil
 	}
 	return g, nil

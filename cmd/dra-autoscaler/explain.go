@@ -51,7 +51,7 @@ func explainMain(ctx context.Context, args []string, out io.Writer) error {
 // explainLoop wires the loop as run does, minus what acts or talks to the
 // world: no actuator, no events, no status writes, no leader election.
 func explainLoop(ctx context.Context, opts *config.Options, client kubernetes.Interface, dyn dynamic.Interface) (*loop.Loop, func(), error) {
-	p, cleanup, err := newParts(ctx, opts, client)
+	p, cleanup, err := newParts(ctx, opts, client, nil)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -95,7 +95,7 @@ func benchPass(b *testing.B, sc scale.Scenario) {
 // one pass with the timer on.
 func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs []runtime.Object) (*loop.Pass, *metrics.Metrics) {
 	client := fake.NewClientset(objs...)
-	p, cleanup, err := newParts(ctx, opts, client)
+	p, cleanup, err := newParts(ctx, opts, client, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
@@ -43,9 +44,10 @@ type parts struct {
 }
 
 // newParts builds the parts; on error nothing is left to clean up,
-// otherwise the caller calls cleanup when done.
-func newParts(ctx context.Context, opts *config.Options, client kubernetes.Interface) (p *parts, cleanup func(), err error) {
-	provider, err := newProvider(opts, client)
+// otherwise the caller calls cleanup when done. events may be nil (explain
+// records none).
+func newParts(ctx context.Context, opts *config.Options, client kubernetes.Interface, events record.EventRecorder) (p *parts, cleanup func(), err error) {
+	provider, err := newProvider(opts, client, events)
 	if err != nil {
 		return nil, nil, err
 	}

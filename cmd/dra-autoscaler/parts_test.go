@@ -33,7 +33,7 @@ func TestNewParts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, cleanup, err := newParts(context.Background(), opts, fake.NewClientset())
+			p, cleanup, err := newParts(context.Background(), opts, fake.NewClientset(), nil)
 			if tc.wantErr == "" {
 				if err != nil || p == nil || cleanup == nil {
 					t.Fatalf("newParts: %v", err)

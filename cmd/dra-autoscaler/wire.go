@@ -49,7 +49,13 @@ func run(ctx context.Context, opts *config.Options) error {
 	if err != nil {
 		return err
 	}
-	p, cleanup, err := newParts(ctx, opts, client)
+	// The recorder comes first: the provider records on it too, and stops
+	// (cleanup) before it does.
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "cluster-autoscaler"})
+	p, cleanup, err := newParts(ctx, opts, client, recorder)
 	if err != nil {
 		return err
 	}
@@ -60,10 +66,6 @@ func run(ctx context.Context, opts *config.Options) error {
 	if err := serve(ctx, opts.Address, m, h); err != nil {
 		return err
 	}
-	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
-	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "cluster-autoscaler"})
 
 	l, crs := p.runningLoop(opts, client, dyn, recorder, m)
 	l.OnPass = h.passed
@@ -120,7 +122,8 @@ func (p *parts) runningLoop(opts *config.Options, client kubernetes.Interface, d
 	drainer := newDrainer(opts, client, recorder, m)
 	lp.Upkeep = upkeep.New(client, dyn, recorder, drainer)
 	lp.Launcher = act.New(tracker, b)
-	lp.Reporter = report.New(recorder, m, 5*time.Minute).WithStatusObject(opts.Namespace, opts.StatusConfigMapName)
+	status := statusObject(opts)
+	lp.Reporter = report.New(recorder, m, 5*time.Minute).WithStatusObject(status.Namespace, status.Name)
 	lp.Stranded = stranded.New(p.analyzer, p.shapes, opts.Sharing.StrandedCapacityBudget, m.Sharing)
 	l := loop.New(lp)
 	l.ScaleDown = newScaleDown(opts, p.runner, client, recorder, m, drainer)
@@ -157,7 +160,9 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-func newProvider(opts *config.Options, client kubernetes.Interface) (cloudprovider.CloudProvider, error) {
+// newProvider builds --cloud-provider. events (nil: none, as for explain)
+// is where the externalgrpc provider tells the server's bad answers.
+func newProvider(opts *config.Options, client kubernetes.Interface, events record.EventRecorder) (cloudprovider.CloudProvider, error) {
 	switch opts.CloudProvider {
 	case kwok.ProviderName:
 		if opts.CloudConfig == "" {
@@ -176,12 +181,22 @@ func newProvider(opts *config.Options, client kubernetes.Interface) (cloudprovid
 		if err != nil {
 			return nil, fmt.Errorf("--cloud-config: %w", err)
 		}
-		return externalgrpc.Connect(cfg)
+		var popts []externalgrpc.ProviderOption
+		if events != nil {
+			popts = append(popts, externalgrpc.WithEvents(events, statusObject(opts)))
+		}
+		return externalgrpc.Connect(cfg, popts...)
 	case clusterapi.ProviderName:
 		return newClusterAPI(opts)
 	default:
 		return nil, fmt.Errorf("--cloud-provider=%q: unknown (known: %s, %s, %s)", opts.CloudProvider, kwok.ProviderName, externalgrpc.ProviderName, clusterapi.ProviderName)
 	}
+}
+
+// statusObject is the status ConfigMap: events about a node group, which
+// is no Kubernetes object, go there (as upstream's do).
+func statusObject(opts *config.Options) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: opts.Namespace, Name: opts.StatusConfigMapName}
 }
 
 // newClusterAPI reaches the management cluster through --cloud-config (a

@@ -5,6 +5,7 @@ package nodegroups
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -133,6 +134,12 @@ func Collect(ctx context.Context, in CollectInput, templates TemplateBuilder) ([
 	byID := map[string]*Info{}
 	for _, g := range groups {
 		target, err := g.TargetSize()
+		if errors.Is(err, cloudprovider.ErrInvalidAnswer) {
+			// Bad input for this group only: its nodes belong to no
+			// group this pass (nothing scales them), the others go on.
+			logger.Error(err, "Node group left out of this pass: the provider's answer is invalid", "nodeGroup", g.Id())
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("node group %s: target size: %w", g.Id(), err)
 		}

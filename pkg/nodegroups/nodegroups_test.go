@@ -3,6 +3,8 @@ package nodegroups_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -251,15 +253,49 @@ func TestCollectTemplateFallbacks(t *testing.T) {
 	}
 }
 
+// A TargetSize that fails fails the pass (the size is unknown); one the
+// provider calls an invalid answer leaves only that group out, and its
+// nodes belong to no group.
 func TestCollectTargetSizeError(t *testing.T) {
-	g := fakeprovider.NewGroup("gpu", 0, 5)
-	g.Fail("TargetSize", errors.New("throttled"))
-	_, ctx := ktesting.NewTestContext(t)
-	_, err := nodegroups.Collect(ctx, nodegroups.CollectInput{
-		Groups: []cloudprovider.NodeGroup{g}, Provider: fakeprovider.New(g),
-	}, nodegroups.Templates{})
-	if err == nil || !strings.Contains(err.Error(), "gpu") || !strings.Contains(err.Error(), "throttled") {
-		t.Errorf("Collect error = %v, want one naming the group and the cause", err)
+	for _, tc := range []struct {
+		name     string
+		err      error
+		wantErr  bool
+		wantInfo []string
+	}{
+		{"no answer fails the pass", errors.New("throttled"), true, nil},
+		{"an invalid answer skips the group", fmt.Errorf("negative target size -1: %w", cloudprovider.ErrInvalidAnswer), false, []string{"cpu"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gpu, cpu := fakeprovider.NewGroup("gpu", 0, 5), fakeprovider.NewGroup("cpu", 0, 5)
+			gpu.Fail("TargetSize", tc.err)
+			_, ctx := ktesting.NewTestContext(t)
+			infos, err := nodegroups.Collect(ctx, nodegroups.CollectInput{
+				Groups: []cloudprovider.NodeGroup{gpu, cpu}, Provider: fakeprovider.New(gpu, cpu),
+				Nodes: []*corev1.Node{inGroup("gpu-1", "gpu").Obj(), inGroup("cpu-1", "cpu").Obj()},
+			}, nodegroups.Templates{})
+			if tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), "gpu") || !strings.Contains(err.Error(), "throttled") {
+					t.Errorf("Collect error = %v, want one naming the group and the cause", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, i := range infos {
+				ids = append(ids, i.Id)
+				for _, n := range append(i.Ready, i.Booting...) {
+					if n.Name == "gpu-1" {
+						t.Errorf("the skipped group's node is in group %s", i.Id)
+					}
+				}
+			}
+			if !slices.Equal(ids, tc.wantInfo) {
+				t.Errorf("groups %v, want %v", ids, tc.wantInfo)
+			}
+		})
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
@@ -55,6 +56,18 @@ func Write(t testing.TB, dir string) Files {
 		ServerCert: write("server.crt", "CERTIFICATE", sc), ServerKey: write("server.key", "EC PRIVATE KEY", sk),
 		ClientCert: write("client.crt", "CERTIFICATE", cc), ClientKey: write("client.key", "EC PRIVATE KEY", ck),
 	}
+}
+
+// ServerTLS is the server side of mutual TLS over files: the server's
+// certificate, and every client must present one the CA signed.
+func ServerTLS(t testing.TB, files Files) *tls.Config {
+	t.Helper()
+	pair := must[tls.Certificate](t)(tls.LoadX509KeyPair(files.ServerCert, files.ServerKey))
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(must[[]byte](t)(os.ReadFile(files.CA))) {
+		t.Fatalf("%s: no PEM certificate", files.CA)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{pair}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
 }
 
 // must fails the test on err and returns v.

@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	pb "github.com/dra-autoscaler/dra-autoscaler/cloudprovider/externalgrpc/protos"
@@ -272,10 +273,16 @@ func TemplateFrom(r *ext.NodeGroupTemplateResponse) (*cloudprovider.NodeTemplate
 		if s.Spec.NodeName == nil || *s.Spec.NodeName != node.Name {
 			return nil, fmt.Errorf("template resource slice %q does not name the template node %q in spec.nodeName", s.Name, node.Name)
 		}
+		if s.Spec.NodeSelector != nil || ptr.Deref(s.Spec.AllNodes, false) || ptr.Deref(s.Spec.PerDeviceNodeSelection, false) {
+			return nil, fmt.Errorf("template resource slice %q sets nodeSelector, allNodes or perDeviceNodeSelection: a template holds its node's own slices", s.Name)
+		}
 		if s.Spec.Driver == "" || s.Spec.Pool.Name == "" {
 			return nil, fmt.Errorf("template resource slice %q has no driver or pool", s.Name)
 		}
 		out.ResourceSlices = append(out.ResourceSlices, s)
+	}
+	if err := completePools(out.ResourceSlices); err != nil {
+		return nil, err
 	}
 	for i, b := range r.GetPodBytes() {
 		p := &corev1.Pod{}
@@ -288,4 +295,31 @@ func TemplateFrom(r *ext.NodeGroupTemplateResponse) (*cloudprovider.NodeTemplate
 		out.Pods = append(out.Pods, p)
 	}
 	return out, nil
+}
+
+// completePools checks that each pool of a template is whole: all its
+// slices of one generation, as many as its resourceSliceCount. The
+// scheduler's allocator ignores the devices of an incomplete pool (and
+// the older generation of a mixed one), so such a template would scale up
+// nodes whose devices no pod could get.
+func completePools(slices []*resourceapi.ResourceSlice) error {
+	type poolKey struct{ driver, pool string }
+	count := map[poolKey]int64{}
+	gen := map[poolKey]int64{}
+	for _, s := range slices {
+		k := poolKey{s.Spec.Driver, s.Spec.Pool.Name}
+		if g, ok := gen[k]; ok && g != s.Spec.Pool.Generation {
+			return fmt.Errorf("template pool %q of driver %s mixes generations %d and %d", k.pool, k.driver, g, s.Spec.Pool.Generation)
+		}
+		gen[k] = s.Spec.Pool.Generation
+		count[k]++
+	}
+	for _, s := range slices {
+		k := poolKey{s.Spec.Driver, s.Spec.Pool.Name}
+		if s.Spec.Pool.ResourceSliceCount != count[k] {
+			return fmt.Errorf("template pool %q of driver %s: slice %q says the pool has %d slices, the template has %d",
+				k.pool, k.driver, s.Name, s.Spec.Pool.ResourceSliceCount, count[k])
+		}
+	}
+	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	pb "github.com/dra-autoscaler/dra-autoscaler/cloudprovider/externalgrpc/protos"
@@ -218,6 +220,16 @@ func TestTemplateFromRejects(t *testing.T) {
 	nb, _ := node.Marshal()
 	slice := builder.ResourceSlice("s", "t", "d", "p").Obj()
 	sb, _ := slice.Marshal()
+	slices := func(ss ...*resourceapi.ResourceSlice) *ext.NodeGroupTemplateResponse {
+		r := &ext.NodeGroupTemplateResponse{NodeBytes: nb, ResourceApiVersion: ResourceAPIVersion}
+		for _, s := range ss {
+			b, _ := s.Marshal()
+			r.ResourceSliceBytes = append(r.ResourceSliceBytes, b)
+		}
+		return r
+	}
+	selecting := builder.ResourceSlice("s", "t", "d", "p").Obj()
+	selecting.Spec.PerDeviceNodeSelection = ptr.To(true)
 	for _, tc := range []struct {
 		name string
 		resp *ext.NodeGroupTemplateResponse
@@ -227,6 +239,11 @@ func TestTemplateFromRejects(t *testing.T) {
 		{"slices without node", &ext.NodeGroupTemplateResponse{ResourceSliceBytes: [][]byte{sb}}, "no node"},
 		{"wrong version", &ext.NodeGroupTemplateResponse{NodeBytes: nb, ResourceSliceBytes: [][]byte{sb}, ResourceApiVersion: "resource.k8s.io/v1beta1"}, "want \"resource.k8s.io/v1\""},
 		{"garbage slice", &ext.NodeGroupTemplateResponse{NodeBytes: nb, ResourceSliceBytes: [][]byte{{0xff}}, ResourceApiVersion: ResourceAPIVersion}, "resource slice 0"},
+		{"slice of another node", slices(builder.ResourceSlice("s", "other", "d", "p").Obj()), `does not name the template node "t"`},
+		{"slice for all nodes", slices(builder.ResourceSlice("s", "", "d", "p").Obj()), "does not name the template node"},
+		{"slice with a node selector too", slices(selecting), "perDeviceNodeSelection"},
+		{"pool short of slices", slices(builder.ResourceSlice("s", "t", "d", "p").Pool(1, 2).Obj()), `pool "p" of driver d: slice "s" says the pool has 2 slices, the template has 1`},
+		{"pool of mixed generations", slices(builder.ResourceSlice("a", "t", "d", "p").Pool(1, 2).Obj(), builder.ResourceSlice("b", "t", "d", "p").Pool(2, 2).Obj()), "mixes generations 1 and 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := TemplateFrom(tc.resp)
@@ -237,5 +254,11 @@ func TestTemplateFromRejects(t *testing.T) {
 	}
 	if tmpl, err := TemplateFrom(&ext.NodeGroupTemplateResponse{}); tmpl != nil || err != nil {
 		t.Fatalf("empty template = %v, %v; want none", tmpl, err)
+	}
+	// A pool of two slices, whole, beside another driver's pool of one.
+	whole := slices(builder.ResourceSlice("a", "t", "d", "p").Pool(3, 2).Obj(), builder.ResourceSlice("b", "t", "d", "p").Pool(3, 2).Obj(),
+		builder.ResourceSlice("c", "t", "e", "p").Obj())
+	if tmpl, err := TemplateFrom(whole); err != nil || len(tmpl.ResourceSlices) != 3 {
+		t.Fatalf("whole pools: %v, %v", tmpl, err)
 	}
 }

@@ -2,6 +2,7 @@ package framework
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/externalgrpc/server"
 	"github.com/dra-autoscaler/dra-autoscaler/test/certs"
 )
 
@@ -46,11 +52,7 @@ func (c *Cluster) StartGRPCServer(t testing.TB, kwokConfig any, args ...string) 
 		"--kubeconfig=" + c.Kubeconf, "--cloud-config=" + kwokPath, "--address=127.0.0.1:" + port,
 		"--cert=" + files.ServerCert, "--key-cert=" + files.ServerKey, "--ca-cert=" + files.CA, "--v=2",
 	}, args...)
-	client := fmt.Sprintf("address: %s\ncert: %s\nkey: %s\ncacert: %s\ngrpc_timeout: 10s\n", s.Address, files.ClientCert, files.ClientKey, files.CA)
-	s.ClientConfig = filepath.Join(dir, "externalgrpc.yaml")
-	if err := os.WriteFile(s.ClientConfig, []byte(client), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	s.ClientConfig = writeClientConfig(t, dir, s.Address, files)
 	s.Start(t)
 	t.Cleanup(func() {
 		s.Stop()
@@ -103,3 +105,37 @@ func (s *GRPCServer) Stop() {
 
 // Log is everything the process printed so far (over all its starts).
 func (s *GRPCServer) Log() string { return s.log.String() }
+
+// writeClientConfig writes an externalgrpc --cloud-config file, in
+// upstream's format, for the server at address with the client's
+// certificate.
+func writeClientConfig(t testing.TB, dir, address string, files certs.Files) string {
+	t.Helper()
+	client := fmt.Sprintf("address: %s\ncert: %s\nkey: %s\ncacert: %s\ngrpc_timeout: 10s\n", address, files.ClientCert, files.ClientKey, files.CA)
+	path := filepath.Join(dir, "externalgrpc.yaml")
+	if err := os.WriteFile(path, []byte(client), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// ServeGRPC serves cp from the test process, over both services with
+// mTLS as the server binary does, until the test ends; it returns the
+// autoscaler's --cloud-config for it. It is for providers whose answers
+// a test shapes (bad input, say), so that the production server binary
+// needs no test knobs.
+func ServeGRPC(t testing.TB, cp cloudprovider.CloudProvider) (clientConfig string) {
+	t.Helper()
+	dir := t.TempDir()
+	files := certs.Write(t, dir)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(certs.ServerTLS(t, files))))
+	server.New(cp).Register(g)
+	go func() { _ = g.Serve(lis) }()
+	t.Cleanup(g.Stop)
+	_, port, _ := net.SplitHostPort(lis.Addr().String())
+	return writeClientConfig(t, dir, "localhost:"+port, files)
+}
