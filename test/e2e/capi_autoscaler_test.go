@@ -68,6 +68,12 @@ func draTemplate(t *testing.T, ns, name string, slices []*resourceapi.ResourceSl
 // template publishes no status.capacity), plus extra annotations.
 func (s *scenario) capiGroup(t *testing.T, env *framework.CAPI, name string, cpu, memory string, slices []*resourceapi.ResourceSlice, extra ...string) {
 	t.Helper()
+	s.capiGroupWith(t, env, name, cpu, memory, slices, nil, extra...)
+}
+
+// capiGroupWith is capiGroup with options on the MachineDeployment.
+func (s *scenario) capiGroupWith(t *testing.T, env *framework.CAPI, name string, cpu, memory string, slices []*resourceapi.ResourceSlice, opts []capi.GroupOption, extra ...string) {
+	t.Helper()
 	spec := infra.MachineSpec{
 		Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)},
 		Labels:   map[string]string{testLabel: s.ns},
@@ -82,7 +88,8 @@ func (s *scenario) capiGroup(t *testing.T, env *framework.CAPI, name string, cpu
 		"capacity.cluster-autoscaler.kubernetes.io/memory", memory,
 		"capacity.cluster-autoscaler.kubernetes.io/labels", testLabel + "=" + s.ns,
 	}, extra...)
-	env.Create(s.ctx, t, tmpl, capi.MachineDeployment(s.ns, "c1", name, name, capi.Bounds(0, 5), capi.Annotations(annotations...)))
+	opts = append([]capi.GroupOption{capi.Bounds(0, 5), capi.Annotations(annotations...)}, opts...)
+	env.Create(s.ctx, t, tmpl, capi.MachineDeployment(s.ns, "c1", name, name, opts...))
 }
 
 // capiNodes are the Nodes of the group's Machines.
