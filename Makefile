@@ -13,6 +13,8 @@ UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /test/ -e /hack/)
 TEST_FLAGS  ?= -count=1
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CONTROLLER_GEN := sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
+# The cloud provider of `make deploy-build`: kwok or clusterapi.
+PROVIDER    ?= kwok
 
 .PHONY: all build binaries test test-unit test-race test-e2e bench lint crds generate generate-proto up down demo clean docs deploy-build
 
@@ -50,10 +52,11 @@ test-race:
 docs:
 	$(GO) run ./hack/docs --dir docs
 
-# The deploy/ manifests as `kubectl apply -k deploy/` would build them
-# (hack/kustomize is a module of its own, see its main.go).
+# The manifests of the provider's overlay as `kubectl apply -k
+# deploy/$(PROVIDER)` would build them (hack/kustomize is a module of its
+# own, see its main.go).
 deploy-build:
-	@cd hack/kustomize && $(GO) run . ../../deploy
+	@cd hack/kustomize && $(GO) run . ../../deploy/$(PROVIDER)
 
 # The control plane is built once, before the test binaries start, so they
 # do not build it side by side.
@@ -96,7 +99,7 @@ down:
 demo: up
 	$(GO) build -o $(BIN)/dra-autoscaler ./cmd/dra-autoscaler
 	$(GO) run ./hack/demo --kubeconfig $(STATE)/kubeconfig --autoscaler $(BIN)/dra-autoscaler \
-		--cloud-config deploy/examples/kwok-provider.yaml
+		--cloud-config deploy/kwok/kwok-provider.yaml
 
 clean: down
 	rm -rf _out

@@ -1,6 +1,6 @@
 // Command demo shows the autoscaler at work on the local control plane
 // (make up): it starts dra-autoscaler with the kwok provider and the example
-// node groups (deploy/examples/kwok-provider.yaml: a CPU group and a GPU
+// node groups (deploy/kwok/kwok-provider.yaml: a CPU group and a GPU
 // group whose nodes have 8 GPUs and 8 NICs paired by PCIe root, both from
 // zero), applies an inference workload whose pods each claim a GPU plus the
 // NIC on its root, and some CPU-only pods, then reports nodes as they
@@ -50,7 +50,7 @@ func main() {
 	var o options
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "_out/cluster/kubeconfig", "kubeconfig of the cluster")
 	flag.StringVar(&o.autoscaler, "autoscaler", "_out/bin/dra-autoscaler", "the dra-autoscaler binary")
-	flag.StringVar(&o.cloudConfig, "cloud-config", "deploy/examples/kwok-provider.yaml", "kwok provider node groups")
+	flag.StringVar(&o.cloudConfig, "cloud-config", "deploy/kwok/kwok-provider.yaml", "kwok provider node groups")
 	flag.StringVar(&o.logFile, "log", "_out/demo-autoscaler.log", "where the autoscaler logs")
 	flag.IntVar(&o.gpuPods, "gpu-pods", 3, "inference pods, each claiming a GPU and its NIC")
 	flag.IntVar(&o.cpuPods, "cpu-pods", 2, "CPU-only pods")
