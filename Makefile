@@ -13,6 +13,13 @@ UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /test/ -e /hack/)
 TEST_FLAGS  ?= -count=1
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 CONTROLLER_GEN := sigs.k8s.io/controller-tools/cmd/controller-gen@v0.23.0
+# The cloud provider of `make demo` and `make deploy-build`: kwok, or
+# clusterapi (Cluster API machines of the dev infrastructure provider; it
+# makes `make up` start Cluster API, as CAPI=1 does).
+PROVIDER    ?= kwok
+ifeq ($(PROVIDER),clusterapi)
+CAPI        ?= 1
+endif
 
 .PHONY: all build binaries test test-unit test-race test-e2e bench lint crds generate generate-proto up down demo clean docs deploy-build
 
@@ -50,10 +57,11 @@ test-race:
 docs:
 	$(GO) run ./hack/docs --dir docs
 
-# The deploy/ manifests as `kubectl apply -k deploy/` would build them
-# (hack/kustomize is a module of its own, see its main.go).
+# The manifests of the provider's overlay as `kubectl apply -k
+# deploy/$(PROVIDER)` would build them (hack/kustomize is a module of its
+# own, see its main.go).
 deploy-build:
-	@cd hack/kustomize && $(GO) run . ../../deploy
+	@cd hack/kustomize && $(GO) run . ../../deploy/$(PROVIDER)
 
 # The control plane is built once, before the test binaries start, so they
 # do not build it side by side.
@@ -91,12 +99,14 @@ up: build
 down:
 	@if [ -x $(BIN)/localcluster ]; then $(BIN)/localcluster down --state-dir $(STATE); else echo "not running"; fi
 
-# The README's run command: the local control plane, the autoscaler with the
+# The README's run command: the local control plane, the autoscaler on the
 # kwok provider's example groups, and an inference workload it scales for.
+# PROVIDER=clusterapi makes the groups Cluster API MachineDeployments and
+# runs the autoscaler's clusterapi provider on them.
 demo: up
 	$(GO) build -o $(BIN)/dra-autoscaler ./cmd/dra-autoscaler
 	$(GO) run ./hack/demo --kubeconfig $(STATE)/kubeconfig --autoscaler $(BIN)/dra-autoscaler \
-		--cloud-config deploy/examples/kwok-provider.yaml
+		--cloud-config deploy/kwok/kwok-provider.yaml --provider $(PROVIDER)
 
 clean: down
 	rm -rf _out

@@ -30,3 +30,14 @@ type ReservedCapacity struct {
 	// Price per node-hour while in use (0 when unknown).
 	Price float64
 }
+
+// ReservationNamer is an optional NodeGroup method, for providers whose
+// groups name the CapacityReservation object their nodes land on (the
+// Cluster API provider: a label on the MachineDeployment) instead of
+// reporting reservations themselves. The object then serves the group
+// whatever its spec.nodeGroups say, and the group launches only onto it
+// unless its nodes declare another capacity type.
+type ReservationNamer interface {
+	// CapacityReservation is the name of the object, "" for none.
+	CapacityReservation() string
+}

@@ -40,6 +40,12 @@ const (
 // (our own extension; docs/providers/clusterapi.md).
 const AnnotationDRATemplate = "autoscaling.dra-autoscaler.io/dra-template"
 
+// LabelCapacityReservation, on a MachineDeployment, MachineSet or
+// MachinePool, names the CapacityReservation object its Machines land on
+// (our own extension; docs/providers/clusterapi.md): the object serves
+// the group and the group launches only onto it, never beyond its count.
+const LabelCapacityReservation = "autoscaling.dra-autoscaler.io/capacity-reservation"
+
 // DRATemplateKey is the ConfigMap data key holding the slices.
 const DRATemplateKey = "resourceslices.yaml"
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,11 +15,15 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 )
 
-var _ cloudprovider.NodeGroup = &nodeGroup{}
+var (
+	_ cloudprovider.NodeGroup        = &nodeGroup{}
+	_ cloudprovider.ReservationNamer = &nodeGroup{}
+)
 
 // nodeGroup is one MachineDeployment, MachineSet or MachinePool. Its
 // object lives on across Refreshes; state (guarded by p.mu) is nil once
@@ -426,6 +431,26 @@ func (g *nodeGroup) GetOptions(defaults cloudprovider.NodeGroupAutoscalingOption
 		return nil, cloudprovider.ErrNotImplemented
 	}
 	return &out, nil
+}
+
+// CapacityReservation is the scalable resource's LabelCapacityReservation
+// label, "" without one. A value that cannot be an object's name is
+// still returned (the group then launches nowhere, and the autoscaler
+// says it names no existing reservation) and told on the object.
+func (g *nodeGroup) CapacityReservation() string {
+	g.p.mu.Lock()
+	st := g.state
+	g.p.mu.Unlock()
+	if st == nil {
+		return ""
+	}
+	name := st.obj.GetLabels()[LabelCapacityReservation]
+	if errs := validation.IsDNS1123Subdomain(name); name != "" && len(errs) > 0 {
+		g.p.warn(st.obj, ReasonInvalidReservationLabel, fmt.Sprintf("Label %s=%q names no CapacityReservation: %s", LabelCapacityReservation, name, strings.Join(errs, "; ")))
+	} else {
+		g.p.forgetWarning(ReasonInvalidReservationLabel, st.obj)
+	}
+	return name
 }
 
 // markWait bounds awaitMarks.

@@ -288,8 +288,9 @@ func (p *Provider) Pricing() (cloudprovider.PricingModel, error) {
 // GetResourceLimiter returns nil: the autoscaler's flags limit.
 func (p *Provider) GetResourceLimiter() (*cloudprovider.ResourceLimiter, error) { return nil, nil }
 
-// Reservations is not offered by the provider; CapacityReservation
-// objects still apply to its groups (by group id).
+// Reservations is not offered by the provider: CapacityReservation
+// objects apply to its groups, by group id or through the group's
+// LabelCapacityReservation label (nodeGroup.CapacityReservation).
 func (p *Provider) Reservations() ([]cloudprovider.ReservedCapacity, error) {
 	return nil, cloudprovider.ErrNotImplemented
 }
@@ -399,8 +400,9 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // Event reasons.
 const (
-	ReasonInvalidNodeGroup = "InvalidNodeGroup"
-	ReasonInvalidTemplate  = "InvalidNodeTemplate"
+	ReasonInvalidNodeGroup        = "InvalidNodeGroup"
+	ReasonInvalidTemplate         = "InvalidNodeTemplate"
+	ReasonInvalidReservationLabel = "InvalidCapacityReservationLabel"
 )
 
 // warn records a Warning on obj unless the same one was the last

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
@@ -177,5 +178,52 @@ func TestDeletedGroup(t *testing.T) {
 	}
 	if got := ids(e.p.NodeGroups()); !slices.Equal(got, []string{"MachineDeployment/team/cpu"}) {
 		t.Fatalf("groups %v", got)
+	}
+}
+
+// The capacity-reservation label names the group's CapacityReservation
+// object, on every scalable kind; a value no object can be named is
+// returned as is and told on the resource once.
+func TestCapacityReservationLabel(t *testing.T) {
+	rec := record.NewFakeRecorder(20)
+	resources := []*metav1.APIResourceList{capiResources("v1beta2", true)}
+	e, err := tryEnvOpts(t, func(o *Options) { o.Events = rec }, nil, resources,
+		md("gpu").size(0, 3).label(LabelCapacityReservation, "h100-december"),
+		md("cpu").size(0, 3),
+		md("odd").size(0, 3).label(LabelCapacityReservation, "H100_Dec"),
+		ms("solo").size(0, 2).label(LabelCapacityReservation, "solo-res"),
+		mp("pool").size(0, 4).label(LabelCapacityReservation, "pool-res"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{
+		"MachineDeployment/team/gpu": "h100-december", "MachineDeployment/team/cpu": "",
+		"MachineDeployment/team/odd": "H100_Dec", "MachineSet/team/solo": "solo-res", "MachinePool/team/pool": "pool-res",
+	}
+	for range 2 {
+		for id, w := range want {
+			if got := e.group(id).CapacityReservation(); got != w {
+				t.Errorf("%s names %q, want %q", id, got, w)
+			}
+		}
+	}
+	var events []string
+	for len(rec.Events) > 0 {
+		events = append(events, <-rec.Events)
+	}
+	if len(events) != 1 || !strings.HasPrefix(events[0], `Warning InvalidCapacityReservationLabel Label autoscaling.dra-autoscaler.io/capacity-reservation="H100_Dec" names no CapacityReservation: a lowercase RFC 1123 subdomain`) {
+		t.Errorf("events %q, want one about the odd label", events)
+	}
+	// Relabelled, then gone.
+	e.write(e.gvr(kindMachineDeployment), md("gpu").size(0, 3).label(LabelCapacityReservation, "h100-january"))
+	e.refresh()
+	if got := e.group("MachineDeployment/team/gpu").CapacityReservation(); got != "h100-january" {
+		t.Errorf("after relabelling: %q", got)
+	}
+	g := e.group("MachineDeployment/team/gpu")
+	e.write(e.gvr(kindMachineDeployment), md("gpu"))
+	e.refresh()
+	if got := g.CapacityReservation(); got != "" {
+		t.Errorf("a group no longer autoscaled names %q", got)
 	}
 }

@@ -10,7 +10,7 @@ import (
 // The example config that `make demo` and the end-to-end tests use loads,
 // validates and describes what its comments promise.
 func TestExampleConfig(t *testing.T) {
-	cfg, err := LoadConfig("../../deploy/examples/kwok-provider.yaml")
+	cfg, err := LoadConfig("../../deploy/kwok/kwok-provider.yaml")
 	if err != nil {
 		t.Fatalf("LoadConfig: %v", err)
 	}

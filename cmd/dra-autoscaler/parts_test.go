@@ -29,7 +29,7 @@ func TestNewParts(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			opts, err := config.Parse(append([]string{"--cloud-config=../../deploy/examples/kwok-provider.yaml"}, tc.args...))
+			opts, err := config.Parse(append([]string{"--cloud-config=../../deploy/kwok/kwok-provider.yaml"}, tc.args...))
 			if err != nil {
 				t.Fatal(err)
 			}

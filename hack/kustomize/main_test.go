@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -51,8 +53,12 @@ type object struct {
 	} `json:"spec"`
 }
 
-func TestDeployBase(t *testing.T) {
-	out, err := Build("../../deploy")
+// build builds dir and checks what every build of deploy/ must hold:
+// namespaced objects in kube-system, no wildcard in any rule, every Role
+// verb but create restricted to names.
+func build(t *testing.T, dir string) map[string][]object {
+	t.Helper()
+	out, err := Build(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,14 +90,52 @@ func TestDeployBase(t *testing.T) {
 			}
 		}
 	}
-	for kind, n := range map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1,
-		"Deployment": 1, "PodDisruptionBudget": 1, "Service": 1, "ServiceMonitor": 1, "ConfigMap": 2} {
+	return byKind
+}
+
+// allowed are the rules of the build's roles as "group/resource:verb",
+// and "group/resource/name:verb" for rules restricted to names.
+func allowed(byKind map[string][]object) map[string]bool {
+	out := map[string]bool{}
+	for _, kind := range []string{"ClusterRole", "Role"} {
+		for _, o := range byKind[kind] {
+			for _, r := range o.Rules {
+				for _, g := range r.APIGroups {
+					for _, res := range r.Resources {
+						for _, v := range r.Verbs {
+							if len(r.ResourceNames) == 0 {
+								out[g+"/"+res+":"+v] = true
+							}
+							for _, n := range r.ResourceNames {
+								out[g+"/"+res+"/"+n+":"+v] = true
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// kwokOnly are the kwok provider's rules: the base must not grant them.
+var kwokOnly = []string{"/nodes:create", "/nodes:delete", "resource.k8s.io/resourceslices:create", "resource.k8s.io/resourceslices:delete"}
+
+func counts(t *testing.T, byKind map[string][]object, want map[string]int) {
+	t.Helper()
+	for kind, n := range want {
 		if len(byKind[kind]) != n {
 			t.Errorf("%d %s, want %d", len(byKind[kind]), kind, n)
 		}
 	}
+}
+
+// args are the Deployment's container args; the pod spec is checked as
+// the base has it.
+func args(t *testing.T, byKind map[string][]object) (args []string, cloudConfigMounted bool) {
+	t.Helper()
 	if len(byKind["Deployment"]) != 1 {
-		return
+		t.Fatalf("%d Deployments", len(byKind["Deployment"]))
 	}
 	d := byKind["Deployment"][0].Spec
 	pod := d.Template.Spec
@@ -111,44 +155,89 @@ func TestDeployBase(t *testing.T) {
 	if c.LivenessProbe.HTTPGet.Path != "/health-check" {
 		t.Errorf("liveness probe on %q", c.LivenessProbe.HTTPGet.Path)
 	}
-	if !strings.Contains(strings.Join(c.Args, " "), "--leader-elect=true") {
+	if !slices.Contains(c.Args, "--leader-elect=true") {
 		t.Errorf("args %v lack --leader-elect=true", c.Args)
 	}
-	mounted := false
 	for _, v := range pod.Volumes {
 		if v.ConfigMap != nil && strings.HasPrefix(v.ConfigMap.Name, "dra-autoscaler-cloud-config-") {
-			mounted = true // the generated name, hash suffix included
+			cloudConfigMounted = true // the generated name, hash suffix included
 		}
 	}
-	if !mounted {
-		t.Error("the generated cloud-config ConfigMap is not mounted")
+	return c.Args, cloudConfigMounted
+}
+
+// The base is the same for every provider: no provider flag, no cloud
+// config, none of the kwok provider's rules.
+func TestDeployBase(t *testing.T) {
+	byKind := build(t, "../../deploy/base")
+	counts(t, byKind, map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1,
+		"Deployment": 1, "PodDisruptionBudget": 1, "Service": 1, "ServiceMonitor": 1, "ConfigMap": 1, "CustomResourceDefinition": 2})
+	rules := allowed(byKind)
+	for _, r := range kwokOnly {
+		if rules[r] {
+			t.Errorf("the base grants %s, the kwok provider's", r)
+		}
+	}
+	for _, want := range []string{"/nodes:list", "/nodes:patch", "resource.k8s.io/resourceslices:watch", "autoscaling.dra-autoscaler.io/capacityreservations:watch"} {
+		if !rules[want] {
+			t.Errorf("the base lacks %s", want)
+		}
+	}
+	a, mounted := args(t, byKind)
+	if slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "--cloud-") }) || mounted {
+		t.Errorf("the base names a provider: args %v, cloud config mounted %v", a, mounted)
 	}
 }
 
-// The Cluster API provider's rules: every call cloudprovider/clusterapi
-// makes on the management cluster, and no wildcard.
-func TestDeployClusterAPI(t *testing.T) {
-	out, err := Build("../../deploy/clusterapi")
+// The kwok overlay: the base, the provider's flags with the example node
+// groups mounted, and its rules, a state ConfigMap name for every group.
+func TestDeployKwok(t *testing.T) {
+	byKind := build(t, "../../deploy/kwok")
+	counts(t, byKind, map[string]int{"ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 2, "RoleBinding": 2,
+		"Deployment": 1, "PodDisruptionBudget": 1, "Service": 1, "ServiceMonitor": 1, "ConfigMap": 2, "CustomResourceDefinition": 2})
+	a, mounted := args(t, byKind)
+	if len(a) < 2 || a[0] != "--cloud-provider=kwok" || a[1] != "--cloud-config=/etc/dra-autoscaler/kwok-provider.yaml" || !mounted {
+		t.Errorf("args %v, cloud config mounted %v", a, mounted)
+	}
+	rules := allowed(byKind)
+	want := append([]string(nil), kwokOnly...)
+	data, err := os.ReadFile("../../deploy/kwok/kwok-provider.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	allowed := map[string]bool{}
-	for _, doc := range strings.Split(string(out), "\n---\n") {
-		var o object
-		if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
-			t.Fatalf("%v in\n%s", err, doc)
+	var cfg struct {
+		NodeGroups []struct {
+			Name string `json:"name"`
+		} `json:"nodeGroups"`
+	}
+	if err := yaml.Unmarshal(data, &cfg); err != nil || len(cfg.NodeGroups) == 0 {
+		t.Fatalf("kwok-provider.yaml: %v (%d groups)", err, len(cfg.NodeGroups))
+	}
+	for _, g := range cfg.NodeGroups {
+		want = append(want, "/configmaps/kwok-provider-"+g.Name+":get", "/configmaps/kwok-provider-"+g.Name+":update")
+	}
+	for _, w := range want {
+		if !rules[w] {
+			t.Errorf("missing %s", w)
 		}
-		for _, r := range o.Rules {
-			for _, g := range r.APIGroups {
-				for _, res := range r.Resources {
-					for _, v := range r.Verbs {
-						if strings.Contains(g+res+v, "*") {
-							t.Errorf("wildcard in %+v", r)
-						}
-						allowed[g+"/"+res+":"+v] = true
-					}
-				}
-			}
+	}
+}
+
+// The Cluster API overlay: the base, --cloud-provider=clusterapi, every
+// call cloudprovider/clusterapi makes on the management cluster, and none
+// of the kwok provider's rules.
+func TestDeployClusterAPI(t *testing.T) {
+	byKind := build(t, "../../deploy/clusterapi")
+	counts(t, byKind, map[string]int{"ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1,
+		"Deployment": 1, "ConfigMap": 1, "CustomResourceDefinition": 2})
+	a, mounted := args(t, byKind)
+	if len(a) == 0 || a[0] != "--cloud-provider=clusterapi" || slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "--cloud-config") }) || mounted {
+		t.Errorf("args %v, cloud config mounted %v", a, mounted)
+	}
+	rules := allowed(byKind)
+	for _, r := range kwokOnly {
+		if rules[r] {
+			t.Errorf("the Cluster API overlay grants %s, the kwok provider's", r)
 		}
 	}
 	for _, want := range []string{
@@ -159,7 +248,7 @@ func TestDeployClusterAPI(t *testing.T) {
 		"cluster.x-k8s.io/machinesets/scale:patch", "cluster.x-k8s.io/machinepools/scale:patch",
 		"/configmaps:watch", "/events:create", "infrastructure.test.dra-autoscaler.io/devmachinetemplates:watch",
 	} {
-		if !allowed[want] {
+		if !rules[want] {
 			t.Errorf("missing %s", want)
 		}
 	}

@@ -2,6 +2,7 @@ package reservations
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -19,6 +20,11 @@ type GroupNodes struct {
 	Nodes []*corev1.Node
 	// Size counts registered nodes, booting ones and requests in flight.
 	Size int
+	// Reservation is the CapacityReservation object the group names
+	// itself (cloudprovider.ReservationNamer), "" for none: the object
+	// serves it, and it launches only onto it unless its template says
+	// another capacity type.
+	Reservation string
 }
 
 // Slot is a reservation with its counter for this loop.
@@ -48,7 +54,7 @@ type Book struct {
 func NewBook(now time.Time, margin time.Duration, res []*Reservation, groups []GroupNodes) *Book {
 	b := &Book{now: now, margin: margin, groups: map[string]*GroupNodes{}, nodeOn: map[string]*Slot{}}
 	for _, r := range res {
-		b.slots = append(b.slots, &Slot{Reservation: r})
+		b.slots = append(b.slots, &Slot{Reservation: withNamingGroups(r, groups)})
 	}
 	unplacedNodes := map[string][]*corev1.Node{}
 	coming := map[string]int{}
@@ -112,6 +118,28 @@ func NewBook(now time.Time, margin time.Duration, res []*Reservation, groups []G
 	return b
 }
 
+// withNamingGroups is r serving also the groups that name it (a copy, when
+// any does): a CapacityReservation object is named by groups as well as
+// naming them.
+func withNamingGroups(r *Reservation, groups []GroupNodes) *Reservation {
+	if r.Source != SourceCRD {
+		return r
+	}
+	out := r
+	for _, g := range groups {
+		if g.Reservation == "" || g.Reservation != r.Name || slices.Contains(out.NodeGroups, g.ID) {
+			continue
+		}
+		if out == r {
+			c := *r
+			c.NodeGroups = slices.Clone(r.NodeGroups)
+			out = &c
+		}
+		out.NodeGroups = append(out.NodeGroups, g.ID)
+	}
+	return out
+}
+
 func (b *Book) assign(s *Slot, n *corev1.Node) {
 	s.InUse++
 	s.Nodes = append(s.Nodes, n)
@@ -152,15 +180,20 @@ func (b *Book) Left(s *Slot) int {
 // NodeSlot is the reservation a registered node is on, or nil.
 func (b *Book) NodeSlot(node string) *Slot { return b.nodeOn[node] }
 
-// CapacityType is how the group's nodes are bought (on-demand when the
-// template does not say).
+// CapacityType is how the group's nodes are bought: as its template says,
+// else reserved for a group that names its reservation, else on-demand.
 func (b *Book) CapacityType(group string) string {
 	g := b.groups[group]
-	if g == nil || g.Template == nil {
+	if g == nil {
 		return CapacityOnDemand
 	}
-	if v := g.Template.Labels[LabelCapacityType]; v != "" {
-		return v
+	if g.Template != nil {
+		if v := g.Template.Labels[LabelCapacityType]; v != "" {
+			return v
+		}
+	}
+	if g.Reservation != "" {
+		return CapacityReserved
 	}
 	return CapacityOnDemand
 }
@@ -250,6 +283,9 @@ func (b *Book) WhyNot(group string, pods []*corev1.Pod) string {
 		case s.Ending(b.now, b.margin):
 			parts = append(parts, fmt.Sprintf("%s ends at %s, before the pods' declared run time (%s) ends", s.ID, s.End.UTC().Format(time.RFC3339), AnnotationExpectedRuntime))
 		}
+	}
+	if len(parts) == 0 && g != nil && g.Reservation != "" {
+		return fmt.Sprintf("it names CapacityReservation %s, which does not exist or is not valid", g.Reservation)
 	}
 	if len(parts) == 0 {
 		return "no reservation serves the group"

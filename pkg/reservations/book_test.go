@@ -1,6 +1,7 @@
 package reservations
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -170,5 +171,121 @@ func TestOpenReservationEndingSoonServesPodsWithoutRunTime(t *testing.T) {
 	open := &Reservation{ID: "o", Kind: cloudprovider.ReservationOpen, End: now.Add(time.Minute)}
 	if !open.servesPod(builder.Pod("ns", "p").Obj(), now, 30*time.Minute) {
 		t.Error("an open reservation ending soon refuses a pod without a declared run time")
+	}
+}
+
+// A group that names a CapacityReservation object (ReservationNamer) is
+// served by it, whatever the object's spec.nodeGroups, and launches only
+// onto it unless its template says otherwise.
+func TestBookGroupsNamingAReservation(t *testing.T) {
+	crd := func(name string, count int, groups ...string) *Reservation {
+		return &Reservation{ID: name, Name: name, Source: SourceCRD, Kind: cloudprovider.ReservationTargeted, NodeGroups: groups, Count: count}
+	}
+	plain := builder.Node("t").Obj()
+	tests := []struct {
+		name   string
+		res    []*Reservation
+		groups []GroupNodes
+		// served and left per reservation; reservedOnly per group.
+		served       map[string][]string
+		left         map[string]int
+		reservedOnly map[string]bool
+		// available per group, for no pods.
+		available map[string]int
+	}{{
+		name: "the object serves the group naming it, only it",
+		res:  []*Reservation{crd("r", 2)},
+		groups: []GroupNodes{{ID: "md/reserved", Template: plain, Size: 1, Reservation: "r"},
+			{ID: "md/ondemand", Template: plain, Size: 3}},
+		served:       map[string][]string{"r": {"md/reserved"}},
+		left:         map[string]int{"r": 1},
+		reservedOnly: map[string]bool{"md/reserved": true, "md/ondemand": false},
+		available:    map[string]int{"md/reserved": 1, "md/ondemand": 0},
+	}, {
+		name:         "named by both sides, the group is counted once",
+		res:          []*Reservation{crd("r", 3, "md/a")},
+		groups:       []GroupNodes{{ID: "md/a", Template: plain, Size: 2, Reservation: "r"}},
+		served:       map[string][]string{"r": {"md/a"}},
+		left:         map[string]int{"r": 1},
+		reservedOnly: map[string]bool{"md/a": true},
+		available:    map[string]int{"md/a": 1},
+	}, {
+		name: "groups naming one object share its counter",
+		res:  []*Reservation{crd("r", 3)},
+		groups: []GroupNodes{{ID: "md/a", Template: plain, Size: 2, Reservation: "r"},
+			{ID: "md/b", Template: plain, Size: 2, Reservation: "r"}},
+		served:       map[string][]string{"r": {"md/a", "md/b"}},
+		left:         map[string]int{"r": 0},
+		reservedOnly: map[string]bool{"md/a": true, "md/b": true},
+		available:    map[string]int{"md/a": 0, "md/b": 0},
+	}, {
+		name:         "a provider reservation of the same id is not the object",
+		res:          []*Reservation{{ID: "r", Source: SourceProvider, Kind: cloudprovider.ReservationTargeted, Count: 2}},
+		groups:       []GroupNodes{{ID: "md/a", Template: plain, Reservation: "r"}},
+		served:       map[string][]string{"r": nil},
+		left:         map[string]int{"r": 2},
+		reservedOnly: map[string]bool{"md/a": true},
+		available:    map[string]int{"md/a": 0},
+	}, {
+		name:         "a template that says on-demand goes on beyond the reservation",
+		res:          []*Reservation{crd("r", 2)},
+		groups:       []GroupNodes{{ID: "md/a", Template: tmpl(CapacityOnDemand), Reservation: "r"}},
+		served:       map[string][]string{"r": {"md/a"}},
+		left:         map[string]int{"r": 2},
+		reservedOnly: map[string]bool{"md/a": false},
+		available:    map[string]int{"md/a": 2},
+	}, {
+		name:         "a group without a template still names its reservation",
+		res:          []*Reservation{crd("r", 2)},
+		groups:       []GroupNodes{{ID: "md/a", Reservation: "r"}},
+		served:       map[string][]string{"r": {"md/a"}},
+		left:         map[string]int{"r": 2},
+		reservedOnly: map[string]bool{"md/a": true},
+		available:    map[string]int{"md/a": 2},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := map[*Reservation][]string{}
+			for _, r := range tc.res {
+				before[r] = append([]string(nil), r.NodeGroups...)
+			}
+			b := NewBook(now, 30*time.Minute, tc.res, tc.groups)
+			for _, s := range b.Slots() {
+				if got := b.ServedGroups(s); !slices.Equal(got, tc.served[s.ID]) {
+					t.Errorf("%s serves %v, want %v", s.ID, got, tc.served[s.ID])
+				}
+				if got := b.Left(s); got != tc.left[s.ID] {
+					t.Errorf("%s has %d left, want %d", s.ID, got, tc.left[s.ID])
+				}
+			}
+			for g, want := range tc.reservedOnly {
+				if got := b.ReservedOnly(g); got != want {
+					t.Errorf("ReservedOnly(%s) = %v, want %v", g, got, want)
+				}
+			}
+			for g, want := range tc.available {
+				if got := b.Available(g, nil); got != want {
+					t.Errorf("Available(%s) = %d, want %d", g, got, want)
+				}
+			}
+			for r, groups := range before {
+				if !slices.Equal(r.NodeGroups, groups) {
+					t.Errorf("the book changed its input: %s names %v, was %v", r.ID, r.NodeGroups, groups)
+				}
+			}
+		})
+	}
+}
+
+// A group naming an object that is not there launches nowhere, and says
+// which object it waits for.
+func TestBookWhyNotMissingNamedReservation(t *testing.T) {
+	b := NewBook(now, 0, []*Reservation{{ID: "other", Name: "other", Source: SourceCRD, Kind: cloudprovider.ReservationTargeted, Count: 1}},
+		[]GroupNodes{{ID: "md/a", Template: builder.Node("t").Obj(), Reservation: "h100"}})
+	if !b.ReservedOnly("md/a") || b.Available("md/a", nil) != 0 {
+		t.Fatalf("reserved only %v, available %d; want true, 0", b.ReservedOnly("md/a"), b.Available("md/a", nil))
+	}
+	if got, want := b.WhyNot("md/a", nil), "it names CapacityReservation h100, which does not exist or is not valid"; got != want {
+		t.Errorf("WhyNot = %q, want %q", got, want)
 	}
 }

@@ -28,7 +28,10 @@ func TestFromObjects(t *testing.T) {
 			"start": "2026-01-01T14:00:00Z", "end": "2026-01-01T10:00:00Z"}, "must be after spec.start"},
 		{"block without end", map[string]any{"type": "CapacityBlock", "nodeGroups": []any{"a"}, "count": int64(1),
 			"start": "2026-01-01T10:00:00Z"}, "needs both spec.start and spec.end"},
-		{"no group", map[string]any{"count": int64(1)}, "spec.nodeGroups or spec.instanceType is required"},
+		// Groups may name the reservation themselves (a label on a
+		// MachineDeployment), so an object may name none.
+		{"no group", map[string]any{"count": int64(2), "start": "2026-01-01T10:00:00Z", "end": "2026-01-01T14:00:00Z",
+			"pricePerNodeHour": "12.5"}, ""},
 		{"unknown type", map[string]any{"type": "Forever", "nodeGroups": []any{"a"}, "count": int64(1)}, `spec.type "Forever"`},
 		{"count not a number", map[string]any{"nodeGroups": []any{"a"}, "count": "lots"}, "malformed object"},
 		{"time not a time", map[string]any{"nodeGroups": []any{"a"}, "count": int64(1), "start": "soon"}, "malformed object"},

@@ -86,6 +86,9 @@ func (s *Policy) Count(ctx context.Context, groups []*nodegroups.Info, pods []*c
 	views := make([]GroupNodes, 0, len(groups))
 	for _, g := range groups {
 		v := GroupNodes{ID: g.Id, Size: s.ledger.size(g.Id, g.Size(), now)}
+		if n, ok := g.Group.(cloudprovider.ReservationNamer); ok {
+			v.Reservation = n.CapacityReservation()
+		}
 		if g.Template != nil {
 			v.Template = g.Template.Node
 		}

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -68,6 +70,12 @@ func draTemplate(t *testing.T, ns, name string, slices []*resourceapi.ResourceSl
 // template publishes no status.capacity), plus extra annotations.
 func (s *scenario) capiGroup(t *testing.T, env *framework.CAPI, name string, cpu, memory string, slices []*resourceapi.ResourceSlice, extra ...string) {
 	t.Helper()
+	s.capiGroupWith(t, env, name, cpu, memory, slices, nil, extra...)
+}
+
+// capiGroupWith is capiGroup with options on the MachineDeployment.
+func (s *scenario) capiGroupWith(t *testing.T, env *framework.CAPI, name string, cpu, memory string, slices []*resourceapi.ResourceSlice, opts []capi.GroupOption, extra ...string) {
+	t.Helper()
 	spec := infra.MachineSpec{
 		Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)},
 		Labels:   map[string]string{testLabel: s.ns},
@@ -82,7 +90,8 @@ func (s *scenario) capiGroup(t *testing.T, env *framework.CAPI, name string, cpu
 		"capacity.cluster-autoscaler.kubernetes.io/memory", memory,
 		"capacity.cluster-autoscaler.kubernetes.io/labels", testLabel + "=" + s.ns,
 	}, extra...)
-	env.Create(s.ctx, t, tmpl, capi.MachineDeployment(s.ns, "c1", name, name, capi.Bounds(0, 5), capi.Annotations(annotations...)))
+	opts = append([]capi.GroupOption{capi.Bounds(0, 5), capi.Annotations(annotations...)}, opts...)
+	env.Create(s.ctx, t, tmpl, capi.MachineDeployment(s.ns, "c1", name, name, opts...))
 }
 
 // capiNodes are the Nodes of the group's Machines.
@@ -231,15 +240,36 @@ func TestCAPIScaleUpAndDownCPU(t *testing.T) {
 	}
 }
 
-// The autoscaler authenticated as its ServiceAccount, with the deploy/
-// base and the deploy/clusterapi rules (on the workload and the management
-// cluster, here one API server), scales a MachineDeployment up and down
-// without a single forbidden call. Not parallel: it applies the base's
-// cluster-wide objects, as TestDeployManifestsRBAC does.
+// The autoscaler authenticated as its ServiceAccount, with exactly the
+// deploy/clusterapi overlay's rights (the base and the provider's rules, on
+// the workload and the management cluster, here one API server), scales a
+// MachineDeployment up and down without a single forbidden call; the
+// ServiceAccount may not create Nodes (the kwok provider's rule is not in
+// the base). Not parallel: it applies the base's cluster-wide objects, as
+// TestDeployManifestsRBAC does.
 func TestCAPIRBAC(t *testing.T) {
 	s := newScenario(t)
-	applyDeploy(s.ctx, t, s.c)
-	s.c.Apply(s.ctx, t, s.c.Kustomize(t, "deploy/clusterapi")...)
+	applyDeploy(s.ctx, t, s.c, "deploy/clusterapi")
+	// No kwok bindings an earlier test of this binary applied.
+	if err := s.c.Client.RbacV1().ClusterRoleBindings().Delete(s.ctx, "cluster-autoscaler-kwok", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	if err := s.c.Client.RbacV1().RoleBindings(deployNS).Delete(s.ctx, "cluster-autoscaler-kwok", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:               "system:serviceaccount:" + deployNS + ":cluster-autoscaler",
+		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + deployNS, "system:authenticated"},
+		ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "create", Resource: "nodes"},
+	}}
+	// The authorizer's cache follows the deletions above.
+	framework.Eventually(s.ctx, t, 30*time.Second, "the ServiceAccount may not create nodes", func(ctx context.Context) (bool, string, error) {
+		got, err := s.c.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, sar, metav1.CreateOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		return !got.Status.Allowed, "allowed: " + got.Status.Reason, nil
+	})
 	kubeconfig := s.c.ServiceAccountKubeconfig(s.ctx, t, deployNS, "cluster-autoscaler")
 	env := s.c.CAPI(t)
 	env.NewCluster(s.ctx, t, s.ns, "c1")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -35,13 +36,14 @@ func serviceMonitorCRD() *unstructured.Unstructured {
 	}}
 }
 
-// applyDeploy builds deploy/ with kustomize, server-side applies it and
-// checks every object is there. The Deployment is deleted again: this
-// control plane has no kubelet to run its image, and its pending pods
-// would be every other test's business.
-func applyDeploy(ctx context.Context, t *testing.T, c *framework.Cluster) []*unstructured.Unstructured {
+// applyDeploy builds an overlay of deploy/ (deploy/kwok, deploy/clusterapi)
+// with kustomize, server-side applies it and checks every object of the
+// base is there. The Deployment is deleted again: this control plane has
+// no kubelet to run its image, and its pending pods would be every other
+// test's business.
+func applyDeploy(ctx context.Context, t *testing.T, c *framework.Cluster, overlay string) []*unstructured.Unstructured {
 	t.Helper()
-	objs := c.Kustomize(t, "deploy")
+	objs := c.Kustomize(t, overlay)
 	c.Apply(ctx, t, serviceMonitorCRD())
 	c.Apply(ctx, t, objs...)
 	d, err := c.Client.AppsV1().Deployments(deployNS).Get(ctx, "cluster-autoscaler", metav1.GetOptions{})
@@ -86,14 +88,15 @@ func applyDeploy(ctx context.Context, t *testing.T, c *framework.Cluster) []*uns
 
 var forbidden = regexp.MustCompile(`(?i)forbidden`)
 
-// The deploy/ base applies, and the autoscaler, authenticated as its
-// ServiceAccount (a TokenRequest token, real RBAC), scales up with leader
+// The deploy/kwok overlay (the base and the kwok provider's rules) applies,
+// and the autoscaler, authenticated as its ServiceAccount (a TokenRequest
+// token, real RBAC), scales up with leader
 // election and the status ConfigMap in kube-system, then scales down (an
 // empty node removed, a node drained by eviction and removed), without a
 // single forbidden call. Not parallel: it owns kube-system's lease and status.
 func TestDeployManifestsRBAC(t *testing.T) {
 	s := newScenario(t)
-	applyDeploy(s.ctx, t, s.c)
+	applyDeploy(s.ctx, t, s.c, "deploy/kwok")
 	kubeconfig := s.c.ServiceAccountKubeconfig(s.ctx, t, deployNS, "cluster-autoscaler")
 	// A GPU group too: its nodes' ResourceSlices are published with the
 	// ServiceAccount's rights as well.
@@ -156,19 +159,29 @@ func TestDeployManifestsRBAC(t *testing.T) {
 	}
 }
 
-// The same base with one rule dropped (create on nodes): the autoscaler
-// runs with that role and its scale-up is refused, which shows that RBAC
-// is really in the way, and the rule is needed.
+// The same overlay with one rule dropped (create on nodes, the kwok
+// provider's): the autoscaler runs with those roles and its scale-up is
+// refused, which shows that RBAC is really in the way, and the rule is
+// needed.
 func TestDeployDroppedRuleFails(t *testing.T) {
 	s := newScenario(t)
-	objs := applyDeploy(s.ctx, t, s.c)
-	const sa, role = "cluster-autoscaler-restricted", "cluster-autoscaler-no-create-nodes"
+	objs := applyDeploy(s.ctx, t, s.c, "deploy/kwok")
+	// The copies: the ServiceAccount and every binding renamed for sa,
+	// the kwok ClusterRole renamed and without the rule; the base's roles
+	// are bound as they are.
+	const sa, kwokRole = "cluster-autoscaler-restricted", "cluster-autoscaler-kwok"
+	rename := func(name string) string { return strings.Replace(name, "cluster-autoscaler", sa, 1) }
 	var restricted []*unstructured.Unstructured
+	var clusterScoped []string // ClusterRoles and ClusterRoleBindings made, by kind/name
 	for _, o := range objs {
 		switch o.GetKind() {
 		case "ClusterRole":
+			if o.GetName() != kwokRole {
+				continue
+			}
 			o = o.DeepCopy()
-			o.SetName(role)
+			o.SetName(rename(kwokRole))
+			clusterScoped = append(clusterScoped, "ClusterRole/"+o.GetName())
 			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
 			dropped := false
 			for _, r := range rules {
@@ -195,19 +208,31 @@ func TestDeployDroppedRuleFails(t *testing.T) {
 			restricted = append(restricted, o)
 		case "ClusterRoleBinding", "RoleBinding":
 			o = o.DeepCopy()
-			o.SetName(sa)
+			o.SetName(rename(o.GetName()))
+			if ref, _, _ := unstructured.NestedString(o.Object, "roleRef", "name"); o.GetKind() == "ClusterRoleBinding" && ref == kwokRole {
+				_ = unstructured.SetNestedField(o.Object, rename(kwokRole), "roleRef", "name")
+			}
 			if o.GetKind() == "ClusterRoleBinding" {
-				_ = unstructured.SetNestedField(o.Object, role, "roleRef", "name")
+				clusterScoped = append(clusterScoped, "ClusterRoleBinding/"+o.GetName())
 			}
 			_ = unstructured.SetNestedSlice(o.Object, []any{map[string]any{"kind": "ServiceAccount", "name": sa, "namespace": deployNS}}, "subjects")
 			restricted = append(restricted, o)
 		}
 	}
+	if !slices.Contains(clusterScoped, "ClusterRole/"+rename(kwokRole)) {
+		t.Fatalf("no ClusterRole %s in deploy/kwok", kwokRole)
+	}
 	s.c.Apply(s.ctx, t, restricted...)
 	t.Cleanup(func() {
 		ctx := context.Background()
-		_ = s.c.Client.RbacV1().ClusterRoleBindings().Delete(ctx, sa, metav1.DeleteOptions{})
-		_ = s.c.Client.RbacV1().ClusterRoles().Delete(ctx, role, metav1.DeleteOptions{})
+		for _, o := range clusterScoped {
+			kind, name, _ := strings.Cut(o, "/")
+			if kind == "ClusterRole" {
+				_ = s.c.Client.RbacV1().ClusterRoles().Delete(ctx, name, metav1.DeleteOptions{})
+			} else {
+				_ = s.c.Client.RbacV1().ClusterRoleBindings().Delete(ctx, name, metav1.DeleteOptions{})
+			}
+		}
 	})
 	kubeconfig := s.c.ServiceAccountKubeconfig(s.ctx, t, deployNS, sa)
 	cpu := s.cpuGroup("cpu", 4)

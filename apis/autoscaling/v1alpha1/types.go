@@ -48,7 +48,6 @@ type CapacityReservation struct {
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.start) || !has(self.end) || self.end > self.start",message="end must be after start"
 // +kubebuilder:validation:XValidation:rule="self.type != 'CapacityBlock' || (has(self.start) && has(self.end))",message="a CapacityBlock needs both start and end"
-// +kubebuilder:validation:XValidation:rule="(has(self.nodeGroups) && size(self.nodeGroups) > 0) || has(self.instanceType)",message="name the node groups or the instance type the reservation serves"
 type CapacityReservationSpec struct {
 	// Type is Open (any matching group), Targeted (only the named groups)
 	// or CapacityBlock (a window with a start and an end).
@@ -56,6 +55,10 @@ type CapacityReservationSpec struct {
 	// +optional
 	Type ReservationType `json:"type,omitempty"`
 	// NodeGroups are the ids of the node groups whose nodes land on it.
+	// A group may also name the reservation itself (the Cluster API
+	// provider: the label autoscaling.dra-autoscaler.io/capacity-reservation
+	// on a MachineDeployment, MachineSet or MachinePool); a reservation
+	// that names no group and no instance type serves only those.
 	// +optional
 	// +listType=set
 	NodeGroups []string `json:"nodeGroups,omitempty"`

@@ -45,9 +45,6 @@ func (cr *CapacityReservation) Validate() error {
 	if s.Type == TypeCapacityBlock && (s.Start == nil || s.End == nil) {
 		add("a CapacityBlock needs both spec.start and spec.end")
 	}
-	if len(s.NodeGroups) == 0 && s.InstanceType == "" {
-		add("spec.nodeGroups or spec.instanceType is required")
-	}
 	if s.PricePerNodeHour != nil && s.PricePerNodeHour.Sign() < 0 {
 		add("spec.pricePerNodeHour (%s) must not be negative", s.PricePerNodeHour)
 	}

@@ -1,11 +1,13 @@
 package plan_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander"
@@ -167,5 +169,48 @@ func TestPlanGangSharesTheReservationCounter(t *testing.T) {
 	}
 	if s := count.Book.Slots()[0]; s.InUse != 2 {
 		t.Errorf("reservation in use %d after the plan, want 2", s.InUse)
+	}
+}
+
+// namingGroup is a fake group that names its CapacityReservation object,
+// as a labelled Cluster API MachineDeployment does.
+type namingGroup struct {
+	cloudprovider.NodeGroup
+	reservation string
+}
+
+func (g namingGroup) CapacityReservation() string { return g.reservation }
+
+type objects []*unstructured.Unstructured
+
+func (o objects) List() []*unstructured.Unstructured { return o }
+
+// A CapacityReservation object that names no group serves the group that
+// names it: 2 of 3 one-node pods land on it, the third on demand.
+func TestPlanGroupNamingItsReservationObject(t *testing.T) {
+	e := newEnv(t)
+	res := group("reserved", "4", 10, 0)
+	res.Group = namingGroup{NodeGroup: res.Group, reservation: "h100"}
+	groups := []*nodegroups.Info{group("ondemand", "4", 10, 0), res}
+	cr := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "autoscaling.dra-autoscaler.io/v1alpha1", "kind": "CapacityReservation",
+		"metadata": map[string]any{"name": "h100"}, "spec": map[string]any{"count": int64(2)},
+	}}
+	stage := reservations.New(reservations.Options{EndMargin: 30 * time.Minute, LaunchTTL: time.Minute}, fakeprovider.New(), objects{cr}, nil)
+	count := stage.Count(e.ctx, groups, nil, now)
+	if len(count.Rejected()) != 0 {
+		t.Fatalf("rejected: %v", count.Rejected()[0].Err)
+	}
+	chain := expander.Chain{reserved.New(), leastwaste.New()}
+	p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{}), chain, limits.New(e.conf, nil), e.backoff, nil).WithCapacity(count)
+	out, err := p.Plan(e.ctx, cpuPods("job", "3", 3), groups, limits.Usage{}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"reserved+2: job-0 job-1", "ondemand+1: job-2"}, scaleUps(out)); diff != "" {
+		t.Errorf("scale-ups (-want +got):\n%s", diff)
+	}
+	if s := count.Book.Slots()[0]; s.InUse != 2 || !slices.Equal(count.Book.ServedGroups(s), []string{"reserved"}) {
+		t.Errorf("reservation %s: %d in use, serves %v; want 2 and [reserved]", s.ID, s.InUse, count.Book.ServedGroups(s))
 	}
 }
