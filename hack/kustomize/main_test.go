@@ -119,7 +119,8 @@ func allowed(byKind map[string][]object) map[string]bool {
 }
 
 // kwokOnly are the kwok provider's rules: the base must not grant them.
-var kwokOnly = []string{"/nodes:create", "/nodes:delete", "resource.k8s.io/resourceslices:create", "resource.k8s.io/resourceslices:delete"}
+var kwokOnly = []string{"/nodes:create", "/nodes:delete", "resource.k8s.io/resourceslices:create", "resource.k8s.io/resourceslices:delete",
+	"storage.k8s.io/csinodes:create", "storage.k8s.io/csinodes:delete"}
 
 func counts(t *testing.T, byKind map[string][]object, want map[string]int) {
 	t.Helper()
