@@ -21,7 +21,7 @@ ifeq ($(PROVIDER),clusterapi)
 CAPI        ?= 1
 endif
 
-.PHONY: all build binaries test test-unit test-race test-e2e bench lint crds generate generate-proto up down demo clean docs deploy-build
+.PHONY: all build binaries test test-unit test-race test-e2e bench fuzz lint crds generate generate-proto up down demo clean docs deploy-build
 
 all: build
 
@@ -51,6 +51,35 @@ test-unit:
 RACE_PKGS := ./pkg/loop/... ./pkg/stages/... ./pkg/scaleup/... ./pkg/scaledown/... ./pkg/drain/... ./cmd/... ./cloudprovider/...
 test-race:
 	$(GO) test $(TEST_FLAGS) -race -timeout 30m $(RACE_PKGS)
+
+# Every parser of outside input, fuzzed for FUZZTIME each (package:target).
+# Their seeds run in `make test` as ordinary tests; a crasher the fuzzer
+# finds is written to the package's testdata/fuzz/ and stays as a
+# regression test once committed.
+FUZZTIME ?= 30s
+FUZZ_TARGETS := \
+	./cloudprovider/kwok:FuzzParseConfig \
+	./cloudprovider/clusterapi:FuzzParseDRATemplate \
+	./cloudprovider/clusterapi:FuzzAnnotations \
+	./cloudprovider/externalgrpc/wire:FuzzTemplateFrom \
+	./cloudprovider/externalgrpc/wire:FuzzReservationFrom \
+	./cloudprovider/externalgrpc/wire:FuzzLegacy \
+	./pkg/config:FuzzNodeGroupSpec \
+	./pkg/config:FuzzRange \
+	./pkg/config:FuzzFlags \
+	./pkg/expander/priority:FuzzParse \
+	./apis/autoscaling/v1alpha1:FuzzCapacityReservation \
+	./pkg/reservations:FuzzExpectedRuntime \
+	./pkg/scaledown/drainability:FuzzSafeToEvict \
+	./pkg/scaledown/eligibility:FuzzScaleDownDisabled \
+	./simulator/framework:FuzzSchedulerConfig
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		log=$$(mktemp); $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg >$$log 2>&1; rc=$$?; \
+		grep -E '^fuzz: elapsed' $$log | tail -1; tail -1 $$log; \
+		if [ $$rc -ne 0 ]; then cat $$log; rm -f $$log; exit 1; fi; rm -f $$log; \
+	done
 
 # The generated references: docs/flags.md and docs/metrics.md (a test in
 # hack/docs fails when they are stale).
