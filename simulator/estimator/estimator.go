@@ -34,6 +34,9 @@ type Options struct {
 	// that every verdict comes from a framework call. For tests and for
 	// ruling the optimisation out when debugging; results are identical.
 	DisableMemo bool
+	// DisableSharing estimates every group on its own, even where two
+	// templates are the same to the filters (share.go). For tests.
+	DisableSharing bool
 }
 
 // Estimator runs binpacking estimates on a framework runner's snapshot. It
@@ -50,9 +53,10 @@ func New(runner *framework.Runner, opts Options) *Estimator {
 }
 
 // WithLimits returns an estimator sharing e's runner and class cache but
-// bounded by opts' MaxNodes and MaxDuration (DisableMemo stays e's).
+// bounded by opts' MaxNodes and MaxDuration (DisableMemo and
+// DisableSharing stay e's).
 func (e *Estimator) WithLimits(opts Options) *Estimator {
-	opts.DisableMemo = e.opts.DisableMemo
+	opts.DisableMemo, opts.DisableSharing = e.opts.DisableMemo, e.opts.DisableSharing
 	return &Estimator{runner: e.runner, opts: opts, cache: e.cache}
 }
 
@@ -143,14 +147,34 @@ func (e *Estimator) EstimateGroups(ctx context.Context, pods []*v1.Pod, groups [
 	if err != nil {
 		return nil, fmt.Errorf("estimate: %w", err)
 	}
-	calls := 0
+	var share *sharing
+	if !e.opts.DisableSharing && len(groups) > 1 {
+		if share, err = newSharing(snap, pods); err != nil {
+			return nil, fmt.Errorf("estimate: %w", err)
+		}
+	}
+	calls, shared := 0, 0
+	first := map[string]int{}
 	for i, g := range groups {
+		key, err := share.key(g, e.maxNodes(g))
+		if err != nil {
+			return nil, fmt.Errorf("estimate: %w", err)
+		}
+		if j, ok := first[key]; ok && key != "" {
+			if res, ok := renamed(results[j], groups[j].Name, g.Name, snap); ok {
+				results[i], shared = res, shared+1
+				continue
+			}
+		}
 		if results[i], err = e.estimate(ctx, order, g, false); err != nil {
 			return nil, err
 		}
+		if _, ok := first[key]; !ok && key != "" {
+			first[key] = i
+		}
 		calls += results[i].FrameworkCalls
 	}
-	klog.FromContext(ctx).V(2).Info("Estimated node groups", "groups", len(groups), "pods", len(pods),
+	klog.FromContext(ctx).V(2).Info("Estimated node groups", "groups", len(groups), "shared", shared, "pods", len(pods),
 		"classes", len(order.classes), "frameworkCalls", calls, "duration", time.Since(start))
 	return results, nil
 }
@@ -169,6 +193,14 @@ func (e *Estimator) EstimateAndKeep(ctx context.Context, pods []*v1.Pod, tmpl *c
 		return nil, fmt.Errorf("estimate for group %s: %w", group, err)
 	}
 	return e.estimate(ctx, order, g, true)
+}
+
+// maxNodes is the cap on g's new nodes: its own, else the estimator's.
+func (e *Estimator) maxNodes(g TemplateGroup) int {
+	if g.MaxNodes > 0 {
+		return g.MaxNodes
+	}
+	return e.opts.MaxNodes
 }
 
 func (e *Estimator) check(groups []TemplateGroup) error {
@@ -213,11 +245,8 @@ func (e *Estimator) estimate(ctx context.Context, order *ordering, g TemplateGro
 		res:      &Estimate{},
 		memo:     newMemo(!e.opts.DisableMemo),
 		lazy:     !keep,
-		maxNodes: e.opts.MaxNodes,
 	}
-	if g.MaxNodes > 0 {
-		r.maxNodes = g.MaxNodes
-	}
+	r.maxNodes = e.maxNodes(g)
 	if e.opts.MaxDuration > 0 {
 		r.deadline = start.Add(e.opts.MaxDuration)
 	}

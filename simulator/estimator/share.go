@@ -1,0 +1,227 @@
+package estimator
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
+)
+
+// Groups whose templates are the same in everything the filters read get
+// the same estimate: many groups differ only by a name label (one group
+// per zone, per instance family or per team, selected by a pool label).
+// The first such group is estimated, the others take its result under
+// their own node names. "What the filters read" is taken conservatively:
+// every field of the template except its name and the labels that no pod
+// and no object in the snapshot can select on.
+
+// sharing says which template labels no filter reads this pass; nil means
+// every group is estimated on its own.
+type sharing struct {
+	read map[string]bool
+}
+
+// newSharing looks at the pods to place and at the snapshot's pods, slices
+// and claims for every node label key a filter may read.
+func newSharing(snap *snapshot.Snapshot, pods []*v1.Pod) (*sharing, error) {
+	s := &sharing{read: map[string]bool{}}
+	for _, p := range pods {
+		if !s.addPod(p, true) {
+			return nil, nil
+		}
+	}
+	infos, err := snap.NodeInfos().List()
+	if err != nil {
+		return nil, err
+	}
+	for _, ni := range infos {
+		for _, pi := range ni.GetPods() {
+			s.addPod(pi.GetPod(), false)
+		}
+	}
+	slices, err := snap.ResourceSlices().ListWithDeviceTaintRules()
+	if err != nil {
+		return nil, err
+	}
+	for _, sl := range slices {
+		if sl.Spec.NodeSelector != nil || (sl.Spec.PerDeviceNodeSelection != nil && *sl.Spec.PerDeviceNodeSelection) {
+			// Devices reachable from nodes by label: any label may count.
+			return nil, nil
+		}
+	}
+	claims, err := snap.ResourceClaims().List()
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range claims {
+		if a := c.Status.Allocation; a != nil && a.NodeSelector != nil {
+			s.addSelector(a.NodeSelector)
+		}
+	}
+	return s, nil
+}
+
+// addPod records the label keys pod's scheduling reads. For a pod to
+// place, ok is false when it reads node names or volumes (whose
+// topology may name any label): then nothing is shared.
+func (s *sharing) addPod(p *v1.Pod, placing bool) (ok bool) {
+	for k := range p.Spec.NodeSelector {
+		s.read[k] = true
+	}
+	for _, c := range p.Spec.TopologySpreadConstraints {
+		s.read[c.TopologyKey] = true
+	}
+	if a := p.Spec.Affinity; a != nil {
+		if na := a.NodeAffinity; na != nil {
+			if na.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+				if !s.addSelector(na.RequiredDuringSchedulingIgnoredDuringExecution) && placing {
+					return false
+				}
+			}
+			for _, t := range na.PreferredDuringSchedulingIgnoredDuringExecution {
+				if !s.addTerm(t.Preference) && placing {
+					return false
+				}
+			}
+		}
+		if pa := a.PodAffinity; pa != nil {
+			s.addPodTerms(pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution)
+		}
+		if pa := a.PodAntiAffinity; pa != nil {
+			s.addPodTerms(pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution)
+		}
+	}
+	if placing {
+		for _, vol := range p.Spec.Volumes {
+			if vol.PersistentVolumeClaim != nil || vol.Ephemeral != nil {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func (s *sharing) addPodTerms(required []v1.PodAffinityTerm, preferred []v1.WeightedPodAffinityTerm) {
+	for _, t := range required {
+		s.read[t.TopologyKey] = true
+	}
+	for _, t := range preferred {
+		s.read[t.PodAffinityTerm.TopologyKey] = true
+	}
+}
+
+// addSelector records a node selector's keys; false when it selects by
+// field (a node's name), which differs between any two groups' nodes.
+func (s *sharing) addSelector(sel *v1.NodeSelector) bool {
+	ok := true
+	for _, t := range sel.NodeSelectorTerms {
+		ok = s.addTerm(t) && ok
+	}
+	return ok
+}
+
+func (s *sharing) addTerm(t v1.NodeSelectorTerm) bool {
+	for _, e := range t.MatchExpressions {
+		s.read[e.Key] = true
+	}
+	return len(t.MatchFields) == 0
+}
+
+// reads tells whether a label key may matter: a key something selects on,
+// or a well-known one (zone, region, instance type, ...), which volumes and
+// controllers read without a pod saying so.
+func (s *sharing) reads(key string) bool {
+	if s.read[key] {
+		return true
+	}
+	prefix, _, qualified := strings.Cut(key, "/")
+	return !qualified || prefix == "kubernetes.io" || strings.HasSuffix(prefix, ".kubernetes.io") ||
+		prefix == "k8s.io" || strings.HasSuffix(prefix, ".k8s.io")
+}
+
+// key is the group's template and cap as the filters see them; groups
+// with equal keys get equal estimates. "" when s is nil.
+func (s *sharing) key(g TemplateGroup, maxNodes int) (string, error) {
+	if s == nil {
+		return "", nil
+	}
+	t := g.Template
+	node := t.Node.DeepCopy()
+	node.ObjectMeta = metav1.ObjectMeta{Labels: map[string]string{}, Annotations: node.Annotations}
+	for k, v := range t.Node.Labels {
+		if k != v1.LabelHostname && s.reads(k) {
+			node.Labels[k] = v
+		}
+	}
+	type shape struct {
+		Node     *v1.Node
+		Slices   []any
+		Pods     []any
+		CSI      any
+		MaxNodes int
+	}
+	sh := shape{Node: node, MaxNodes: maxNodes}
+	for _, sl := range t.ResourceSlices {
+		spec := sl.Spec.DeepCopy()
+		spec.NodeName = nil
+		if spec.Pool.Name == t.Node.Name {
+			spec.Pool.Name = ""
+		}
+		sh.Slices = append(sh.Slices, spec)
+	}
+	for _, p := range t.Pods {
+		spec := p.Spec.DeepCopy()
+		spec.NodeName = ""
+		sh.Pods = append(sh.Pods, struct {
+			Labels, Annotations map[string]string
+			Spec                *v1.PodSpec
+		}{p.Labels, p.Annotations, spec})
+	}
+	if t.CSINode != nil {
+		sh.CSI = t.CSINode.Spec
+	}
+	b, err := json.Marshal(sh)
+	if err != nil {
+		return "", fmt.Errorf("template of group %s: %w", g.Name, err)
+	}
+	return fmt.Sprintf("%x", sha256.Sum256(b)), nil
+}
+
+// renamed is from's estimate for group to: the same pods on the same
+// number of nodes, named after to. ok is false when a name cannot be
+// carried over (the snapshot holds it already): then to is estimated.
+func renamed(res *Estimate, from, to string, snap *snapshot.Snapshot) (*Estimate, bool) {
+	names := make(map[string]string, len(res.NewNodes))
+	out := *res
+	out.NewNodes = make([]string, len(res.NewNodes))
+	for i, n := range res.NewNodes {
+		rest, ok := strings.CutPrefix(n, from+"-")
+		name := to + "-" + rest
+		if !ok || snap.HasNode(name) {
+			return nil, false
+		}
+		names[n], out.NewNodes[i] = name, name
+	}
+	out.Placements = make([]Placement, len(res.Placements))
+	for i, p := range res.Placements {
+		name, ok := names[p.Node]
+		if !ok {
+			return nil, false
+		}
+		out.Placements[i] = Placement{Pod: p.Pod, Node: name}
+	}
+	out.Unplaced = make([]Unplaced, len(res.Unplaced))
+	for i, u := range res.Unplaced {
+		if rest, ok := strings.CutPrefix(u.Result.Node, from+"-"); ok {
+			u.Result.Node = to + "-" + rest
+		}
+		out.Unplaced[i] = u
+	}
+	out.FrameworkCalls, out.MemoHits = 0, 0
+	return &out, true
+}

@@ -1,0 +1,65 @@
+package estimator
+
+import (
+	"reflect"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
+)
+
+// Groups that differ only in a label nothing selects on share one
+// estimate (the same result under their own names, no framework call);
+// a label a pod selects on, a well-known label or another cap keeps them
+// apart. Either way every result is the one estimating alone gives.
+func TestEstimateGroupsShareIdenticalTemplates(t *testing.T) {
+	const groupLabel = "example.com/group"
+	groups := []TemplateGroup{
+		{Name: "a", Template: gpuTemplate(8, map[string]string{groupLabel: "a"})},
+		{Name: "b", Template: gpuTemplate(8, map[string]string{groupLabel: "b"})},
+		{Name: "zonal", Template: gpuTemplate(8, map[string]string{groupLabel: "c", v1.LabelTopologyZone: "z1"})},
+		{Name: "capped", Template: gpuTemplate(8, map[string]string{groupLabel: "d"}), MaxNodes: 2},
+		{Name: "e", Template: gpuTemplate(8, map[string]string{groupLabel: "e"})},
+	}
+	pods, objs := shapedPods(60, 6)
+	selecting := make([]*v1.Pod, len(pods))
+	for i, p := range pods {
+		selecting[i] = p.DeepCopy()
+		selecting[i].Spec.NodeSelector = map[string]string{groupLabel: "b"}
+	}
+	tests := []struct {
+		name       string
+		pods       []*v1.Pod
+		wantShared []string // groups that must take another's estimate
+	}{
+		{"a name label nobody reads", pods, []string{"b", "e"}},
+		{"a label the pods select on", selecting, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ctx := bigCluster(t, 4, 2)
+			snapshottest.Load(t, r.Snapshot(), objs...)
+			alone, err := New(r, Options{DisableSharing: true}).EstimateGroups(ctx, tc.pods, groups)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := New(r, Options{}).EstimateGroups(ctx, tc.pods, groups)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var shared []string
+			for i, g := range groups {
+				if !reflect.DeepEqual(outcomeOf(got[i]), outcomeOf(alone[i])) {
+					t.Errorf("group %s: shared estimate %+v, alone %+v", g.Name, outcomeOf(got[i]), outcomeOf(alone[i]))
+				}
+				if got[i].FrameworkCalls == 0 && got[i].MemoHits == 0 && alone[i].FrameworkCalls > 0 {
+					shared = append(shared, g.Name)
+				}
+			}
+			if !reflect.DeepEqual(shared, tc.wantShared) {
+				t.Errorf("shared %v, want %v", shared, tc.wantShared)
+			}
+		})
+	}
+}
