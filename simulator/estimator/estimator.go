@@ -237,14 +237,14 @@ func (e *Estimator) estimate(ctx context.Context, order *ordering, g TemplateGro
 	}()
 	order.reset()
 	r := &run{
-		ctx:      ctx,
-		e:        e,
-		snap:     snap,
-		tmpl:     g.Template,
-		group:    g.Name,
-		res:      &Estimate{},
-		memo:     newMemo(!e.opts.DisableMemo),
-		lazy:     !keep,
+		ctx:   ctx,
+		e:     e,
+		snap:  snap,
+		tmpl:  g.Template,
+		group: g.Name,
+		res:   &Estimate{},
+		memo:  newMemo(!e.opts.DisableMemo),
+		lazy:  !keep,
 	}
 	r.maxNodes = e.maxNodes(g)
 	if e.opts.MaxDuration > 0 {
