@@ -54,7 +54,7 @@ func newCAPIScene(cfg *rest.Config, client kubernetes.Interface, o options) (*ca
 		served[g.Name] = true
 	}
 	if !served[capi.Group] || !served[infra.Group] {
-		return nil, fmt.Errorf("Cluster API does not run on this control plane (no %s or %s API): make down, then make up CAPI=1 (or make demo PROVIDER=clusterapi on a stopped one)", capi.Group, infra.Group)
+		return nil, fmt.Errorf("the Cluster API controllers do not run on this control plane (no %s or %s API): make down, then make up CAPI=1 (or make demo PROVIDER=clusterapi on a stopped one)", capi.Group, infra.Group)
 	}
 	c, err := kwok.LoadConfig(o.cloudConfig)
 	if err != nil {
