@@ -107,6 +107,7 @@ func devMachine(spec map[string]any, annotations map[string]string) *unstructure
 	u.SetFinalizers([]string{Finalizer})
 	u.SetAnnotations(annotations)
 	u.SetCreationTimestamp(metav1.Now())
+	u.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "cluster.x-k8s.io/v1beta2", Kind: "Machine", Name: "m1", UID: "machine-uid"}})
 	return u
 }
 
@@ -126,8 +127,10 @@ func TestReconcileMachine(t *testing.T) {
 		wantReady   string // status of the Ready condition, "" if none
 		wantRequeue bool
 		wantErr     string
+		orphan      bool // no Machine has adopted it
 	}{
 		{name: "provisions", spec: shape, wantNode: true, wantKwok: true, wantReady: "True"},
+		{name: "no Machine owns it yet", spec: shape, orphan: true},
 		{name: "never provisions", spec: shape, annotations: map[string]string{FaultAnnotation: string(NeverProvision)}},
 		{name: "template's live fault", spec: shape, template: map[string]string{FaultAnnotation: string(OutOfCapacity)},
 			wantFailure: FailureReasonInsufficientCapacity, wantReady: "False"},
@@ -152,6 +155,9 @@ func TestReconcileMachine(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			u := devMachine(tc.spec, tc.annotations)
+			if tc.orphan {
+				u.SetOwnerReferences(nil)
+			}
 			dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds(), u.DeepCopy())
 			var objs []runtime.Object
 			if tc.existing != nil {

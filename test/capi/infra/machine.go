@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -35,6 +36,13 @@ func (c *Controller) reconcileMachine(ctx context.Context, u *unstructured.Unstr
 	if !slices.Contains(u.GetFinalizers(), Finalizer) {
 		// Added before any Node exists, so no Node outlives its machine.
 		return 0, c.setFinalizers(ctx, u, append(slices.Clone(u.GetFinalizers()), Finalizer))
+	}
+	if !ownedByMachine(u) {
+		// The infrastructure-machine contract: act only once a Machine has
+		// adopted it. One a failed clone left behind has no Machine, and a
+		// Node made for it would be a ghost the scheduler could use.
+		// Adoption is an update, which brings the machine back here.
+		return 0, nil
 	}
 	var spec MachineSpec
 	if err := nestedInto(u, &spec, "spec"); err != nil {
@@ -181,4 +189,14 @@ func equalJSON(a, b any) bool {
 	_ = json.Unmarshal(ja, &va)
 	_ = json.Unmarshal(jb, &vb)
 	return reflect.DeepEqual(va, vb)
+}
+
+// ownedByMachine tells whether a Cluster API Machine owns u.
+func ownedByMachine(u *unstructured.Unstructured) bool {
+	for _, o := range u.GetOwnerReferences() {
+		if o.Kind == "Machine" && strings.HasPrefix(o.APIVersion, "cluster.x-k8s.io/") {
+			return true
+		}
+	}
+	return false
 }
