@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander"
@@ -140,8 +139,8 @@ func (p *Planner) planGangIn(ctx context.Context, runner *framework.Runner, g *g
 		o.FitsExisting = true
 		return o, nil
 	}
-	reasons := map[types.UID][]report.GroupReason{}
-	options, err := p.options(ctx, groups, nil, rest, usage, now, reasons)
+	log := &reasonLog{}
+	options, err := p.options(ctx, groups, nil, rest, usage, now, log)
 	if err != nil {
 		return o, err
 	}
@@ -197,6 +196,7 @@ func (p *Planner) planGangIn(ctx context.Context, runner *framework.Runner, g *g
 	if domain != "" {
 		o.Message += fmt.Sprintf(" in %s=%s", g.TopologyKey, domain)
 	}
+	reasons := p.resolve(ctx, []*reasonLog{log}, g.Pending)
 	for _, pod := range g.Pending {
 		o.Reasons = append(o.Reasons, reasons[pod.UID]...)
 	}

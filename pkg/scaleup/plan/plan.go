@@ -25,7 +25,6 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
 // Reasons a group could not help, beside scheduler plugins.
@@ -79,23 +78,23 @@ func (p *Planner) Plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegr
 	used := map[string]bool{}
 	// Reasons are kept across rounds: a group chosen in an earlier round is
 	// not estimated again, yet why it left pods out (its room ran out)
-	// still holds. A later round's reason for a group replaces an earlier one.
-	reasons := map[types.UID][]report.GroupReason{}
+	// still holds. A later round's reason for a group replaces an earlier
+	// one. They are made only for the pods no group helps, at the end.
+	var rounds []*reasonLog
 	for len(remaining) > 0 {
-		round := map[types.UID][]report.GroupReason{}
+		round := &reasonLog{}
 		options, err := p.options(ctx, groups, used, remaining, usage, now, round)
 		if err != nil {
 			return nil, err
 		}
-		for uid, rs := range round {
-			reasons[uid] = mergeReasons(reasons[uid], rs)
-		}
+		supersede(rounds, round)
+		rounds = append(rounds, round)
 		best := p.chain.Choose(options)
 		if best == nil {
 			plan.NotHelped = remaining
-			for _, pod := range remaining {
-				if rs := reasons[pod.UID]; len(rs) > 0 {
-					plan.Reasons[pod.UID] = rs
+			for uid, rs := range p.resolve(ctx, rounds, remaining) {
+				if len(rs) > 0 {
+					plan.Reasons[uid] = rs
 				}
 			}
 			break
@@ -130,7 +129,7 @@ type candidate struct {
 // (the estimator shares the per-pod work across groups), and records for
 // every pod why each other group cannot help it.
 func (p *Planner) options(ctx context.Context, groups []*nodegroups.Info, used map[string]bool, pods []*corev1.Pod,
-	usage limits.Usage, now time.Time, reasons map[types.UID][]report.GroupReason) ([]expander.Option, error) {
+	usage limits.Usage, now time.Time, reasons *reasonLog) ([]expander.Option, error) {
 	var cands []candidate
 	var est []estimator.TemplateGroup
 	for _, g := range groups {
@@ -139,9 +138,7 @@ func (p *Planner) options(ctx context.Context, groups []*nodegroups.Info, used m
 		}
 		c, reason, msg := p.gate(g, usage, now)
 		if c == nil {
-			for _, pod := range pods {
-				reasons[pod.UID] = append(reasons[pod.UID], report.GroupReason{Group: g.Id, Reason: reason, Message: msg})
-			}
+			reasons.all(pods, report.GroupReason{Group: g.Id, Reason: reason, Message: msg})
 			continue
 		}
 		if !p.reserve(c, pods, reasons) {
@@ -160,27 +157,7 @@ func (p *Planner) options(ctx context.Context, groups []*nodegroups.Info, used m
 	var options []expander.Option
 	for i, res := range results {
 		c := cands[i]
-		for _, u := range res.Unplaced {
-			gr := report.GroupReason{Group: c.info.Id, Reason: u.Result.Plugin, Message: u.Result.Message}
-			switch {
-			case u.Limit == estimator.LimitMaxNodes:
-				gr = report.GroupReason{Group: c.info.Id, Reason: c.reason, Message: fmt.Sprintf("room for %d more node(s)", c.room)}
-			case u.Limit != "":
-				gr = report.GroupReason{Group: c.info.Id, Reason: ReasonEstimateLimit, Message: u.Limit}
-			case framework.VolumePlugins[u.Result.Plugin] && p.diagnose != nil:
-				if why := p.diagnose.Volumes(u.Pod, c.info.Template); why != "" {
-					gr.Message += ": " + why
-				}
-			case u.Result.Plugin == framework.DynamicResources:
-				gr.Constraint = p.blame(ctx, u.Pod, c.info)
-				if len(c.info.Template.ResourceSlices) == 0 && c.info.TemplateSource == "provider" {
-					// Say why, rather than leave a user hunting for devices.
-					gr.Message += "; the cloud provider publishes no device template for node group " + c.info.Id +
-						" (no ResourceSlices: an external gRPC server without the DRA extension, or a group without a DRA template)"
-				}
-			}
-			reasons[u.Pod.UID] = append(reasons[u.Pod.UID], gr)
-		}
+		reasons.left(c, res.Unplaced)
 		if res.NodeCount == 0 || len(res.Placements) == 0 {
 			continue
 		}
@@ -241,22 +218,6 @@ func (p *Planner) blame(ctx context.Context, pod *corev1.Pod, g *nodegroups.Info
 		parts[i] = b.String()
 	}
 	return strings.Join(parts, " or ")
-}
-
-// mergeReasons returns latest plus the reasons of old for groups latest
-// does not mention.
-func mergeReasons(old, latest []report.GroupReason) []report.GroupReason {
-	fresh := make(map[string]bool, len(latest))
-	for _, r := range latest {
-		fresh[r.Group] = true
-	}
-	out := append([]report.GroupReason(nil), latest...)
-	for _, r := range old {
-		if !fresh[r.Group] {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 func groupByID(groups []*nodegroups.Info, id string) *nodegroups.Info {

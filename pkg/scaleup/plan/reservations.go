@@ -39,7 +39,7 @@ func (p *Planner) WithCapacity(c Capacity) *Planner {
 
 // reserve caps a candidate by its reservations; false when the group
 // cannot help any of the pods (the reason is recorded for each).
-func (p *Planner) reserve(c *candidate, pods []*corev1.Pod, reasons map[types.UID][]report.GroupReason) bool {
+func (p *Planner) reserve(c *candidate, pods []*corev1.Pod, reasons *reasonLog) bool {
 	if p.capacity == nil {
 		return true
 	}
@@ -56,11 +56,7 @@ func (p *Planner) reserve(c *candidate, pods []*corev1.Pod, reasons map[types.UI
 		if why == "" {
 			why = "its reservations cannot serve the pod (capacity block ending before the pod's declared run time, or none left)"
 		}
-		for _, pod := range pods {
-			if !keep[pod.UID] {
-				reasons[pod.UID] = append(reasons[pod.UID], report.GroupReason{Group: c.info.Id, Reason: orDefault(reason, "reservation"), Message: why})
-			}
-		}
+		reasons.except(pods, keep, report.GroupReason{Group: c.info.Id, Reason: orDefault(reason, "reservation"), Message: why})
 		c.pods = eligible
 	}
 	if room <= 0 || len(eligible) == 0 {
