@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -262,7 +264,7 @@ func (g *nodeGroup) deleteNodes(ctx context.Context, nodes []*corev1.Node, force
 	surplus := max(live-replicas, 0)
 	var toMark []*unstructured.Unstructured
 	lower := 0
-	for _, key := range sortedKeys(victims) {
+	for _, key := range slices.Sorted(maps.Keys(victims)) {
 		m := victims[key]
 		switch {
 		case deleting(m), g.lowered[m.GetUID()]:
@@ -312,7 +314,7 @@ func (g *nodeGroup) deleteNodes(ctx context.Context, nodes []*corev1.Node, force
 	for _, m := range victims {
 		g.lowered[m.GetUID()] = true
 	}
-	g.p.logger.Info("Deleting nodes", "nodeGroup", g.id, "machines", sortedKeys(victims), "from", replicas, "to", replicas-lower, "force", force)
+	g.p.logger.Info("Deleting nodes", "nodeGroup", g.id, "machines", slices.Sorted(maps.Keys(victims)), "from", replicas, "to", replicas-lower, "force", force)
 	return nil
 }
 

@@ -3,9 +3,10 @@ package kwok
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -206,7 +207,7 @@ func explainDecodeError(data []byte, decodeErr error) error {
 	if err := json.Unmarshal(asJSON, &top); err != nil {
 		return plain
 	}
-	for _, key := range sortedKeys(top) {
+	for _, key := range slices.Sorted(maps.Keys(top)) {
 		var elemType reflect.Type
 		switch key {
 		case "stateNamespace":
@@ -278,7 +279,7 @@ func locateDecodeError(data json.RawMessage, t reflect.Type) (string, error) {
 		if json.Unmarshal(data, &fields) != nil {
 			return "", decodeErr
 		}
-		for _, key := range sortedKeys(fields) {
+		for _, key := range slices.Sorted(maps.Keys(fields)) {
 			ft, ok := fieldType(t, key)
 			if !ok {
 				return "." + key, fmt.Errorf("unknown field %q", key)
@@ -302,7 +303,7 @@ func locateDecodeError(data json.RawMessage, t reflect.Type) (string, error) {
 		if json.Unmarshal(data, &entries) != nil {
 			return "", decodeErr
 		}
-		for _, key := range sortedKeys(entries) {
+		for _, key := range slices.Sorted(maps.Keys(entries)) {
 			if p, err := locateDecodeError(entries[key], t.Elem()); err != nil {
 				return fmt.Sprintf("[%s]%s", key, p), err
 			}
@@ -350,13 +351,4 @@ func cleanDecodeError(err error) error {
 		msg = strings.TrimPrefix(msg, prefix)
 	}
 	return fmt.Errorf("%s", msg)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

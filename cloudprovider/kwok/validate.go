@@ -3,6 +3,8 @@ package kwok
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -269,7 +271,7 @@ func (d *DriverConfig) validateReferences(ref string) []error {
 				errs = append(errs, fmt.Errorf("%s.consumesCounters[%d]: unknown counter set %q", devRef, j, c.CounterSet))
 				continue
 			}
-			for _, name := range sortedKeys(c.Counters) {
+			for _, name := range slices.Sorted(maps.Keys(c.Counters)) {
 				if _, ok := set.Counters[name]; !ok {
 					errs = append(errs, fmt.Errorf("%s.consumesCounters[%d]: counter set %q has no counter %q", devRef, j, c.CounterSet, name))
 				}

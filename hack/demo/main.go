@@ -18,8 +18,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -217,7 +219,7 @@ func watch(ctx context.Context, client kubernetes.Interface, sc scene, want int,
 		if err != nil {
 			return false, nil
 		}
-		for _, name := range sortedKeys(nodes) {
+		for _, name := range slices.Sorted(maps.Keys(nodes)) {
 			say("node/"+name, fmt.Sprintf("node %s added to group %s", name, nodes[name]))
 		}
 		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
@@ -318,12 +320,3 @@ func ignoreExists[T any](_ T, err error) error {
 
 // errOf drops a create call's object and keeps its error.
 func errOf[T any](_ T, err error) error { return err }
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
