@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -82,24 +81,18 @@ func (l *Loop) Explain(ctx context.Context, key types.NamespacedName) (*explain.
 	}
 	explainPod(rep, pod, pass.Groups, pass.built, pass.Fits, pass.Plan, pass.Gangs, pass.waiting)
 	if containsPod(pass.added, pod) {
-		l.ignored(rep, pod, pass.StartedAt)
+		ignored(rep, l.pendingSelection(pass).Skip(pod, pass.StartedAt))
 	}
 	return rep, nil
 }
 
-// ignored rewrites the report of a pod the loop does not pick: the loop
-// adds nothing for it, so no group scales up; what would happen were it
-// pending is kept in the messages.
-func (l *Loop) ignored(rep *explain.Report, pod *corev1.Pod, now time.Time) {
-	why := "the scheduler has not found it unschedulable yet"
-	switch {
-	case observe.IsExpendable(pod, l.Options.ExpendablePodsPriorityCutoff):
-		why = fmt.Sprintf("its priority %d is below --expendable-pods-priority-cutoff=%d (it may be preempted, and never triggers a scale-up)",
-			*pod.Spec.Priority, l.Options.ExpendablePodsPriorityCutoff)
-	case observe.IsUnschedulable(pod) && now.Sub(pod.CreationTimestamp.Time) < l.Options.NewPodScaleUpDelay:
-		why = "it is younger than --new-pod-scale-up-delay"
-	case observe.IsUnschedulable(pod):
-		why = "it is not the default scheduler's, or a ProvisioningRequest provides for it"
+// ignored rewrites the report of a pod the loop does not pick (why, as
+// observe says it; "" for one a ProvisioningRequest provides for): the
+// loop adds nothing for it, so no group scales up; what would happen were
+// it pending is kept in the messages.
+func ignored(rep *explain.Report, why string) {
+	if why == "" {
+		why = "a ProvisioningRequest provides for it"
 	}
 	rep.Summary = "the autoscaler leaves it alone: " + why + "; were it pending: " + rep.Summary
 	for i := range rep.NodeGroups {

@@ -173,16 +173,21 @@ func (l *Loop) reservationUpkeep(ctx context.Context, p *Pass) error {
 	return nil
 }
 
-// pending picks the pods to scale for and splits them into gangs and
-// single pods; usage starts from what exists and is coming.
-func (l *Loop) pending(ctx context.Context, p *Pass) error {
-	pending := observe.Pending(p.cluster.Pods, observe.PendingSelection{
+// pendingSelection is how the pass picks the pods to scale for.
+func (l *Loop) pendingSelection(p *Pass) observe.PendingSelection {
+	return observe.PendingSelection{
 		NewPodScaleUpDelay: l.Options.NewPodScaleUpDelay,
 		PriorityCutoff:     l.Options.ExpendablePodsPriorityCutoff,
 		SchedulerName:      corev1.DefaultSchedulerName,
 		Nodes:              observe.Registered(p.cluster.Nodes),
 		VolumeBindings:     p.cluster.VolumeBindings,
-	}, p.StartedAt)
+	}
+}
+
+// pending picks the pods to scale for and splits them into gangs and
+// single pods; usage starts from what exists and is coming.
+func (l *Loop) pending(ctx context.Context, p *Pass) error {
+	pending := observe.Pending(p.cluster.Pods, l.pendingSelection(p), p.StartedAt)
 	if l.ProvReqs != nil {
 		pending = provreq.WithoutConsumers(pending)
 	}

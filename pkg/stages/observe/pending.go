@@ -1,6 +1,7 @@
 package observe
 
 import (
+	"fmt"
 	"sort"
 	"time"
 
@@ -79,28 +80,39 @@ func IsExpendable(p *corev1.Pod, cutoff int) bool {
 	return p.Spec.Priority != nil && int(*p.Spec.Priority) < cutoff
 }
 
+// Skip says why the loop does not scale for p, "" when it does: the
+// scheduler has not given up on it, it is expendable, the scheduler is
+// already placing it, it is too young, or another scheduler's.
+func (sel PendingSelection) Skip(p *corev1.Pod, now time.Time) string {
+	switch {
+	case IsExpendable(p, sel.PriorityCutoff):
+		return fmt.Sprintf("its priority %d is below --expendable-pods-priority-cutoff=%d (it may be preempted, and never triggers a scale-up)",
+			*p.Spec.Priority, sel.PriorityCutoff)
+	case !IsUnschedulable(p):
+		return "the scheduler has not found it unschedulable yet"
+	case HeldNode(p, sel.Nodes, sel.VolumeBindings) != "":
+		return "the scheduler is placing it on a node already"
+	case now.Sub(p.CreationTimestamp.Time) < sel.NewPodScaleUpDelay:
+		return "it is younger than --new-pod-scale-up-delay"
+	}
+	name := p.Spec.SchedulerName
+	if name == "" {
+		name = corev1.DefaultSchedulerName
+	}
+	if sel.SchedulerName != "" && name != sel.SchedulerName {
+		return "it is not the default scheduler's"
+	}
+	return ""
+}
+
 // Pending returns the unschedulable pods a scale-up may help, highest
 // priority first, then oldest, then by name.
 func Pending(pods []*corev1.Pod, sel PendingSelection, now time.Time) []*corev1.Pod {
 	var out []*corev1.Pod
 	for _, p := range pods {
-		if !IsUnschedulable(p) {
-			continue
+		if sel.Skip(p, now) == "" {
+			out = append(out, p)
 		}
-		if IsExpendable(p, sel.PriorityCutoff) || HeldNode(p, sel.Nodes, sel.VolumeBindings) != "" {
-			continue
-		}
-		if now.Sub(p.CreationTimestamp.Time) < sel.NewPodScaleUpDelay {
-			continue
-		}
-		name := p.Spec.SchedulerName
-		if name == "" {
-			name = corev1.DefaultSchedulerName
-		}
-		if sel.SchedulerName != "" && name != sel.SchedulerName {
-			continue
-		}
-		out = append(out, p)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		pi, pj := priority(out[i]), priority(out[j])
