@@ -7,6 +7,10 @@ GO          ?= go
 BIN         := _out/bin
 STATE       := _out/cluster
 PORT_BASE   ?= 16440
+# The release version (VERSION), stamped into the binaries (pkg/version)
+# and naming the image `make image` writes.
+VERSION     := $(shell cat VERSION)
+LDFLAGS     := -X github.com/dra-autoscaler/dra-autoscaler/pkg/version.Version=$(VERSION)
 # Packages whose tests need the local control plane.
 E2E_PKGS    := ./test/... ./hack/...
 UNIT_PKGS    = $(shell $(GO) list ./... | grep -v -e /test/ -e /hack/)
@@ -21,14 +25,14 @@ ifeq ($(PROVIDER),clusterapi)
 CAPI        ?= 1
 endif
 
-.PHONY: all build binaries test test-unit test-race test-e2e bench fuzz lint crds generate generate-proto up down demo clean docs deploy-build
+.PHONY: all build binaries test test-unit test-race test-e2e bench fuzz lint crds generate generate-proto up down demo clean docs deploy-build chart-render chart-copies image
 
 all: build
 
 build:
 	$(GO) build ./...
 	$(GO) build -o $(BIN)/localcluster ./hack/localcluster
-	$(GO) build -o $(BIN)/dra-autoscaler ./cmd/dra-autoscaler
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/dra-autoscaler ./cmd/dra-autoscaler
 	$(GO) build -o $(BIN)/externalgrpc-kwok ./cmd/externalgrpc-kwok
 
 # The control plane (kube-apiserver, kube-controller-manager, kube-scheduler
@@ -45,6 +49,10 @@ test-unit:
 	$(GO) test $(TEST_FLAGS) -timeout 20m $(UNIT_PKGS)
 	cd hack/kustomize && $(GO) test $(TEST_FLAGS) ./...
 	cd hack/genproto && $(GO) test $(TEST_FLAGS) ./...
+	cd hack/helm && $(GO) test $(TEST_FLAGS) ./...
+	# Builds the image for both platforms: ~25 minutes the first time
+	# (Kubernetes without cgo, twice), about a minute with the build cache.
+	cd hack/image && $(GO) test $(TEST_FLAGS) -timeout 60m ./...
 
 # The loop, its stages, scale-down, drains, the binary's wiring and the
 # providers run goroutines: they are tested with -race too.
@@ -92,6 +100,20 @@ docs:
 deploy-build:
 	@cd hack/kustomize && $(GO) run . ../../deploy/$(PROVIDER)
 
+# The Helm chart (deploy/charts/dra-autoscaler) rendered for PROVIDER as
+# `helm template` would, with HELM_SET's values (k=v,...; hack/helm is a
+# module of its own).
+HELM_SET ?=
+chart-render:
+	@cd hack/helm && $(GO) run ./cmd/render --set cloudProvider=$(PROVIDER) $(if $(HELM_SET),--set $(HELM_SET))
+
+# The release image, linux/amd64 and linux/arm64, as an OCI layout in one
+# tar file: _out/image/dra-autoscaler-$(VERSION).oci.tar (no container
+# engine; hack/image is a module of its own). Push it with e.g.
+# `skopeo copy --all oci-archive:<file> docker://<registry>/dra-autoscaler:$(VERSION)`.
+image:
+	cd hack/image && $(GO) run . --root ../.. --version $(VERSION)
+
 # The control plane is built once, before the test binaries start, so they
 # do not build it side by side.
 test-e2e: binaries
@@ -109,33 +131,48 @@ lint:
 # ProvisioningRequest CRD is the one Kueue's admission check expects);
 # pkg/provreq's tests fail when deploy/crds is stale.
 PROVREQ_MOD := k8s.io/autoscaler/cluster-autoscaler/apis
+CHART := deploy/charts/dra-autoscaler
 crds:
 	@mkdir -p deploy/crds
 	install -m 0644 $$($(GO) list -m -f '{{.Dir}}' $(PROVREQ_MOD))/config/crd/*.yaml deploy/crds/
+	$(MAKE) chart-copies
+# The chart's copies of deploy/crds and of the kwok example groups
+# (hack/helm's test fails when they differ).
+chart-copies:
+	install -m 0644 deploy/crds/*_*.yaml $(CHART)/crds/
+	install -m 0644 deploy/kwok/kwok-provider.yaml $(CHART)/files/
 # Deepcopy functions and the CRDs in deploy/crds from the types in apis/
 # (controller-gen runs in its own module context: go.mod is not touched).
 generate: generate-proto
 	$(GO) run $(CONTROLLER_GEN) object paths=./apis/... crd paths=./apis/... output:crd:artifacts:config=deploy/crds
+	$(MAKE) chart-copies
 
 # The Go code of the externalgrpc provider's .proto files, without protoc
 # (hack/genproto is a module of its own; its test fails when it is stale).
 generate-proto:
 	cd hack/genproto && $(GO) run . --root ../..
 
-up: build
+# Only what it runs: building everything (`go build ./...` links every
+# command, ~40s warm) would double a warm `make demo`.
+up:
+	$(GO) build -o $(BIN)/localcluster ./hack/localcluster
 	$(BIN)/localcluster up --state-dir $(STATE) --bin-dir $(BIN) --port-base $(PORT_BASE) $(if $(CAPI),--capi)
 
 down:
 	@if [ -x $(BIN)/localcluster ]; then $(BIN)/localcluster down --state-dir $(STATE); else echo "not running"; fi
 
 # The README's run command: the local control plane, the autoscaler on the
-# kwok provider's example groups, and an inference workload it scales for.
-# PROVIDER=clusterapi makes the groups Cluster API MachineDeployments and
-# runs the autoscaler's clusterapi provider on them.
+# kwok provider's example groups and the scenes' (hack/demo/scenes-kwok.yaml),
+# an inference workload it scales for, then the scenes (gangs, reservations,
+# GPU slices, explain, scale-down). The autoscaler is left running on
+# DEMO_ADDRESS (make down stops it). PROVIDER=clusterapi makes the first
+# scene's groups Cluster API MachineDeployments and runs the autoscaler's
+# clusterapi provider on them.
+DEMO_ADDRESS ?= 127.0.0.1:16446
 demo: up
-	$(GO) build -o $(BIN)/dra-autoscaler ./cmd/dra-autoscaler
-	$(GO) run ./hack/demo --kubeconfig $(STATE)/kubeconfig --autoscaler $(BIN)/dra-autoscaler \
-		--cloud-config deploy/kwok/kwok-provider.yaml --provider $(PROVIDER)
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/dra-autoscaler ./cmd/dra-autoscaler
+	$(GO) run ./hack/demo --kubeconfig $(STATE)/kubeconfig --state-dir $(STATE) --autoscaler $(BIN)/dra-autoscaler \
+		--cloud-config deploy/kwok/kwok-provider.yaml --address $(DEMO_ADDRESS) --provider $(PROVIDER)
 
 clean: down
 	rm -rf _out

@@ -28,7 +28,7 @@ func explainMain(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	restConfig, client, err := clients(opts.Kubeconfig)
+	restConfig, client, err := clients(opts)
 	if err != nil {
 		return err
 	}

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/version"
 )
 
 func main() {
@@ -33,6 +35,10 @@ func main() {
 		fmt.Fprintf(os.Stderr, "dra-autoscaler: %v\n", err)
 		os.Exit(2)
 	}
+	if opts.Version {
+		printVersion(os.Stdout)
+		return
+	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
 	if err := run(ctx, opts); err != nil {
@@ -43,3 +49,7 @@ func main() {
 	}
 	klog.Flush()
 }
+
+// printVersion writes the version stamped at build time (pkg/version), one
+// line, for `dra-autoscaler --version`.
+func printVersion(w io.Writer) { fmt.Fprintf(w, "dra-autoscaler %s\n", version.Version) }

@@ -94,7 +94,7 @@ func newParts(ctx context.Context, opts *config.Options, client kubernetes.Inter
 // planner is the scale-up planner over these parts.
 func (p *parts) planner(opts *config.Options, b *backoff.Backoff) *plan.Planner {
 	return plan.New(plan.Options{MaxNodesPerScaleUp: opts.MaxNodesPerScaleUp, ScaleUpFromZero: opts.ScaleUpFromZero,
-		MaxBinpacking: opts.MaxNodeGroupBinpackingDuration}, p.est, p.chain, p.limiter, b, p.pricing)
+		MaxBinpacking: opts.MaxNodeGroupBinpackingDuration, Balance: similarity(opts)}, p.est, p.chain, p.limiter, b, p.pricing)
 }
 
 // loopParts are the parts the running loop and explain share: what the

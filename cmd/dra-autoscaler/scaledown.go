@@ -24,8 +24,9 @@ func newScaleDown(opts *config.Options, runner *framework.Runner, client kuberne
 	m *metrics.Metrics, drainer *drain.Drainer, policies ...planner.NodePolicy) *scaledown.Controller {
 	sd := opts.ScaleDown
 	p := planner.New(runner, planner.Options{
-		Thresholds:            eligibility.Thresholds{Utilization: sd.UtilizationThreshold, GPU: sd.GPUUtilizationThreshold},
-		Rules:                 drainability.Rules{SkipNodesWithLocalStorage: sd.SkipNodesWithLocalStorage, SkipNodesWithSystemPods: sd.SkipNodesWithSystemPods},
+		Thresholds: eligibility.Thresholds{Utilization: sd.UtilizationThreshold, GPU: sd.GPUUtilizationThreshold},
+		Rules: drainability.Rules{SkipNodesWithLocalStorage: sd.SkipNodesWithLocalStorage, SkipNodesWithSystemPods: sd.SkipNodesWithSystemPods,
+			SkipNodesWithCustomControllerPods: sd.SkipNodesWithCustomControllerPods},
 		UnneededTime:          sd.UnneededTime,
 		UnreadyEnabled:        sd.UnreadyEnabled,
 		UnreadyTime:           sd.UnreadyTime,
@@ -34,7 +35,11 @@ func newScaleDown(opts *config.Options, runner *framework.Runner, client kuberne
 		MaxNonEmptyCandidates: sd.NonEmptyCandidatesCount,
 		Policies:              policies,
 	})
-	a := actuator.New(client, drainer, recorder, clock.RealClock{})
+	a := actuator.New(client, drainer, recorder, clock.RealClock{}, actuator.Options{
+		Cordon:                   sd.CordonNodeBeforeTerminating,
+		EvictDaemonSetsOfEmpty:   sd.DaemonSetEvictionForEmptyNodes,
+		EvictDaemonSetsOfDrained: sd.DaemonSetEvictionForOccupiedNodes,
+	})
 	return scaledown.New(sd, opts.ScanInterval, p, a, client, recorder, m.ScaleDown)
 }
 

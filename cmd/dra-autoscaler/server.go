@@ -36,17 +36,35 @@ func (h *health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write([]byte("OK"))
 }
 
+// serverTimeouts bound what one client may hold of the metrics server: a
+// scraper or probe that stalls (or a client that opens connections and
+// never finishes a request) must not pile up goroutines and sockets in the
+// process that scales the cluster. Requests carry no body and answers are
+// small: a /metrics page is written in well under a second, so a minute
+// only stops a client that stopped reading. Probes come every 10-15s
+// (deploy/base): an idle keep-alive connection is kept for two minutes.
+var serverTimeouts = timeouts{readHeader: 10 * time.Second, read: 30 * time.Second, write: time.Minute, idle: 2 * time.Minute}
+
+type timeouts struct{ readHeader, read, write, idle time.Duration }
+
+func newServer(h http.Handler, t timeouts) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: t.readHeader, ReadTimeout: t.read, WriteTimeout: t.write, IdleTimeout: t.idle}
+}
+
 // serve runs the metrics and health endpoints until ctx ends. It listens
-// before returning, so a port already in use fails the start.
-func serve(ctx context.Context, addr string, m *metrics.Metrics, h *health) error {
+// before returning, so a port already in use fails the start. With
+// profiling, Go's profiles too (a CPU profile must end within the write
+// timeout: ?seconds= under 60).
+func serve(ctx context.Context, addr string, m *metrics.Metrics, h *health, profiling bool) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	mux.Handle("/health-check", h)
+	mountProfiling(mux, profiling)
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("--address=%s: %w", addr, err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	srv := newServer(mux, serverTimeouts)
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)

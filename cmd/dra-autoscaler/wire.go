@@ -41,7 +41,7 @@ import (
 // run wires everything and blocks until ctx ends or leadership is lost.
 // Every piece of bad configuration fails here, before any scaling.
 func run(ctx context.Context, opts *config.Options) error {
-	restConfig, client, err := clients(opts.Kubeconfig)
+	restConfig, client, err := clients(opts)
 	if err != nil {
 		return err
 	}
@@ -63,7 +63,7 @@ func run(ctx context.Context, opts *config.Options) error {
 
 	m := metrics.New()
 	h := &health{timeout: max(10*opts.ScanInterval, 5*time.Minute)}
-	if err := serve(ctx, opts.Address, m, h); err != nil {
+	if err := serve(ctx, opts.Address, m, h, opts.Profiling); err != nil {
 		return err
 	}
 
@@ -132,32 +132,47 @@ func (p *parts) runningLoop(opts *config.Options, client kubernetes.Interface, d
 }
 
 // clients are the REST config and clientset for --kubeconfig (in-cluster
-// configuration without it).
-func clients(kubeconfig string) (*rest.Config, kubernetes.Interface, error) {
-	cfg, err := restConfig(kubeconfig)
+// configuration without it). Every client of the autoscaler is made from
+// this config, so --kube-client-qps and --kube-client-burst bound them all
+// (each client has its own rate limiter, as upstream's have).
+func clients(opts *config.Options) (*rest.Config, kubernetes.Interface, error) {
+	cfg, err := restConfig(opts.Kubeconfig, opts.KubeClient)
 	if err != nil {
 		return nil, nil, err
 	}
-	client, err := kubernetes.NewForConfig(cfg)
+	client, err := kubernetes.NewForConfig(builtinTypes(cfg, opts.KubeClient))
 	if err != nil {
 		return nil, nil, fmt.Errorf("client: %w", err)
 	}
 	return cfg, client, nil
 }
 
-func restConfig(kubeconfig string) (*rest.Config, error) {
+func restConfig(kubeconfig string, kc config.KubeClientOptions) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
 	if kubeconfig == "" {
-		cfg, err := rest.InClusterConfig()
-		if err != nil {
+		if cfg, err = rest.InClusterConfig(); err != nil {
 			return nil, fmt.Errorf("no --kubeconfig and not in a cluster: %w", err)
 		}
-		return cfg, nil
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
-	if err != nil {
+	} else if cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig); err != nil {
 		return nil, fmt.Errorf("--kubeconfig=%s: %w", kubeconfig, err)
 	}
+	cfg.QPS = float32(kc.QPS)
+	cfg.Burst = kc.Burst
+	cfg.UserAgent = kc.UserAgent
 	return cfg, nil
+}
+
+// builtinTypes is cfg for the clientset of built-in types, the only one
+// that may speak --kube-api-content-type: custom resources (and so the
+// dynamic and ProvisioningRequest clients) have no protobuf encoding.
+func builtinTypes(cfg *rest.Config, kc config.KubeClientOptions) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.ContentType = kc.ContentType
+	if kc.ContentType != "application/json" {
+		out.AcceptContentTypes = kc.ContentType + ",application/json"
+	}
+	return out
 }
 
 // newProvider builds --cloud-provider. events (nil: none, as for explain)
@@ -206,7 +221,7 @@ func newClusterAPI(opts *config.Options) (cloudprovider.CloudProvider, error) {
 	if kubeconfig == "" {
 		kubeconfig = opts.Kubeconfig
 	}
-	cfg, err := restConfig(kubeconfig)
+	cfg, err := restConfig(kubeconfig, opts.KubeClient)
 	if err != nil {
 		return nil, fmt.Errorf("clusterapi management cluster: %w", err)
 	}

@@ -29,13 +29,13 @@ import (
 // its workload cluster is the local control plane itself.
 const cluster = "demo"
 
-// capiScene: the example node groups as MachineDeployments of cluster,
+// capiProvider: the example node groups as MachineDeployments of cluster,
 // whose Machines the dev infrastructure provider turns into kwok Nodes
 // with the groups' capacity, labels, taints and ResourceSlices. Their
 // scale-from-zero templates come from the DevMachineTemplates'
 // status.capacity, upstream's labels and taints annotations and a DRA
 // template ConfigMap per group with drivers.
-type capiScene struct {
+type capiProvider struct {
 	client     kubernetes.Interface
 	dyn        dynamic.Interface
 	host       string
@@ -44,7 +44,7 @@ type capiScene struct {
 	groups     []kwok.NodeGroupConfig
 }
 
-func newCAPIScene(cfg *rest.Config, client kubernetes.Interface, o options) (*capiScene, error) {
+func newCAPIProvider(cfg *rest.Config, client kubernetes.Interface, o options) (*capiProvider, error) {
 	groups, err := client.Discovery().ServerGroups()
 	if err != nil {
 		return nil, err
@@ -72,17 +72,17 @@ func newCAPIScene(cfg *rest.Config, client kubernetes.Interface, o options) (*ca
 	if err != nil {
 		return nil, fmt.Errorf("API server %s: no port", cfg.Host)
 	}
-	return &capiScene{client: client, dyn: dyn, host: u.Hostname(), port: port, kubeconfig: o.kubeconfig, groups: c.NodeGroups}, nil
+	return &capiProvider{client: client, dyn: dyn, host: u.Hostname(), port: port, kubeconfig: o.kubeconfig, groups: c.NodeGroups}, nil
 }
 
-func (c *capiScene) args() []string {
+func (c *capiProvider) args() []string {
 	return []string{"--cloud-provider=clusterapi", "--cloud-config=" + c.kubeconfig,
 		"--node-group-auto-discovery=clusterapi:namespace=" + ns + ",clusterName=" + cluster}
 }
 
 // setUp makes the Cluster (its kubeconfig Secret, the fake control plane),
 // waits until Cluster API calls it initialized, then makes each group.
-func (c *capiScene) setUp(ctx context.Context) error {
+func (c *capiProvider) setUp(ctx context.Context) error {
 	kubeconfig, err := os.ReadFile(c.kubeconfig)
 	if err != nil {
 		return err
@@ -119,7 +119,7 @@ func (c *capiScene) setUp(ctx context.Context) error {
 
 // group makes one kwok group a DevMachineTemplate and a MachineDeployment
 // of the same name (and its DRA template ConfigMap).
-func (c *capiScene) group(ctx context.Context, g *kwok.NodeGroupConfig) error {
+func (c *capiProvider) group(ctx context.Context, g *kwok.NodeGroupConfig) error {
 	var slices []resourceapi.ResourceSliceSpec
 	for _, d := range g.Template.Drivers {
 		if len(d.SharedCounters) > 0 {
@@ -174,7 +174,7 @@ func draTemplate(group string, specs []resourceapi.ResourceSliceSpec) (*corev1.C
 		Data: map[string]string{clusterapi.DRATemplateKey: strings.Join(docs, "---\n")}}, nil
 }
 
-func (c *capiScene) create(ctx context.Context, objs ...*unstructured.Unstructured) error {
+func (c *capiProvider) create(ctx context.Context, objs ...*unstructured.Unstructured) error {
 	for _, o := range objs {
 		res, err := capi.ResourceOf(o)
 		if err != nil {
@@ -187,7 +187,7 @@ func (c *capiScene) create(ctx context.Context, objs ...*unstructured.Unstructur
 	return nil
 }
 
-func (c *capiScene) names() []string {
+func (c *capiProvider) names() []string {
 	var out []string
 	for _, g := range c.groups {
 		out = append(out, g.Name)
@@ -196,7 +196,7 @@ func (c *capiScene) names() []string {
 }
 
 // nodes are the Nodes of the demo's Machines, by MachineDeployment.
-func (c *capiScene) nodes(ctx context.Context) (map[string]string, error) {
+func (c *capiProvider) nodes(ctx context.Context) (map[string]string, error) {
 	list, err := c.dyn.Resource(capi.MachineResource).Namespace(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -100,13 +101,16 @@ func up(o options) error {
 		return fmt.Errorf("a control plane (pid %d) is starting or stuck in %s; see %s or run down", pid, o.stateDir, o.file("localcluster.log"))
 	}
 	ctx := context.Background()
-	fmt.Println("building the control plane (the first build takes ~15 minutes)...")
-	if err := controlplane.EnsureBinaries(ctx, o.binDir); err != nil {
+	progress := controlplane.NewPrinter(os.Stdout)
+	fmt.Println("building the control plane (the first build takes ~15 minutes, later ones seconds)...")
+	if err := controlplane.BuildBinaries(ctx, o.binDir, progress.Report); err != nil {
 		return err
 	}
 	if o.capi {
 		fmt.Println("building the Cluster API manager (the first build takes ~6 minutes)...")
-		if err := controlplane.EnsureCAPIManager(ctx, o.binDir); err != nil {
+		done := controlplane.Progress(progress.Report).Begin("build Cluster API manager " + controlplane.CAPIVersion)
+		err := controlplane.EnsureCAPIManager(ctx, o.binDir)
+		if done(err); err != nil {
 			return err
 		}
 	}
@@ -114,6 +118,11 @@ func up(o options) error {
 		return err
 	}
 	_ = os.Remove(o.file("ready"))
+	// serve reports its steps in this file; up prints them as they come.
+	if err := os.WriteFile(o.file(progressFile), nil, 0o644); err != nil {
+		return err
+	}
+	follow := followSteps(o.file(progressFile), progress.Report)
 	logFile, err := os.OpenFile(o.file("localcluster.log"), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
 	if err != nil {
 		return err
@@ -134,13 +143,60 @@ func up(o options) error {
 	for !exists(o.file("ready")) {
 		select {
 		case err := <-exited:
+			follow()
 			data, _ := os.ReadFile(o.file("localcluster.log"))
 			return fmt.Errorf("control plane failed to start (%v):\n%s", err, strings.TrimSpace(string(data)))
 		case <-time.After(200 * time.Millisecond):
+			follow()
 		}
 	}
-	fmt.Printf("ready\nexport KUBECONFIG=%s\n", abs(o.file("kubeconfig")))
+	follow()
+	fmt.Printf("ready in %.0f s\nexport KUBECONFIG=%s\n", progress.Elapsed().Seconds(), abs(o.file("kubeconfig")))
 	return nil
+}
+
+// progressFile holds serve's steps, one JSON object a line.
+const progressFile = "progress.jsonl"
+
+// stepWriter is serve's Progress: it appends each step to the file up
+// follows (serve's stdout is the log, which nobody watches).
+func stepWriter(path string) controlplane.Progress {
+	return func(s controlplane.Step) {
+		data, err := json.Marshal(s)
+		if err != nil {
+			return
+		}
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+		if err != nil {
+			return
+		}
+		defer f.Close()
+		_, _ = f.Write(append(data, '\n'))
+	}
+}
+
+// followSteps returns a function that hands report the steps added to
+// path since its last call; a line not yet complete waits for the next.
+func followSteps(path string, report controlplane.Progress) func() {
+	var offset int64
+	return func() {
+		data, err := os.ReadFile(path)
+		if err != nil || int64(len(data)) <= offset {
+			return
+		}
+		fresh := data[offset:]
+		end := bytes.LastIndexByte(fresh, '\n')
+		if end < 0 {
+			return
+		}
+		offset += int64(end + 1)
+		for _, line := range bytes.Split(fresh[:end], []byte("\n")) {
+			var s controlplane.Step
+			if json.Unmarshal(line, &s) == nil && s.Name != "" {
+				report(s)
+			}
+		}
+	}
 }
 
 // serve runs the control plane until SIGTERM/SIGINT or until a component dies.
@@ -155,6 +211,7 @@ func serve(o options) error {
 		StateDir: o.stateDir, BinDir: abs(o.binDir), KwokStageDir: stageDir,
 		Ports: controlplane.PortsFrom(o.portBase), FeatureGates: o.featureGates,
 		RuntimeConfig: o.runtimeConfig, ReadyTimeout: o.readyTimeout,
+		Progress: stepWriter(o.file(progressFile)),
 	}
 	if err := writeJSON(o.file("ports.json"), cfg.Ports); err != nil {
 		return err
@@ -169,7 +226,9 @@ func serve(o options) error {
 	}
 	stopCAPI := func() error { return nil }
 	if o.capi {
-		if stopCAPI, err = startCAPI(ctx, o, cp); err != nil {
+		done := cfg.Progress.Begin("start Cluster API")
+		stopCAPI, err = startCAPI(ctx, o, cp)
+		if done(err); err != nil {
 			return errors.Join(err, cp.Stop())
 		}
 	}
@@ -185,6 +244,9 @@ func serve(o options) error {
 }
 
 func down(o options) error {
+	if err := stopAutoscaler(o); err != nil {
+		return err
+	}
 	pid, ok := running(o)
 	if !ok {
 		fmt.Println("not running")
@@ -218,6 +280,16 @@ func down(o options) error {
 	}
 	fmt.Println("stopped")
 	return nil
+}
+
+// stopAutoscaler ends the dra-autoscaler the demo left running, so that
+// it does not outlive the control plane it watches.
+func stopAutoscaler(o options) error {
+	pid, err := controlplane.StopAutoscaler(o.stateDir)
+	if pid != 0 && err == nil {
+		fmt.Printf("stopped dra-autoscaler (pid %d)\n", pid)
+	}
+	return err
 }
 
 func status(o options) error {

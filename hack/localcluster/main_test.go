@@ -42,8 +42,13 @@ func TestUpTwiceThenDown(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = exec.Command(self, "down", "--state-dir", stateDir).Run() })
 
-	if out := run("up"); !strings.Contains(out, "ready") {
-		t.Fatalf("first up: %s", out)
+	out := run("up")
+	// One line per component as it starts and as it is ready, then the total.
+	for _, want := range []string{"build kube-apiserver: ok", "build kwok", "start etcd ...", "start etcd: ok",
+		"start kube-apiserver: ok", "start kube-controller-manager: ok", "start kube-scheduler: ok", "start kwok: ok", "ready in "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("first up does not say %q:\n%s", want, out)
+		}
 	}
 	pid := strings.TrimSpace(readFile(t, filepath.Join(stateDir, "pid")))
 	if out := run("up"); !strings.Contains(out, "already running (pid "+pid+")") {
@@ -52,8 +57,20 @@ func TestUpTwiceThenDown(t *testing.T) {
 	if !strings.Contains(readFile(t, filepath.Join(stateDir, "kubeconfig")), fmt.Sprintf("127.0.0.1:%d", base+2)) {
 		t.Fatal("kubeconfig does not point at the apiserver port")
 	}
-	if out := run("down"); !strings.Contains(out, "stopped") {
+	// An autoscaler the demo left running goes with the control plane.
+	auto := fakeAutoscaler(t)
+	if err := controlplane.RecordAutoscaler(stateDir, auto.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = auto.Wait(); close(exited) }()
+	if out := run("down"); !strings.Contains(out, fmt.Sprintf("stopped dra-autoscaler (pid %d)", auto.Process.Pid)) || !strings.Contains(out, "stopped\n") {
 		t.Fatalf("down: %s", out)
+	}
+	select {
+	case <-exited:
+	case <-time.After(5 * time.Second):
+		t.Error("the recorded dra-autoscaler still runs after down")
 	}
 	for _, p := range controlplane.PortsFrom(base).All() {
 		if !portFree(p) {
@@ -66,6 +83,28 @@ func TestUpTwiceThenDown(t *testing.T) {
 	if out := run("status"); !strings.Contains(out, "not running") {
 		t.Errorf("status after down: %s", out)
 	}
+}
+
+// fakeAutoscaler runs a copy of sleep named dra-autoscaler.
+func fakeAutoscaler(t *testing.T) *exec.Cmd {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "dra-autoscaler")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "300")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+	return cmd
 }
 
 func freePortRun(t *testing.T, n int) int {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/types"
+	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 )
 
@@ -72,7 +73,9 @@ func ParseExplain(args []string) (*Options, *ExplainRequest, error) {
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
-	if err := fs.Parse(args); err != nil {
+	// klog's log_dir is upstream's --log-dir, as component-base spells it.
+	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
+	if err := parseFlags(fs, args); err != nil {
 		return nil, nil, err
 	}
 	if fs.NArg() != 1 {

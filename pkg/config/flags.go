@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+	cliflag "k8s.io/component-base/cli/flag"
 	componentbaseoptions "k8s.io/component-base/config/options"
 	"k8s.io/klog/v2"
 )
@@ -30,8 +31,13 @@ func Parse(args []string) (*Options, error) {
 	klogFlags := flag.NewFlagSet("klog", flag.ContinueOnError)
 	klog.InitFlags(klogFlags)
 	fs.AddGoFlagSet(klogFlags)
-	if err := fs.Parse(args); err != nil {
+	// klog's log_dir is upstream's --log-dir, as component-base spells it.
+	fs.SetNormalizeFunc(cliflag.WordSepNormalizeFunc)
+	if err := parseFlags(fs, args); err != nil {
 		return nil, err
+	}
+	if o.Version {
+		return o, nil
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
@@ -51,6 +57,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) *rawFlags {
 		coresTotal: fmt.Sprintf("%d:%d", o.CoresTotal.Min, o.CoresTotal.Max),
 		memTotal:   fmt.Sprintf("%d:%d", o.MemoryTotal.Min, o.MemoryTotal.Max),
 	}
+	fs.BoolVar(&o.Version, "version", false, "Print the version and exit.")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig; empty means in-cluster configuration.")
 	fs.StringVar(&o.CloudProvider, "cloud-provider", o.CloudProvider, "Cloud provider type (kwok, externalgrpc, clusterapi).")
 	fs.StringVar(&o.CloudConfig, "cloud-config", o.CloudConfig, "Path to the cloud provider's configuration file (kwok: the node groups file; externalgrpc: the server's address and TLS files; clusterapi: the management cluster's kubeconfig, default --kubeconfig).")
@@ -82,6 +89,11 @@ func (o *Options) addFlags(fs *pflag.FlagSet) *rawFlags {
 	o.ExplainOptions.addFlags(fs)
 	o.ProvisioningRequests.addFlags(fs)
 	o.Reservations.addFlags(fs)
+	o.Balancing.addFlags(fs)
+	o.KubeClient.addFlags(fs)
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go profiles (net/http/pprof) under /debug/pprof/ on --address.")
+	o.compat.addFlags(fs)
+	o.softTaint.addFlags(fs)
 	return raw
 }
 
@@ -169,6 +181,13 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.ExplainOptions.validate())
 	errs = append(errs, o.ProvisioningRequests.validate())
 	errs = append(errs, o.Reservations.validate()...)
+	errs = append(errs, o.Balancing.validate()...)
+	errs = append(errs, o.KubeClient.validate()...)
+	errs = append(errs, o.compat.validate()...)
+	errs = append(errs, o.softTaint.validate()...)
+	if len(o.NodeGroupAutoDiscovery) > 0 && o.CloudProvider != "clusterapi" {
+		add("--node-group-auto-discovery: only --cloud-provider=clusterapi discovers node groups (got %q); list the groups in its --cloud-config or with --nodes", o.CloudProvider)
+	}
 	return errors.Join(errs...)
 }
 

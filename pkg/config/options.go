@@ -61,6 +61,10 @@ func ParseRange(flag, s string) (Range, error) {
 
 // Options is everything the autoscaler is configured with.
 type Options struct {
+	// Version asks for the version to be printed and nothing else done
+	// (--version); the other options are then left unchecked.
+	Version bool
+
 	Kubeconfig    string
 	CloudProvider string
 	CloudConfig   string
@@ -107,6 +111,14 @@ type Options struct {
 	ExplainOptions
 	ProvisioningRequests ProvisioningRequestOptions
 	Reservations         ReservationOptions
+
+	Balancing  BalancingOptions
+	KubeClient KubeClientOptions
+	// Profiling serves net/http/pprof under /debug/pprof/ on Address.
+	Profiling bool
+
+	compat    compatFlags
+	softTaint softTaintOptions
 }
 
 // Default returns the options with upstream's defaults.
@@ -144,5 +156,9 @@ func Default() *Options {
 
 		ProvisioningRequests: DefaultProvisioningRequestOptions(),
 		Reservations:         defaultReservationOptions(),
+
+		KubeClient: DefaultKubeClient(),
+		compat:     compatFlags{estimator: "binpacking", dynamicResources: true},
+		softTaint:  softTaintOptions{count: 10, time: 3 * time.Second},
 	}
 }

@@ -42,6 +42,19 @@ type ScaleDownOptions struct {
 	// with pods using local storage or kube-system pods without a PDB.
 	SkipNodesWithLocalStorage bool
 	SkipNodesWithSystemPods   bool
+	// SkipNodesWithCustomControllerPods keeps nodes with pods whose
+	// controller is not a ReplicaSet, ReplicationController, Job,
+	// StatefulSet or DaemonSet: nothing says it would recreate them.
+	SkipNodesWithCustomControllerPods bool
+	// CordonNodeBeforeTerminating marks a node unschedulable, besides
+	// its deletion taint, before it is drained and deleted.
+	CordonNodeBeforeTerminating bool
+	// DaemonSetEvictionForEmptyNodes and DaemonSetEvictionForOccupiedNodes
+	// evict a node's DaemonSet pods (best effort, not waited for) before
+	// an empty, respectively drained, node is deleted, so they end
+	// gracefully instead of with the node.
+	DaemonSetEvictionForEmptyNodes    bool
+	DaemonSetEvictionForOccupiedNodes bool
 }
 
 // DefaultScaleDown returns upstream's defaults.
@@ -62,6 +75,10 @@ func DefaultScaleDown() ScaleDownOptions {
 		MaxPodEvictionTime:        2 * time.Minute,
 		SkipNodesWithLocalStorage: true,
 		SkipNodesWithSystemPods:   true,
+
+		SkipNodesWithCustomControllerPods: true,
+		CordonNodeBeforeTerminating:       true,
+		DaemonSetEvictionForOccupiedNodes: true,
 	}
 }
 
@@ -88,6 +105,10 @@ func (o *ScaleDownOptions) addFlags(fs *pflag.FlagSet) *scaleDownFlags {
 	fs.DurationVar(&o.MaxPodEvictionTime, "max-pod-eviction-time", o.MaxPodEvictionTime, "How long the eviction of one pod is retried before the node's scale-down fails.")
 	fs.BoolVar(&o.SkipNodesWithLocalStorage, "skip-nodes-with-local-storage", o.SkipNodesWithLocalStorage, "Never remove nodes with pods using local storage (emptyDir, hostPath).")
 	fs.BoolVar(&o.SkipNodesWithSystemPods, "skip-nodes-with-system-pods", o.SkipNodesWithSystemPods, "Never remove nodes with kube-system pods that are not DaemonSet pods and have no PodDisruptionBudget.")
+	fs.BoolVar(&o.SkipNodesWithCustomControllerPods, "skip-nodes-with-custom-controller-pods", o.SkipNodesWithCustomControllerPods, "Never remove nodes with pods whose controller is not a ReplicaSet, ReplicationController, Job, StatefulSet or DaemonSet.")
+	fs.BoolVar(&o.CordonNodeBeforeTerminating, "cordon-node-before-terminating", o.CordonNodeBeforeTerminating, "Mark a node unschedulable (cordon), besides its deletion taint, before it is drained and deleted.")
+	fs.BoolVar(&o.DaemonSetEvictionForEmptyNodes, "daemonset-eviction-for-empty-nodes", o.DaemonSetEvictionForEmptyNodes, "Evict the DaemonSet pods of an empty node before it is deleted.")
+	fs.BoolVar(&o.DaemonSetEvictionForOccupiedNodes, "daemonset-eviction-for-occupied-nodes", o.DaemonSetEvictionForOccupiedNodes, "Evict the DaemonSet pods of a drained node before it is deleted.")
 	return raw
 }
 

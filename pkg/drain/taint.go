@@ -23,21 +23,50 @@ import (
 // keep working); its value is the Unix time it was set.
 const ToBeDeletedTaint = "ToBeDeletedByClusterAutoscaler"
 
+// CordonedAnnotation marks a node the autoscaler cordoned along with its
+// deletion taint (--cordon-node-before-terminating), so that undoing the
+// mark uncordons only nodes it cordoned, never one an admin did.
+const CordonedAnnotation = "autoscaling.dra-autoscaler.io/cordoned-for-deletion"
+
 // Taint puts the deletion taint (NoSchedule) on the node, re-reading it on
 // conflicts. It returns the node as updated.
 func Taint(ctx context.Context, client kubernetes.Interface, name string, now time.Time) (*corev1.Node, error) {
+	return Mark(ctx, client, name, now, false)
+}
+
+// Mark puts the deletion taint on the node and, with cordon, marks it
+// unschedulable too (for tools that watch spec.unschedulable rather than
+// taints), in one update.
+func Mark(ctx context.Context, client kubernetes.Interface, name string, now time.Time, cordon bool) (*corev1.Node, error) {
 	return updateNode(ctx, client, name, func(n *corev1.Node) bool {
-		for _, t := range n.Spec.Taints {
-			if t.Key == ToBeDeletedTaint {
-				return false
-			}
+		changed := false
+		if !hasTaint(n) {
+			n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: ToBeDeletedTaint, Value: strconv.FormatInt(now.Unix(), 10), Effect: corev1.TaintEffectNoSchedule})
+			changed = true
 		}
-		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: ToBeDeletedTaint, Value: strconv.FormatInt(now.Unix(), 10), Effect: corev1.TaintEffectNoSchedule})
-		return true
+		if cordon && !n.Spec.Unschedulable {
+			n.Spec.Unschedulable = true
+			if n.Annotations == nil {
+				n.Annotations = map[string]string{}
+			}
+			n.Annotations[CordonedAnnotation] = "true"
+			changed = true
+		}
+		return changed
 	})
 }
 
-// Untaint removes the deletion taint. A node that is gone is not an error.
+func hasTaint(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == ToBeDeletedTaint {
+			return true
+		}
+	}
+	return false
+}
+
+// Untaint removes the deletion taint, and uncordons the node when Mark
+// cordoned it. A node that is gone is not an error.
 func Untaint(ctx context.Context, client kubernetes.Interface, name string) error {
 	_, err := updateNode(ctx, client, name, func(n *corev1.Node) bool {
 		kept := n.Spec.Taints[:0:0]
@@ -46,11 +75,14 @@ func Untaint(ctx context.Context, client kubernetes.Interface, name string) erro
 				kept = append(kept, t)
 			}
 		}
-		if len(kept) == len(n.Spec.Taints) {
-			return false
-		}
+		changed := len(kept) != len(n.Spec.Taints)
 		n.Spec.Taints = kept
-		return true
+		if _, ok := n.Annotations[CordonedAnnotation]; ok {
+			n.Spec.Unschedulable = false
+			delete(n.Annotations, CordonedAnnotation)
+			changed = true
+		}
+		return changed
 	})
 	if apierrors.IsNotFound(err) {
 		return nil

@@ -34,7 +34,7 @@ func errorsOf(l *loop.Loop, kind string) float64 {
 func withScaleDown(l *loop.Loop, client *fake.Clientset) {
 	rec := record.NewFakeRecorder(100)
 	p := planner.New(l.Runner, planner.Options{MaxParallelism: 1, MaxDrainParallelism: 1, MaxNonEmptyCandidates: 1})
-	a := actuator.New(client, drainer.New(client, rec, testclock.NewFakeClock(t0), drainer.Options{}), rec, testclock.NewFakeClock(t0))
+	a := actuator.New(client, drainer.New(client, rec, testclock.NewFakeClock(t0), drainer.Options{}), rec, testclock.NewFakeClock(t0), actuator.Options{})
 	l.ScaleDown = scaledown.New(l.Options.ScaleDown, l.Options.ScanInterval, p, a, client, rec, l.Metrics.ScaleDown)
 }
 

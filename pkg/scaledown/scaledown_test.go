@@ -61,7 +61,7 @@ func testStage(t *testing.T, opts config.ScaleDownOptions, clk clock.Clock, objs
 	rec := record.NewFakeRecorder(100)
 	m := metrics.New()
 	p := planner.New(runner, planner.Options{Thresholds: eligibility.Thresholds{Utilization: 0.5, GPU: 0.5}, MaxParallelism: 10, MaxNonEmptyCandidates: 30})
-	a := actuator.New(client, drain.New(client, rec, clk, drain.Options{MaxPodEvictionTime: time.Second}), rec, clk)
+	a := actuator.New(client, drain.New(client, rec, clk, drain.Options{MaxPodEvictionTime: time.Second}), rec, clk, actuator.Options{})
 	return New(opts, 10*time.Second, p, a, client, rec, m.ScaleDown), a, rec, m
 }
 

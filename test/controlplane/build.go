@@ -28,6 +28,15 @@ var controlPlaneCommands = []string{
 // EnsureBinaries builds the control-plane binaries from this module and
 // installs kwok into binDir. Go's build cache makes a repeated call cheap.
 func EnsureBinaries(ctx context.Context, binDir string) error {
+	return BuildBinaries(ctx, binDir, nil)
+}
+
+// BuildBinaries is EnsureBinaries telling progress about each binary. They
+// are built one at a time, so that each can be reported done: in one go
+// build they would finish together at the end (one go build of all three
+// is ~2s faster warm, and about as fast cold, as the shared packages are
+// compiled once either way).
+func BuildBinaries(ctx context.Context, binDir string, progress Progress) error {
 	binDir, err := filepath.Abs(binDir)
 	if err != nil {
 		return err
@@ -42,12 +51,17 @@ func EnsureBinaries(ctx context.Context, binDir string) error {
 	ldflags := fmt.Sprintf("-X k8s.io/component-base/version.gitVersion=%s "+
 		"-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=37 "+
 		"-X k8s.io/component-base/version.gitTreeState=clean", KubernetesVersion)
-	args := append([]string{"build", "-ldflags", ldflags, "-o", binDir + "/"}, controlPlaneCommands...)
-	if _, err := goCmd(ctx, root, nil, args...); err != nil {
-		return fmt.Errorf("building the control plane: %w", err)
+	for _, pkg := range controlPlaneCommands {
+		done := progress.Begin("build " + filepath.Base(pkg))
+		_, err := goCmd(ctx, root, nil, "build", "-ldflags", ldflags, "-o", binDir+"/", pkg)
+		if done(err); err != nil {
+			return fmt.Errorf("building the control plane: %w", err)
+		}
 	}
-	if _, err := goCmd(ctx, os.TempDir(), []string{"GOBIN=" + binDir, "GOFLAGS="},
-		"install", "sigs.k8s.io/kwok/cmd/kwok@"+KwokVersion); err != nil {
+	done := progress.Begin("build kwok " + KwokVersion)
+	_, err = goCmd(ctx, os.TempDir(), []string{"GOBIN=" + binDir, "GOFLAGS="},
+		"install", "sigs.k8s.io/kwok/cmd/kwok@"+KwokVersion)
+	if done(err); err != nil {
 		return fmt.Errorf("installing kwok: %w", err)
 	}
 	return nil

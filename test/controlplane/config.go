@@ -59,6 +59,8 @@ type ClusterConfig struct {
 	ReadyTimeout time.Duration
 	// Verbosity is the klog -v of the components.
 	Verbosity int
+	// Progress hears each component start and become ready; nil is silent.
+	Progress Progress `json:"-"`
 }
 
 // Defaults fills the zero fields.

@@ -68,7 +68,9 @@ func Start(ctx context.Context, cfg ClusterConfig) (*ControlPlane, error) {
 func (cp *ControlPlane) start(ctx context.Context, creds *credentials) error {
 	cfg := &cp.cfg
 	var err error
-	if cp.etcd, err = startEtcd(cfg, cfg.ReadyTimeout); err != nil {
+	done := cfg.Progress.Begin("start etcd")
+	cp.etcd, err = startEtcd(cfg, cfg.ReadyTimeout)
+	if done(err); err != nil {
 		return err
 	}
 	if cp.RESTConfig, err = clientcmd.BuildConfigFromFlags("", cfg.KubeconfigPath()); err != nil {
@@ -79,12 +81,15 @@ func (cp *ControlPlane) start(ctx context.Context, creds *credentials) error {
 		return err
 	}
 	for _, c := range cp.components(creds, schedConfig) {
+		done := cfg.Progress.Begin("start " + c.name)
 		p, err := startProcess(c.name, filepath.Join(cfg.BinDir, c.name), c.args, cfg.path("logs", c.name+".log"))
 		if err != nil {
+			done(err)
 			return err
 		}
 		cp.procs = append(cp.procs, p)
-		if err := p.waitReady(ctx, cfg.ReadyTimeout, c.ready); err != nil {
+		err = p.waitReady(ctx, cfg.ReadyTimeout, c.ready)
+		if done(err); err != nil {
 			return err
 		}
 	}

@@ -249,7 +249,7 @@ func TestCAPIScaleUpAndDownCPU(t *testing.T) {
 // TestDeployManifestsRBAC does.
 func TestCAPIRBAC(t *testing.T) {
 	s := newScenario(t)
-	applyDeploy(s.ctx, t, s.c, "deploy/clusterapi")
+	applyDeploy(s.ctx, t, s.c, s.c.Kustomize(t, "deploy/clusterapi"), "cluster-autoscaler")
 	// No kwok bindings an earlier test of this binary applied.
 	if err := s.c.Client.RbacV1().ClusterRoleBindings().Delete(s.ctx, "cluster-autoscaler-kwok", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)

@@ -36,22 +36,24 @@ func serviceMonitorCRD() *unstructured.Unstructured {
 	}}
 }
 
-// applyDeploy builds an overlay of deploy/ (deploy/kwok, deploy/clusterapi)
-// with kustomize, server-side applies it and checks every object of the
-// base is there. The Deployment is deleted again: this control plane has
-// no kubelet to run its image, and its pending pods would be every other
-// test's business.
-func applyDeploy(ctx context.Context, t *testing.T, c *framework.Cluster, overlay string) []*unstructured.Unstructured {
+// applyDeploy server-side applies the objects of an install (an overlay
+// of deploy/ built by kustomize, or the chart rendered) and checks that
+// every object of the base, each named name, is there. The Deployment is
+// deleted again: this control plane has no kubelet to run its image, and
+// its pending pods would be every other test's business.
+func applyDeploy(ctx context.Context, t *testing.T, c *framework.Cluster, objs []*unstructured.Unstructured, name string) {
 	t.Helper()
-	objs := c.Kustomize(t, overlay)
 	c.Apply(ctx, t, serviceMonitorCRD())
 	c.Apply(ctx, t, objs...)
-	d, err := c.Client.AppsV1().Deployments(deployNS).Get(ctx, "cluster-autoscaler", metav1.GetOptions{})
+	d, err := c.Client.AppsV1().Deployments(deployNS).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatalf("Deployment not applied: %v", err)
 	}
 	if *d.Spec.Replicas != 2 || !*d.Spec.Template.Spec.SecurityContext.RunAsNonRoot {
 		t.Errorf("Deployment as applied: replicas %d, runAsNonRoot %v", *d.Spec.Replicas, *d.Spec.Template.Spec.SecurityContext.RunAsNonRoot)
+	}
+	if a := d.Spec.Template.Annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"]; a != "false" || d.Spec.Template.Spec.PriorityClassName != "system-cluster-critical" {
+		t.Errorf("Deployment as applied: safe-to-evict %q, priorityClassName %q", a, d.Spec.Template.Spec.PriorityClassName)
 	}
 	bg := metav1.DeletePropagationBackground
 	if err := c.Client.AppsV1().Deployments(deployNS).Delete(ctx, d.Name, metav1.DeleteOptions{PropagationPolicy: &bg}); err != nil {
@@ -59,23 +61,23 @@ func applyDeploy(ctx context.Context, t *testing.T, c *framework.Cluster, overla
 	}
 	for _, check := range []func() error{
 		func() error {
-			_, err := c.Client.CoreV1().ServiceAccounts(deployNS).Get(ctx, "cluster-autoscaler", metav1.GetOptions{})
+			_, err := c.Client.CoreV1().ServiceAccounts(deployNS).Get(ctx, name, metav1.GetOptions{})
 			return err
 		},
 		func() error {
-			_, err := c.Client.RbacV1().ClusterRoles().Get(ctx, "cluster-autoscaler", metav1.GetOptions{})
+			_, err := c.Client.RbacV1().ClusterRoles().Get(ctx, name, metav1.GetOptions{})
 			return err
 		},
 		func() error {
-			_, err := c.Client.RbacV1().Roles(deployNS).Get(ctx, "cluster-autoscaler", metav1.GetOptions{})
+			_, err := c.Client.RbacV1().Roles(deployNS).Get(ctx, name, metav1.GetOptions{})
 			return err
 		},
 		func() error {
-			_, err := c.Client.PolicyV1().PodDisruptionBudgets(deployNS).Get(ctx, "cluster-autoscaler", metav1.GetOptions{})
+			_, err := c.Client.PolicyV1().PodDisruptionBudgets(deployNS).Get(ctx, name, metav1.GetOptions{})
 			return err
 		},
 		func() error {
-			_, err := c.Client.CoreV1().Services(deployNS).Get(ctx, "cluster-autoscaler", metav1.GetOptions{})
+			_, err := c.Client.CoreV1().Services(deployNS).Get(ctx, name, metav1.GetOptions{})
 			return err
 		},
 	} {
@@ -83,7 +85,6 @@ func applyDeploy(ctx context.Context, t *testing.T, c *framework.Cluster, overla
 			t.Errorf("applied object missing: %v", err)
 		}
 	}
-	return objs
 }
 
 var forbidden = regexp.MustCompile(`(?i)forbidden`)
@@ -96,8 +97,22 @@ var forbidden = regexp.MustCompile(`(?i)forbidden`)
 // single forbidden call. Not parallel: it owns kube-system's lease and status.
 func TestDeployManifestsRBAC(t *testing.T) {
 	s := newScenario(t)
-	applyDeploy(s.ctx, t, s.c, "deploy/kwok")
-	kubeconfig := s.c.ServiceAccountKubeconfig(s.ctx, t, deployNS, "cluster-autoscaler")
+	applyDeploy(s.ctx, t, s.c, s.c.Kustomize(t, "deploy/kwok"), "cluster-autoscaler")
+	scaleUpAndDownAs(t, s, "cluster-autoscaler", "cluster-autoscaler-status",
+		"--namespace="+deployNS, "--expander=priority,least-waste", "--write-status-configmap=true",
+		"--leader-elect=true", "--leader-elect-resource-namespace="+deployNS, "--leader-elect-resource-name=cluster-autoscaler")
+}
+
+// scaleUpAndDownAs runs the autoscaler with args (those of an install)
+// authenticated as the ServiceAccount sa of deployNS, a TokenRequest token
+// with the install's RBAC, and checks that it becomes leader, scales up
+// (a CPU node and a GPU node with its ResourceSlices), writes its status
+// ConfigMap statusName in deployNS, then scales down (an empty node removed,
+// a node drained by eviction and removed), without a single forbidden
+// call.
+func scaleUpAndDownAs(t *testing.T, s *scenario, sa, statusName string, args ...string) {
+	t.Helper()
+	kubeconfig := s.c.ServiceAccountKubeconfig(s.ctx, t, deployNS, sa)
 	// A GPU group too: its nodes' ResourceSlices are published with the
 	// ServiceAccount's rights as well.
 	cpu, gpu := s.cpuGroup("cpu", 4), s.gpuGroup("gpu", 2, 2)
@@ -106,12 +121,12 @@ func TestDeployManifestsRBAC(t *testing.T) {
 	// The kwok provider records its instances in ConfigMaps of its own
 	// (docs/kwok-faults.md): not the autoscaler's rights, the test
 	// provider's, granted here in the test's namespace.
-	s.grantKwokState(t, "cluster-autoscaler")
-	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{cpu, gpu}, StateNamespace: s.ns}, "--kubeconfig="+kubeconfig,
-		"--namespace="+deployNS, "--expander=priority,least-waste", "--write-status-configmap=true",
-		"--leader-elect=true", "--leader-elect-resource-namespace="+deployNS, "--leader-elect-resource-name=cluster-autoscaler",
+	s.grantKwokState(t, sa)
+	// The install's flags, then the test's: a short lease, quick scale-down.
+	args = append(append([]string{"--kubeconfig=" + kubeconfig}, args...),
 		"--leader-elect-lease-duration=4s", "--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms",
 		"--scale-down-unneeded-time=2s", "--scale-down-delay-after-add=0s")
+	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{cpu, gpu}, StateNamespace: s.ns}, args...)
 	s.replicaSet(t, "web", s.pod("web").CPU("1").Obj())
 	s.c.Create(s.ctx, t, s.pod("infer").CPU("1").Toleration(gpuTaint, "true", corev1.TaintEffectNoSchedule).
 		ClaimFromTemplate("accel", s.gpuNICTemplate(t)).Obj())
@@ -120,7 +135,7 @@ func TestDeployManifestsRBAC(t *testing.T) {
 		return n == 2, seen, err
 	})
 	framework.Eventually(s.ctx, t, time.Minute, "status ConfigMap lists "+cpu.Name, func(ctx context.Context) (bool, string, error) {
-		st, err := status.Read(ctx, s.c.Client, deployNS, "cluster-autoscaler-status")
+		st, err := status.Read(ctx, s.c.Client, deployNS, statusName)
 		if err != nil || st == nil {
 			return false, "no status", err
 		}
@@ -165,7 +180,8 @@ func TestDeployManifestsRBAC(t *testing.T) {
 // needed.
 func TestDeployDroppedRuleFails(t *testing.T) {
 	s := newScenario(t)
-	objs := applyDeploy(s.ctx, t, s.c, "deploy/kwok")
+	objs := s.c.Kustomize(t, "deploy/kwok")
+	applyDeploy(s.ctx, t, s.c, objs, "cluster-autoscaler")
 	// The copies: the ServiceAccount and every binding renamed for sa,
 	// the kwok ClusterRole renamed and without the rule; the base's roles
 	// are bound as they are.

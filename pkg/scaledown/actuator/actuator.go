@@ -44,8 +44,22 @@ type RemovalOutcome struct {
 	At    time.Time
 }
 
+// Options are the removal's upstream flags.
+type Options struct {
+	// Cordon marks nodes unschedulable with their deletion taint
+	// (--cordon-node-before-terminating).
+	Cordon bool
+	// EvictDaemonSetsOfEmpty and EvictDaemonSetsOfDrained evict the
+	// node's DaemonSet pods, best effort and without waiting, right
+	// before an empty, respectively drained, node is deleted
+	// (--daemonset-eviction-for-empty-nodes, -for-occupied-nodes).
+	EvictDaemonSetsOfEmpty   bool
+	EvictDaemonSetsOfDrained bool
+}
+
 // Remover carries out removals.
 type Remover struct {
+	opts     Options
 	client   kubernetes.Interface
 	drainer  *drain.Drainer
 	recorder record.EventRecorder
@@ -58,8 +72,8 @@ type Remover struct {
 }
 
 // New returns an actuator.
-func New(client kubernetes.Interface, drainer *drain.Drainer, recorder record.EventRecorder, c clock.Clock) *Remover {
-	return &Remover{client: client, drainer: drainer, recorder: recorder, clock: c, deleting: map[string]bool{}}
+func New(client kubernetes.Interface, drainer *drain.Drainer, recorder record.EventRecorder, c clock.Clock, opts Options) *Remover {
+	return &Remover{opts: opts, client: client, drainer: drainer, recorder: recorder, clock: c, deleting: map[string]bool{}}
 }
 
 // Deleting returns the nodes whose removal is under way and how many of
@@ -99,7 +113,7 @@ func (a *Remover) Start(ctx context.Context, empty, drained []Deletion) []Remova
 	var failed []RemovalOutcome
 	now := a.clock.Now()
 	taint := func(d Deletion, draining bool) bool {
-		if _, err := drain.Taint(ctx, a.client, d.Node.Name, now); err != nil {
+		if _, err := drain.Mark(ctx, a.client, d.Node.Name, now, a.opts.Cordon); err != nil {
 			failed = append(failed, RemovalOutcome{Node: d.Node.Name, Group: d.Group.Id(), Empty: !draining, Stage: "taint", Err: err, At: now})
 			a.recorder.Eventf(d.Node, corev1.EventTypeWarning, "ScaleDownFailed", "failed to mark the node for deletion: %v", err)
 			return false
@@ -160,6 +174,9 @@ func (a *Remover) removeEmpty(ctx context.Context, batch []Deletion) {
 	nodes := make([]*corev1.Node, len(ready))
 	for i, d := range ready {
 		nodes[i] = d.Node
+		if a.opts.EvictDaemonSetsOfEmpty {
+			a.evictDaemonSets(ctx, d.Node.Name)
+		}
 	}
 	if err := ready[0].Group.DeleteNodes(ctx, nodes); err != nil {
 		for _, d := range ready {
@@ -184,6 +201,9 @@ func (a *Remover) removeDrained(ctx context.Context, d Deletion) {
 		a.fail(ctx, d, false, "drain", err)
 		return
 	}
+	if a.opts.EvictDaemonSetsOfDrained {
+		a.evictDaemonSets(ctx, d.Node.Name)
+	}
 	if err := d.Group.DeleteNodes(ctx, []*corev1.Node{d.Node}); err != nil {
 		a.fail(ctx, d, false, "delete", fmt.Errorf("node group %s: %w", d.Group.Id(), err))
 		return
@@ -202,6 +222,23 @@ func (a *Remover) stillEmpty(ctx context.Context, node string) error {
 		return fmt.Errorf("pod %s was bound to node %s after the plan", left[0], node)
 	}
 	return nil
+}
+
+// evictDaemonSets asks once for the eviction of the node's DaemonSet pods
+// so they end gracefully rather than with the node. It does not wait and
+// a refusal is only logged: the node goes anyway, as upstream's does.
+func (a *Remover) evictDaemonSets(ctx context.Context, node string) {
+	logger := klog.FromContext(ctx)
+	pods, err := drainability.DaemonSetPods(ctx, a.client, node)
+	if err != nil {
+		logger.Error(err, "Listing DaemonSet pods to evict", "node", node)
+		return
+	}
+	for _, p := range pods {
+		if err := a.drainer.EvictNow(ctx, p); err != nil {
+			logger.Error(err, "DaemonSet pod eviction failed; it ends with its node", "node", node, "pod", klog.KObj(p))
+		}
+	}
 }
 
 func (a *Remover) succeed(ctx context.Context, d Deletion, empty bool) {

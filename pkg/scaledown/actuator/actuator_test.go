@@ -34,6 +34,11 @@ type env struct {
 
 func newEnv(t *testing.T, nodeNames []string, pods ...*corev1.Pod) *env {
 	t.Helper()
+	return newEnvWith(t, Options{}, nodeNames, pods...)
+}
+
+func newEnvWith(t *testing.T, opts Options, nodeNames []string, pods ...*corev1.Pod) *env {
+	t.Helper()
 	g := fakeprovider.NewGroup("g", 0, 10)
 	e := &env{group: g, nodes: map[string]*corev1.Node{}}
 	var objs []runtime.Object
@@ -58,7 +63,7 @@ func newEnv(t *testing.T, nodeNames []string, pods ...*corev1.Pod) *env {
 	})
 	rec := record.NewFakeRecorder(100)
 	d := drain.New(e.client, rec, clock.RealClock{}, drain.Options{MaxGracefulTermination: time.Minute, MaxPodEvictionTime: time.Second, RetryInterval: 10 * time.Millisecond})
-	e.a = New(e.client, d, rec, clock.RealClock{})
+	e.a = New(e.client, d, rec, clock.RealClock{}, opts)
 	return e
 }
 
@@ -180,5 +185,65 @@ func TestDrainFindsLatePod(t *testing.T) {
 	}
 	if len(e.group.Calls()) != 0 || e.tainted(t, "n1") {
 		t.Fatalf("calls %+v, tainted %v: want no deletion and the taint gone", e.group.Calls(), e.tainted(t, "n1"))
+	}
+}
+
+func TestRemovalOptions(t *testing.T) {
+	ds := builder.DaemonSet("kube-system", "agent").Obj()
+	web := builder.Pod("app", "web").OwnedBy("apps/v1", "ReplicaSet", "rs").Node("n1").Obj()
+	tests := []struct {
+		name      string
+		opts      Options
+		drained   bool // else empty (but for the DaemonSet pod)
+		deleteErr error
+		// wantCordoned is spec.unschedulable at the end; wantAgent whether
+		// the DaemonSet pod is still there.
+		wantCordoned, wantAgent bool
+	}{
+		{name: "defaults of the type: neither", wantCordoned: false, wantAgent: true},
+		{name: "cordon", opts: Options{Cordon: true}, wantCordoned: true, wantAgent: true},
+		{name: "failed removal uncordons", opts: Options{Cordon: true}, deleteErr: errors.New("quota"), wantCordoned: false, wantAgent: true},
+		{name: "DaemonSet pods of empty nodes evicted", opts: Options{EvictDaemonSetsOfEmpty: true}, wantAgent: false},
+		{name: "only empty nodes' DaemonSet pods", opts: Options{EvictDaemonSetsOfEmpty: true}, drained: true, wantAgent: true},
+		{name: "DaemonSet pods of drained nodes evicted", opts: Options{EvictDaemonSetsOfDrained: true}, drained: true, wantAgent: false},
+		{name: "only drained nodes' DaemonSet pods", opts: Options{EvictDaemonSetsOfDrained: true}, wantAgent: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			agent := builder.PodFromDaemonSet(ds, "agent-n1", "n1")
+			pods := []*corev1.Pod{agent}
+			if tc.drained {
+				pods = append(pods, web)
+			}
+			e := newEnvWith(t, tc.opts, []string{"n1"}, pods...)
+			if tc.deleteErr != nil {
+				e.group.Fail("DeleteNodes", tc.deleteErr)
+			}
+			if tc.drained {
+				e.a.Start(ctx, nil, []Deletion{e.deletion("n1", web)})
+			} else {
+				e.a.Start(ctx, []Deletion{e.deletion("n1")}, nil)
+			}
+			e.a.Wait()
+			want := "n1:ok"
+			if tc.deleteErr != nil {
+				want = "n1:delete"
+			}
+			if got := describe(e.a.Collect()); got != want {
+				t.Fatalf("outcomes %s, want %s", got, want)
+			}
+			n, err := e.client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n.Spec.Unschedulable != tc.wantCordoned {
+				t.Errorf("unschedulable %v, want %v", n.Spec.Unschedulable, tc.wantCordoned)
+			}
+			_, err = e.client.CoreV1().Pods("kube-system").Get(ctx, "agent-n1", metav1.GetOptions{})
+			if (err == nil) != tc.wantAgent {
+				t.Errorf("DaemonSet pod there: %v, want %v", err == nil, tc.wantAgent)
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Annotations users put on pods and nodes.
@@ -57,6 +58,10 @@ type Rules struct {
 	// not DaemonSet pods and have no PodDisruptionBudget
 	// (--skip-nodes-with-system-pods).
 	SkipNodesWithSystemPods bool
+	// SkipNodesWithCustomControllerPods keeps nodes with pods whose
+	// controller is none of the built-in ones that recreate evicted pods
+	// elsewhere (--skip-nodes-with-custom-controller-pods).
+	SkipNodesWithCustomControllerPods bool
 	// Owners, when set, tells whether a pod's controller still exists;
 	// a pod whose controller is gone would not be recreated once evicted.
 	Owners OwnerLookup
@@ -94,6 +99,10 @@ func (r Rules) Check(pod *corev1.Pod, hasPDB bool) Outcome {
 	ref := metav1.GetControllerOfNoCopy(pod)
 	if ref == nil {
 		return Outcome{Verdict: Blocks, Reason: NotReplicated, Detail: fmt.Sprintf("pod %s/%s has no controller", pod.Namespace, pod.Name)}
+	}
+	if r.SkipNodesWithCustomControllerPods && !builtinController(ref) {
+		return Outcome{Verdict: Blocks, Reason: NotReplicated,
+			Detail: fmt.Sprintf("pod %s/%s is controlled by %s %s, not a ReplicaSet, ReplicationController, Job or StatefulSet", pod.Namespace, pod.Name, ref.Kind, ref.Name)}
 	}
 	if r.Owners != nil {
 		if exists, known := r.Owners(pod.Namespace, ref); known && !exists {
@@ -164,6 +173,25 @@ func localVolume(pod *corev1.Pod) string {
 // deleted.
 func GoesWithNode(pod *corev1.Pod) bool {
 	return isMirror(pod) || isDaemonSetPod(pod) || isTerminal(pod) || pod.DeletionTimestamp != nil
+}
+
+// builtinController tells the controllers known to recreate an evicted
+// pod (DaemonSet pods go with their node and never get here).
+func builtinController(ref *metav1.OwnerReference) bool {
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil {
+		return false
+	}
+	group := gv.Group
+	switch ref.Kind {
+	case "ReplicaSet", "StatefulSet":
+		return group == "apps"
+	case "Job":
+		return group == "batch"
+	case "ReplicationController":
+		return group == ""
+	}
+	return false
 }
 
 func isMirror(pod *corev1.Pod) bool {

@@ -43,6 +43,8 @@ func TestCheck(t *testing.T) {
 	}
 	orphan := builder.Pod("app", "p").OwnedBy("apps/v1", "ReplicaSet", "gone").Node("n1").Obj()
 	ofJob := builder.Pod("app", "p").OwnedBy("batch/v1", "Job", "j").Node("n1").Obj()
+	custom := strict
+	custom.SkipNodesWithCustomControllerPods = true
 	tests := []struct {
 		name    string
 		rules   Rules
@@ -74,6 +76,13 @@ func TestCheck(t *testing.T) {
 		{name: "emptyDir blocks", rules: strict, pod: withVolume(rs("app", "p"), emptyDir), verdict: Blocks, reason: LocalStorageRequested},
 		{name: "memory emptyDir is not local storage", rules: strict, pod: withVolume(rs("app", "p"), memDir), verdict: Moves},
 		{name: "emptyDir declared safe", rules: strict, pod: annotated(withVolume(rs("app", "p"), emptyDir), SafeToEvictLocalVolumesAnnotation, "other, scratch"), verdict: Moves},
+		{name: "custom controller blocks", rules: custom, pod: builder.Pod("app", "p").OwnedBy("ray.io/v1", "RayCluster", "r").Node("n1").Obj(), verdict: Blocks, reason: NotReplicated},
+		{name: "a kind of another group is custom", rules: custom, pod: builder.Pod("app", "p").OwnedBy("example.com/v1", "ReplicaSet", "r").Node("n1").Obj(), verdict: Blocks, reason: NotReplicated},
+		{name: "custom controller moves when allowed", rules: strict, pod: builder.Pod("app", "p").OwnedBy("ray.io/v1", "RayCluster", "r").Node("n1").Obj(), verdict: Moves},
+		{name: "ReplicaSet is built in", rules: custom, pod: rs("app", "p"), verdict: Moves},
+		{name: "Job is built in", rules: custom, pod: ofJob, verdict: Moves},
+		{name: "StatefulSet is built in", rules: custom, pod: builder.Pod("app", "p").OwnedBy("apps/v1", "StatefulSet", "s").Node("n1").Obj(), verdict: Moves},
+		{name: "ReplicationController is built in", rules: custom, pod: builder.Pod("app", "p").OwnedBy("v1", "ReplicationController", "rc").Node("n1").Obj(), verdict: Moves},
 		{name: "emptyDir allowed by flag", rules: Rules{SkipNodesWithSystemPods: true}, pod: withVolume(rs("app", "p"), emptyDir), verdict: Moves},
 	}
 	for _, tc := range tests {

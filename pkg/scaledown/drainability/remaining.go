@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
@@ -14,15 +15,44 @@ import (
 // would destroy. Used right before a node is deleted, after it was
 // tainted, so a pod bound after a plan was made is seen.
 func Remaining(ctx context.Context, client kubernetes.Interface, node string) ([]string, error) {
-	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
+	pods, err := podsOf(ctx, client, node)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range pods {
+		if !GoesWithNode(p) {
+			out = append(out, p.Namespace+"/"+p.Name)
+		}
+	}
+	return out, nil
+}
+
+// DaemonSetPods lists the node's running DaemonSet pods afresh.
+func DaemonSetPods(ctx context.Context, client kubernetes.Interface, node string) ([]*corev1.Pod, error) {
+	pods, err := podsOf(ctx, client, node)
+	if err != nil {
+		return nil, err
+	}
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if isDaemonSetPod(p) && !isTerminal(p) && p.DeletionTimestamp == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+func podsOf(ctx context.Context, client kubernetes.Interface, node string) ([]*corev1.Pod, error) {
+	list, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String()})
 	if err != nil {
 		return nil, fmt.Errorf("list pods of node %s: %w", node, err)
 	}
-	var out []string
-	for i := range pods.Items {
+	var out []*corev1.Pod
+	for i := range list.Items {
 		// Checked again: not every client honours field selectors.
-		if p := &pods.Items[i]; p.Spec.NodeName == node && !GoesWithNode(p) {
-			out = append(out, p.Namespace+"/"+p.Name)
+		if p := &list.Items[i]; p.Spec.NodeName == node {
+			out = append(out, p)
 		}
 	}
 	return out, nil

@@ -23,6 +23,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/balance"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 )
@@ -40,6 +41,9 @@ type Options struct {
 	MaxNodesPerScaleUp int
 	ScaleUpFromZero    bool
 	MaxBinpacking      time.Duration
+	// Balance, when set, spreads each scale-up over the groups similar
+	// to the chosen one (--balance-similar-node-groups).
+	Balance *balance.Similarity
 }
 
 // Planner plans scale-ups.
@@ -105,10 +109,14 @@ func (p *Planner) Plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegr
 		if _, err := p.estimate.EstimateAndKeep(ctx, best.Pods, g.Template, g.Id); err != nil {
 			return nil, err
 		}
-		used[g.Id] = true
-		p.take(g, best.NodeCount, best.Pods)
-		usage.Add(g.Template.Node, best.NodeCount)
-		plan.ScaleUps = append(plan.ScaleUps, act.ScaleUp{Group: g, Delta: best.NodeCount, Pods: best.Pods})
+		// With balancing, the nodes are spread over g and the groups
+		// similar to it (balance.go).
+		for _, up := range p.spread(g, best, options, groups) {
+			used[up.Group.Id] = true
+			p.take(up.Group, up.Delta, up.Pods)
+			usage.Add(up.Group.Template.Node, up.Delta)
+			plan.ScaleUps = append(plan.ScaleUps, up)
+		}
 		logger.V(2).Info("Scale-up option chosen", "nodeGroup", g.Id, "nodes", best.NodeCount, "pods", len(best.Pods), "options", len(options), "expanders", p.chain.Names())
 		remaining = without(remaining, best.Pods)
 	}

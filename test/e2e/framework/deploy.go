@@ -33,13 +33,35 @@ import (
 func (c *Cluster) Kustomize(t testing.TB, dir string) []*unstructured.Unstructured {
 	t.Helper()
 	root := filepath.Dir(filepath.Dir(c.BinDir))
-	cmd := exec.Command("go", "run", ".", filepath.Join(root, dir))
-	cmd.Dir = filepath.Join(root, "hack", "kustomize")
+	return c.runManifestTool(t, "kustomize build "+dir, "kustomize", ".", filepath.Join(root, dir))
+}
+
+// HelmRender renders the chart deploy/charts/dra-autoscaler as an install
+// of release name in namespace with hack/helm (the Helm Go SDK), sets
+// given as helm's --set, and returns its objects: the CRDs, then the
+// templates in Helm's install order.
+func (c *Cluster) HelmRender(t testing.TB, name, namespace string, sets ...string) []*unstructured.Unstructured {
+	t.Helper()
+	args := []string{"./cmd/render", "--name", name, "--namespace", namespace}
+	for _, s := range sets {
+		args = append(args, "--set", s)
+	}
+	return c.runManifestTool(t, fmt.Sprintf("helm render %v", sets), "helm", args...)
+}
+
+// runManifestTool runs `go run args...` in the module hack/<module> (a
+// tool with its own dependencies, which this module cannot import) and
+// decodes the manifests it prints.
+func (c *Cluster) runManifestTool(t testing.TB, what, module string, args ...string) []*unstructured.Unstructured {
+	t.Helper()
+	root := filepath.Dir(filepath.Dir(c.BinDir))
+	cmd := exec.Command("go", append([]string{"run"}, args...)...)
+	cmd.Dir = filepath.Join(root, "hack", module)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("kustomize build %s: %v\n%s", dir, err, stderr.String())
+		t.Fatalf("%s: %v\n%s", what, err, stderr.String())
 	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
 	var objs []*unstructured.Unstructured
@@ -48,7 +70,7 @@ func (c *Cluster) Kustomize(t testing.TB, dir string) []*unstructured.Unstructur
 		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
-			t.Fatalf("kustomize output of %s: %v", dir, err)
+			t.Fatalf("output of %s: %v", what, err)
 		}
 		if len(u.Object) > 0 {
 			objs = append(objs, u)
