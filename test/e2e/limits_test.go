@@ -80,7 +80,7 @@ func TestBadInputFailsAtStart(t *testing.T) {
 		{"unknown expander", []string{"--cloud-config=" + goodConfig, "--expander=least-waste,cheapest"}, `unknown expander "cheapest"`},
 		{"unknown node group", []string{"--cloud-config=" + goodConfig, "--nodes=0:3:nope"}, `node group "nope"`},
 		{"malformed --nodes", []string{"--cloud-config=" + goodConfig, "--nodes=0:x:g"}, `max "x"`},
-		{"unknown flag", []string{"--cloud-config=" + goodConfig, "--scan-intervall=1s"}, "unknown flag: --scan-intervall"},
+		{"unknown flag", []string{"--cloud-config=" + goodConfig, "--scan-intervall=1s"}, "--scan-intervall: unknown flag"},
 		{"malformed duration", []string{"--cloud-config=" + goodConfig, "--scan-interval=soon"}, `"--scan-interval"`},
 		{"unknown feature gate", []string{"--cloud-config=" + goodConfig, "--feature-gates=NoSuchGate=true"}, "NoSuchGate"},
 		{"missing cloud config", []string{"--cloud-config=/nonexistent.yaml"}, "/nonexistent.yaml"},
