@@ -102,8 +102,9 @@ func (s *scenario) podNode(t *testing.T, name string) string {
 }
 
 // boundBeforeOtherNodeReady says whether pod was bound to node before
-// every other node of group was Ready (to the second: a tie counts as
-// before, the scheduler may not have seen the node yet).
+// every other node of group was usable: Ready and its devices published
+// (to the second: a tie counts as before, the scheduler may not have
+// seen the node or its slices yet).
 func (s *scenario) boundBeforeOtherNodeReady(t *testing.T, group, name, node string) bool {
 	t.Helper()
 	pod, err := s.c.Client.CoreV1().Pods(s.ns).Get(s.ctx, name, metav1.GetOptions{})
@@ -124,13 +125,25 @@ func (s *scenario) boundBeforeOtherNodeReady(t *testing.T, group, name, node str
 		if n.Name == node {
 			continue
 		}
-		readyBefore := false
+		var usable time.Time
 		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue && c.LastTransitionTime.Time.Before(bound) {
-				readyBefore = true
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				usable = c.LastTransitionTime.Time
 			}
 		}
-		if !readyBefore {
+		if usable.IsZero() {
+			return true
+		}
+		slices, err := s.c.Client.ResourceV1().ResourceSlices().List(s.ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sl := range slices.Items {
+			if created := sl.CreationTimestamp.Time; created.After(usable) {
+				usable = created
+			}
+		}
+		if !usable.Before(bound) {
 			return true
 		}
 	}
