@@ -101,11 +101,11 @@ func (s *scenario) podNode(t *testing.T, name string) string {
 	return node
 }
 
-// boundBeforeOtherNodeReady says whether pod was bound to node before
+// boundBeforeOtherNodeUsable says whether pod was bound to node before
 // every other node of group was usable: Ready and its devices published
 // (to the second: a tie counts as before, the scheduler may not have
 // seen the node or its slices yet).
-func (s *scenario) boundBeforeOtherNodeReady(t *testing.T, group, name, node string) bool {
+func (s *scenario) boundBeforeOtherNodeUsable(t *testing.T, group, name, node string) bool {
 	t.Helper()
 	pod, err := s.c.Client.CoreV1().Pods(s.ns).Get(s.ctx, name, metav1.GetOptions{})
 	if err != nil {
@@ -307,13 +307,14 @@ func TestSharingPrioritizedListPolicy(t *testing.T) {
 			if n := s.groupSize(t, g.Name); n != tc.nodes {
 				t.Errorf("group has %d nodes, want %d", n, tc.nodes)
 			}
-			if !tc.sameNodes && fiveNode == flexNode && s.boundBeforeOtherNodeReady(t, g.Name, "flexible", flexNode) {
+			if !tc.sameNodes && fiveNode == flexNode && s.boundBeforeOtherNodeUsable(t, g.Name, "flexible", flexNode) {
 				// The plan was right (two nodes), but the scheduler saw
-				// the first before the second was Ready and took the
-				// second alternative there: nothing tells it our plan
-				// until nominations (#20) do. Only a binding made while
-				// the planned node was already Ready disagrees with us.
-				t.Logf("flexible bound to %s before the planned second node was Ready; the binding is the scheduler's race, not the plan", flexNode)
+				// the first before the second was usable (Ready with its
+				// devices published) and took the second alternative
+				// there: nothing tells it our plan until nominations
+				// (#20) do. Only a binding made while the planned node
+				// was already usable disagrees with us.
+				t.Logf("flexible bound to %s before the planned second node was usable; the binding is the scheduler's race, not the plan", flexNode)
 			} else {
 				res := s.allocation(t, "flexible")
 				if len(res) == 0 || res[0].Request != tc.request {
