@@ -80,7 +80,8 @@ FUZZ_TARGETS := \
 	./pkg/reservations:FuzzExpectedRuntime \
 	./pkg/scaledown/drainability:FuzzSafeToEvict \
 	./pkg/scaledown/eligibility:FuzzScaleDownDisabled \
-	./simulator/framework:FuzzSchedulerConfig
+	./simulator/framework:FuzzSchedulerConfig \
+	./pkg/stages/vet:FuzzPools
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; echo "== $$name ($$pkg, $(FUZZTIME))"; \

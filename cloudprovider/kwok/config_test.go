@@ -47,6 +47,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{"negative delay", "nodeGroups:\n- {name: g, maxSize: 2, driverDelay: -1s}\n", `driverDelay (-1s) must not be negative`},
 		{"bad node quantity", "nodeGroups:\n- {name: g, maxSize: 2, template: {capacity: {memory: 12Gx}}}\n", `node group "g" (nodeGroups[0]): template.capacity[memory]: quantities must match`},
 		{"negative node quantity", "nodeGroups:\n- {name: g, maxSize: 2, template: {capacity: {cpu: -1}}}\n", `template.capacity[cpu] (-1) must not be negative`},
+		{"node quantity that overflows", "nodeGroups:\n- {name: g, maxSize: 2, template: {capacity: {cpu: 1e100}}}\n", `template.capacity[cpu] (10e99) is too large`},
+		{"device over-consumes a counter", "nodeGroups:\n- {name: g, maxSize: 2, template: {drivers: [{driver: gpu.example.com, sharedCounters: [{name: mem, counters: {memory: {value: 10Gi}}}], devices: [{name: gpu-0, consumesCounters: [{counterSet: mem, counters: {memory: {value: 20Gi}}}]}]}]}}\n", `consumes 20Gi of counter "memory", but set "mem" holds 10Gi`},
 		{"bad taint effect", "nodeGroups:\n- {name: g, maxSize: 2, template: {taints: [{key: a, effect: Never}]}}\n", `template.taints[0].effect "Never"`},
 		{"bad label value", "nodeGroups:\n- {name: g, maxSize: 2, template: {labels: {a: 'not ok'}}}\n", `template.labels`},
 		{"reserved label", "nodeGroups:\n- {name: g, maxSize: 2, template: {labels: {autoscaling.dra-autoscaler.io/node-group: x}}}\n", `set by the provider`},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"strings"
 
@@ -25,6 +26,9 @@ import (
 // maxGroupNameLength keeps "<group>-template" (a node name that is also a
 // kubernetes.io/hostname label value) within the 63 characters of a label.
 const maxGroupNameLength = validation.LabelValueMaxLength - len("-template")
+
+// maxCapacity is the largest node quantity whose milli-value fits an int64.
+const maxCapacity = math.MaxInt64 / 1000
 
 // Validate checks the whole config and returns every problem found, each
 // naming the node group or reservation and the field.
@@ -213,6 +217,11 @@ func (t *TemplateConfig) validateNodeFields() []error {
 		if q.Sign() < 0 {
 			errs = append(errs, fmt.Errorf("template.capacity[%s] (%s) must not be negative", name, q.String()))
 		}
+		// The scheduler compares milli-values in an int64: a larger
+		// quantity saturates and every pod would seem to fit.
+		if q.CmpInt64(maxCapacity) > 0 {
+			errs = append(errs, fmt.Errorf("template.capacity[%s] (%s) is too large (at most %d)", name, q.String(), int64(maxCapacity)))
+		}
 	}
 	return errs
 }
@@ -272,8 +281,16 @@ func (d *DriverConfig) validateReferences(ref string) []error {
 				continue
 			}
 			for _, name := range slices.Sorted(maps.Keys(c.Counters)) {
-				if _, ok := set.Counters[name]; !ok {
+				have, ok := set.Counters[name]
+				if !ok {
 					errs = append(errs, fmt.Errorf("%s.consumesCounters[%d]: counter set %q has no counter %q", devRef, j, c.CounterSet, name))
+					continue
+				}
+				// Such a device could never be allocated: the allocator
+				// would see it as free yet never fitting.
+				if want := c.Counters[name].Value; want.Cmp(have.Value) > 0 {
+					errs = append(errs, fmt.Errorf("%s.consumesCounters[%d]: consumes %s of counter %q, but set %q holds %s",
+						devRef, j, want.String(), name, c.CounterSet, have.Value.String()))
 				}
 			}
 		}

@@ -77,7 +77,7 @@ func newParts(ctx context.Context, opts *config.Options, client kubernetes.Inter
 	p.analyzer = fragmentation.NewAnalyzer(p.runner)
 	p.shapes = fragmentation.NewShapes(opts.Sharing.RequestShapeRetention)
 	p.placer = placement.New(p.runner, p.analyzer, p.shapes, opts.Sharing)
-	if p.chain, err = buildExpanders(opts, client, p.placer.StrandedFraction(ctx, p.est)); err != nil {
+	if p.chain, err = buildExpanders(opts, client, events, p.placer.StrandedFraction(ctx, p.est)); err != nil {
 		return nil, nil, err
 	}
 	providerLimits, err := provider.GetResourceLimiter()

@@ -36,6 +36,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/stranded"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/vet"
 )
 
 // run wires everything and blocks until ctx ends or leadership is lost.
@@ -106,6 +107,10 @@ func run(ctx context.Context, opts *config.Options) error {
 	return leaderElect(ctx, opts, client, recorder, autoscale)
 }
 
+// vetGrace is how long a driver's pool may look incomplete or
+// contradictory (it publishes slices one by one) before it is reported.
+const vetGrace = 10 * time.Second
+
 // runningLoop is the loop run drives (and the loop benchmark measures):
 // the shared loop parts plus what acts and tells. The caller sets the
 // Observer, and starts it and the CapacityReservation informer.
@@ -124,6 +129,9 @@ func (p *parts) runningLoop(opts *config.Options, client kubernetes.Interface, d
 	lp.Launcher = act.New(tracker, b)
 	status := statusObject(opts)
 	lp.Reporter = report.New(recorder, m, 5*time.Minute).WithStatusObject(status.Namespace, status.Name)
+	lp.Vet = vet.New(vetGrace, 5*time.Minute, func(f vet.Finding) {
+		recorder.Event(f.Object, corev1.EventTypeWarning, f.Reason, f.Message)
+	})
 	lp.Stranded = stranded.New(p.analyzer, p.shapes, opts.Sharing.StrandedCapacityBudget, m.Sharing)
 	l := loop.New(lp)
 	l.ScaleDown = newScaleDown(opts, p.runner, client, recorder, m, drainer)

@@ -2,6 +2,7 @@ package expander_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -56,10 +57,10 @@ func TestStrategies(t *testing.T) {
 		{"most-pods", expander.Chain{mostpods.New()}, []expander.Option{small, many, big}, "many"},
 		{"least-nodes", expander.Chain{leastnodes.New()}, []expander.Option{small, many, big}, "big"},
 		{"price per pod, unknown price last", expander.Chain{price.New()}, []expander.Option{many, small, big}, "big"},
-		{"priority", expander.Chain{priority.New(prioSource("10:\n- .*\n50:\n- sm.*\n", nil))}, []expander.Option{big, small}, "small"},
-		{"priority patterns match whole names", expander.Chain{priority.New(prioSource("50:\n- mall\n10:\n- big\n", nil))}, []expander.Option{big, small}, "big"},
-		{"broken priority config defers to the next", expander.Chain{priority.New(prioSource("x: [", nil)), leastnodes.New()}, []expander.Option{small, big}, "big"},
-		{"priority source error defers", expander.Chain{priority.New(prioSource("", errors.New("boom"))), mostpods.New()}, []expander.Option{small, many}, "many"},
+		{"priority", expander.Chain{priority.New(prioSource("10:\n- .*\n50:\n- sm.*\n", nil), nil)}, []expander.Option{big, small}, "small"},
+		{"priority patterns match whole names", expander.Chain{priority.New(prioSource("50:\n- mall\n10:\n- big\n", nil), nil)}, []expander.Option{big, small}, "big"},
+		{"broken priority config defers to the next", expander.Chain{priority.New(prioSource("x: [", nil), nil), leastnodes.New()}, []expander.Option{small, big}, "big"},
+		{"priority source error defers", expander.Chain{priority.New(prioSource("", errors.New("boom")), nil), mostpods.New()}, []expander.Option{small, many}, "many"},
 		{"chain narrows in order", expander.Chain{mostpods.New(), leastnodes.New()}, []expander.Option{small, big, many}, "many"},
 		{"ties go to the first group by name", expander.Chain{mostpods.New()}, []expander.Option{small, big}, "big"},
 		{"random picks one of them", expander.Chain{random.New(1)}, []expander.Option{small}, "small"},
@@ -74,6 +75,15 @@ func TestStrategies(t *testing.T) {
 	}
 	if (expander.Chain{mostpods.New()}).Choose(nil) != nil {
 		t.Error("chose from no options")
+	}
+	// The owner of a broken config is told, not only the log.
+	var warned []error
+	chain := expander.Chain{priority.New(prioSource("10:\n- '['\n", nil), func(err error) { warned = append(warned, err) }), leastnodes.New()}
+	if got := chain.Choose([]expander.Option{small, big}); got == nil || got.NodeGroup != "big" {
+		t.Errorf("with a bad pattern chose %v, want big", got)
+	}
+	if len(warned) != 1 || !strings.Contains(warned[0].Error(), "[") {
+		t.Errorf("warned %v, want one error naming the pattern", warned)
 	}
 }
 

@@ -38,6 +38,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/stranded"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/vet"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
@@ -81,6 +82,9 @@ type Parts struct {
 	// pods fit and applies the prioritized-list policy. Both optional.
 	Stranded  *stranded.Meter
 	Placement *placement.Placer
+	// Vet tells the owners of pod annotations and ResourceSlices the
+	// pass cannot use; optional.
+	Vet *vet.Vetter
 	// OnPass, if set, is told when a pass finished without error.
 	OnPass func(time.Time)
 	// Extensions are stages features outside the loop add to the pass,

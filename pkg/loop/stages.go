@@ -19,8 +19,10 @@ import (
 
 // Stage names, in pass order.
 const (
-	StageRefresh      = "refresh"
-	StageObserve      = "observe"
+	StageRefresh = "refresh"
+	StageObserve = "observe"
+	// StageVet tells the owners of input the pass cannot use (vet).
+	StageVet          = "vet"
 	StageGroups       = "nodeGroups"
 	StageTrack        = "track"
 	StageSnapshot     = "snapshot"
@@ -51,11 +53,16 @@ func (l *Loop) Stages() ([]Stage, error) {
 	out := []Stage{
 		stage{name: StageRefresh, run: l.refresh},
 		stage{name: StageObserve, run: l.observe},
+	}
+	if l.Vet != nil {
+		out = append(out, stage{name: StageVet, acts: true, run: l.vet})
+	}
+	out = append(out,
 		stage{name: StageGroups, run: l.collectGroups},
 		stage{name: StageTrack, acts: true, run: l.track},
 		stage{name: StageSnapshot, run: l.buildSnapshot},
 		stage{name: StageReservations, run: l.countReservations},
-	}
+	)
 	if l.Upkeep != nil {
 		out = append(out, stage{name: StageReservationUpkeep, acts: true, run: l.reservationUpkeep})
 	}
@@ -89,6 +96,13 @@ func (l *Loop) refresh(ctx context.Context, p *Pass) error {
 	if err := l.Provider.Refresh(ctx); err != nil {
 		return failed("cloudProviderError", fmt.Errorf("refresh cloud provider: %w", err))
 	}
+	return nil
+}
+
+// vet names the pods' annotations and the drivers' slices the pass
+// cannot use; it changes nothing the pass does with them.
+func (l *Loop) vet(_ context.Context, p *Pass) error {
+	l.Vet.Run(p.cluster, p.StartedAt)
 	return nil
 }
 

@@ -15,8 +15,13 @@ func FuzzExpectedRuntime(f *testing.F) {
 	f.Fuzz(func(t *testing.T, v string) {
 		pod := builder.Pod("ns", "p").Obj()
 		pod.Annotations = map[string]string{AnnotationExpectedRuntime: v}
-		if d, ok := ExpectedRuntime(pod); ok && d < 0 {
+		d, ok := ExpectedRuntime(pod)
+		if ok && d < 0 {
 			t.Fatalf("%q read as %s", v, d)
+		}
+		// Whatever is not read is named, in a bounded message.
+		if _, err := ParseExpectedRuntime(pod); (err == nil) != ok || err != nil && len(err.Error()) > 300 {
+			t.Fatalf("%q: read %v, error %v", v, ok, err)
 		}
 	})
 }

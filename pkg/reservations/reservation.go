@@ -139,13 +139,29 @@ func FromProvider(in []cloudprovider.ReservedCapacity) []*Reservation {
 
 // ExpectedRuntime is the run time a pod declares, if it declares a valid one.
 func ExpectedRuntime(pod *corev1.Pod) (time.Duration, bool) {
+	d, err := ParseExpectedRuntime(pod)
+	return d, err == nil && d >= 0
+}
+
+// ParseExpectedRuntime reads the annotation: -1 and no error when the pod
+// has none, an error naming the value when it is malformed (the pod then
+// counts as declaring nothing, and is told so).
+func ParseExpectedRuntime(pod *corev1.Pod) (time.Duration, error) {
 	v, ok := pod.Annotations[AnnotationExpectedRuntime]
 	if !ok {
-		return 0, false
+		return -1, nil
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		return 0, false
+		return -1, fmt.Errorf("annotation %s=%q is not a non-negative duration such as \"2h\"; the pod counts as declaring no run time", AnnotationExpectedRuntime, truncate(v, 64))
 	}
-	return d, true
+	return d, nil
+}
+
+// truncate keeps messages short whatever a user put in an annotation.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -36,9 +37,13 @@ type scenario struct {
 	cleanupVolumes []string
 }
 
-func newScenario(t *testing.T) *scenario {
+func newScenario(t *testing.T) *scenario { return newScenarioWithin(t, 5*time.Minute) }
+
+// newScenarioWithin is newScenario for a test that takes longer than 5
+// minutes.
+func newScenarioWithin(t *testing.T, d time.Duration) *scenario {
 	c := framework.Get(t)
-	ctx, ns := c.Namespace(t)
+	ctx, ns := c.NamespaceWithin(t, d)
 	s := &scenario{c: c, ctx: ctx, ns: ns, gpu: "gpu." + ns + ".example.com", nic: "nic." + ns + ".example.com"}
 	c.Create(ctx, t,
 		builder.DeviceClass(ns+"-gpu").Driver(s.gpu).Obj(),

@@ -61,36 +61,3 @@ func TestMaxNodesTotal(t *testing.T) {
 		return len(g) == 2, fmt.Sprintf("%d nodes", len(g)), err
 	})
 }
-
-// Bad input fails at start with a message naming it, never a panic.
-func TestBadInputFailsAtStart(t *testing.T) {
-	t.Parallel()
-	c := framework.Get(t)
-	badConfig := t.TempDir() + "/bad.yaml"
-	writeFile(t, badConfig, "nodeGroups:\n- name: g\n  minSize: 3\n  maxSize: 1\n")
-	goodConfig := t.TempDir() + "/good.yaml"
-	writeFile(t, goodConfig, "nodeGroups:\n- name: g\n  maxSize: 1\n  template:\n    capacity: {cpu: \"1\", memory: 1Gi}\n")
-	base := []string{"--kubeconfig=" + c.Kubeconf, "--leader-elect=false", "--address=127.0.0.1:0"}
-	tests := []struct {
-		name string
-		args []string
-		want string
-	}{
-		{"kwok max below min", []string{"--cloud-config=" + badConfig}, "maxSize"},
-		{"unknown expander", []string{"--cloud-config=" + goodConfig, "--expander=least-waste,cheapest"}, `unknown expander "cheapest"`},
-		{"unknown node group", []string{"--cloud-config=" + goodConfig, "--nodes=0:3:nope"}, `node group "nope"`},
-		{"malformed --nodes", []string{"--cloud-config=" + goodConfig, "--nodes=0:x:g"}, `max "x"`},
-		{"unknown flag", []string{"--cloud-config=" + goodConfig, "--scan-intervall=1s"}, "--scan-intervall: unknown flag"},
-		{"malformed duration", []string{"--cloud-config=" + goodConfig, "--scan-interval=soon"}, `"--scan-interval"`},
-		{"unknown feature gate", []string{"--cloud-config=" + goodConfig, "--feature-gates=NoSuchGate=true"}, "NoSuchGate"},
-		{"missing cloud config", []string{"--cloud-config=/nonexistent.yaml"}, "/nonexistent.yaml"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			code, out := c.RunAutoscaler(t, time.Minute, append(base, tc.args...)...)
-			if code == 0 || !strings.Contains(out, tc.want) || strings.Contains(out, "panic") {
-				t.Fatalf("exit %d, output does not name %q (or panicked):\n%s", code, tc.want, out)
-			}
-		})
-	}
-}

@@ -30,10 +30,17 @@ const ConfigKey = "priorities"
 // ConfigSource returns the ConfigMap's data; found is false when it does not exist.
 type ConfigSource func() (data map[string]string, found bool, err error)
 
-type strategy struct{ source ConfigSource }
+type strategy struct {
+	source ConfigSource
+	warn   func(error)
+}
 
 // New returns the strategy reading its priorities from source each time.
-func New(source ConfigSource) expander.Strategy { return strategy{source: source} }
+// warn, if set, is told when the config is unusable (the owner of the
+// ConfigMap should hear it, not only the log).
+func New(source ConfigSource, warn func(error)) expander.Strategy {
+	return strategy{source: source, warn: warn}
+}
 
 func (strategy) Name() string { return Name }
 
@@ -43,6 +50,9 @@ func (s strategy) Best(options []expander.Option) []expander.Option {
 		// A broken ConfigMap must not stop scale-ups: the next expander
 		// in the chain decides, and the user sees why in the log.
 		klog.ErrorS(err, "Priority expander config unusable; ignoring priorities")
+		if s.warn != nil {
+			s.warn(err)
+		}
 		return options
 	}
 	return expander.BestBy(options, func(o expander.Option) float64 {

@@ -52,7 +52,7 @@ func newListers(f informers.SharedInformerFactory, served Served) listers {
 }
 
 func (l *listers) list() (*ClusterState, error) {
-	s := &ClusterState{}
+	s := &ClusterState{GangsServed: l.podGroups != nil && l.workloads != nil}
 	var errs []error
 	collect := func(err error) { errs = append(errs, err) }
 	var err error

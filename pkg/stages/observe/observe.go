@@ -35,7 +35,10 @@ type ClusterState struct {
 	DeviceTaintRules       []*resourceapi.DeviceTaintRule
 	PodGroups              []*schedulingv1beta1.PodGroup
 	Workloads              []*schedulingv1beta1.Workload
-	DaemonSets             []*appsv1.DaemonSet
+	// GangsServed: the cluster serves PodGroups and Workloads (empty
+	// lists then mean there are none).
+	GangsServed bool
+	DaemonSets  []*appsv1.DaemonSet
 	// CSINodes are the registered nodes' CSI drivers and attach limits, by
 	// node name: a group's template from a real node keeps its node's.
 	CSINodes map[string]*storagev1.CSINode

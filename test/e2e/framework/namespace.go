@@ -17,7 +17,14 @@ import (
 // creates should carry the namespace name, so parallel tests never collide.
 func (c *Cluster) Namespace(t *testing.T) (context.Context, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	return c.NamespaceWithin(t, 5*time.Minute)
+}
+
+// NamespaceWithin is Namespace for a test that may take longer than the
+// usual 5 minutes.
+func (c *Cluster) NamespaceWithin(t *testing.T, d time.Duration) (context.Context, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
 	name := strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-"))
 	if len(name) > 40 {

@@ -45,6 +45,12 @@ func (c *Cluster) Create(ctx context.Context, t testing.TB, objs ...runtime.Obje
 	}
 }
 
+// TryCreate creates the object as Create does and returns the API
+// server's error instead of failing the test, for objects it must refuse.
+func (c *Cluster) TryCreate(ctx context.Context, t testing.TB, obj runtime.Object) error {
+	return c.create(ctx, t, obj)
+}
+
 func (c *Cluster) create(ctx context.Context, t testing.TB, obj runtime.Object) error {
 	opts := metav1.CreateOptions{}
 	del := metav1.DeleteOptions{}

@@ -1,0 +1,64 @@
+package vet
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+)
+
+// missing names references of unbound pods (and of PodGroups) to objects
+// that do not exist. The scheduler holds such pods back without saying
+// so (they never become unschedulable), so no scale-up can help them and
+// nobody would hear why.
+func missing(state *observe.ClusterState) []Finding {
+	claims := map[string]bool{}
+	for _, c := range state.ResourceClaims {
+		claims[c.Namespace+"/"+c.Name] = true
+	}
+	templates := map[string]bool{}
+	for _, t := range state.ResourceClaimTemplates {
+		templates[t.Namespace+"/"+t.Name] = true
+	}
+	groups := map[string]bool{}
+	for _, g := range state.PodGroups {
+		groups[g.Namespace+"/"+g.Name] = true
+	}
+	workloads := map[string]bool{}
+	for _, w := range state.Workloads {
+		workloads[w.Namespace+"/"+w.Name] = true
+	}
+	var out []Finding
+	add := func(p *corev1.Pod, format string, args ...any) {
+		out = append(out, Finding{Object: p, Reason: ReasonMissingReference, Message: fmt.Sprintf(format, args...) +
+			": the scheduler holds the pod back until it exists, and no new node can help"})
+	}
+	for _, p := range state.Pods {
+		if p.Spec.NodeName != "" || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		for _, c := range p.Spec.ResourceClaims {
+			switch {
+			case c.ResourceClaimName != nil && !claims[p.Namespace+"/"+*c.ResourceClaimName]:
+				add(p, "pod claim %q names ResourceClaim %q, which does not exist", c.Name, *c.ResourceClaimName)
+			case c.ResourceClaimTemplateName != nil && !templates[p.Namespace+"/"+*c.ResourceClaimTemplateName]:
+				add(p, "pod claim %q names ResourceClaimTemplate %q, which does not exist", c.Name, *c.ResourceClaimTemplateName)
+			}
+		}
+		if g := p.Spec.SchedulingGroup; state.GangsServed && g != nil && g.PodGroupName != nil && *g.PodGroupName != "" &&
+			!groups[p.Namespace+"/"+*g.PodGroupName] {
+			add(p, "PodGroup %q does not exist", *g.PodGroupName)
+		}
+	}
+	if !state.GangsServed {
+		return out
+	}
+	for _, g := range state.PodGroups {
+		if ref := g.Spec.WorkloadRef; ref != nil && ref.WorkloadName != "" && !workloads[g.Namespace+"/"+ref.WorkloadName] {
+			out = append(out, Finding{Object: g, Reason: ReasonMissingReference,
+				Message: fmt.Sprintf("names Workload %q, which does not exist", ref.WorkloadName)})
+		}
+	}
+	return out
+}

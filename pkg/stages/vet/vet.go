@@ -1,0 +1,229 @@
+// Package vet names outside input the loop reads but cannot use: a pod
+// annotation it cannot parse, a driver's ResourceSlice pool that is
+// incomplete or contradicts itself. The loop goes on as if the input were
+// absent (the allocator, too, cannot use such a pool); vet makes sure
+// somebody is told, once per finding, with a Warning event on the object.
+package vet
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+)
+
+// Event reasons.
+const (
+	ReasonInvalidAnnotation    = "InvalidAnnotation"
+	ReasonInvalidResourceSlice = "InvalidResourceSlice"
+	// ReasonMissingReference: an object names another that does not exist.
+	ReasonMissingReference = "MissingReference"
+)
+
+// Finding is one input that cannot be used, and the object to tell.
+type Finding struct {
+	Object  runtime.Object
+	Reason  string
+	Message string
+}
+
+// Recorder sends a finding (a Warning event).
+type Recorder func(Finding)
+
+// Vetter remembers what it told, so that a finding is sent once while it
+// lasts (and again every Repeat), and how long a pool has looked wrong:
+// a driver publishes a pool's slices one by one, so a pool is reported
+// only once it has stayed wrong for Grace.
+type Vetter struct {
+	grace, repeat time.Duration
+	record        Recorder
+	told          map[string]time.Time
+	since         map[string]time.Time
+}
+
+// New returns a vetter that sends its findings through record.
+func New(grace, repeat time.Duration, record Recorder) *Vetter {
+	return &Vetter{grace: grace, repeat: repeat, record: record, told: map[string]time.Time{}, since: map[string]time.Time{}}
+}
+
+// Run checks what the pass observed and sends what is new.
+func (v *Vetter) Run(state *observe.ClusterState, now time.Time) {
+	var found []keyed
+	for _, p := range state.Pods {
+		if _, err := reservations.ParseExpectedRuntime(p); err != nil {
+			found = append(found, keyed{key: "pod/" + string(p.UID), finding: Finding{Object: p, Reason: ReasonInvalidAnnotation, Message: err.Error()}})
+		}
+	}
+	// What may be transient (a driver publishing, a controller creating
+	// a claim) is told only once it has lasted the grace.
+	seen := map[string]bool{}
+	lasting := slices.Concat(Pools(state.ResourceSlices), orphans(state.ResourceSlices, state.Nodes), missing(state))
+	for _, f := range lasting {
+		key := "obj/" + objectName(f.Object) + "/" + f.Message
+		seen[key] = true
+		first, ok := v.since[key]
+		if !ok {
+			v.since[key], first = now, now
+		}
+		if now.Sub(first) >= v.grace {
+			found = append(found, keyed{key: key, finding: f})
+		}
+	}
+	for key := range v.since {
+		if !seen[key] {
+			delete(v.since, key)
+		}
+	}
+	current := map[string]bool{}
+	for _, k := range found {
+		id := k.key + "/" + k.finding.Message
+		current[id] = true
+		if at, ok := v.told[id]; ok && now.Sub(at) < v.repeat {
+			continue
+		}
+		v.told[id] = now
+		v.record(k.finding)
+	}
+	for id := range v.told {
+		if !current[id] {
+			delete(v.told, id) // fixed, or gone: a new occurrence is news
+		}
+	}
+}
+
+type keyed struct {
+	key     string
+	finding Finding
+}
+
+type poolID struct{ driver, pool string }
+
+// Pools checks each pool's current generation as a whole: as many slices
+// as resourceSliceCount says, device names unique across them, and every
+// counter a device consumes present in the pool's counter sets and large
+// enough. The API server checks each slice alone and cannot see these.
+func Pools(slices []*resourceapi.ResourceSlice) []Finding {
+	pools := map[poolID][]*resourceapi.ResourceSlice{}
+	for _, s := range slices {
+		id := poolID{s.Spec.Driver, s.Spec.Pool.Name}
+		cur := pools[id]
+		if len(cur) > 0 && cur[0].Spec.Pool.Generation > s.Spec.Pool.Generation {
+			continue // an older generation the driver has not removed yet
+		}
+		if len(cur) > 0 && cur[0].Spec.Pool.Generation < s.Spec.Pool.Generation {
+			cur = nil
+		}
+		pools[id] = append(cur, s)
+	}
+	ids := make([]poolID, 0, len(pools))
+	for id := range pools {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		return ids[i].driver < ids[j].driver || ids[i].driver == ids[j].driver && ids[i].pool < ids[j].pool
+	})
+	var out []Finding
+	for _, id := range ids {
+		out = append(out, checkPool(id, pools[id])...)
+	}
+	return out
+}
+
+func checkPool(id poolID, slices []*resourceapi.ResourceSlice) []Finding {
+	sort.Slice(slices, func(i, j int) bool { return slices[i].Name < slices[j].Name })
+	first := slices[0]
+	prefix := fmt.Sprintf("pool %q of driver %s (generation %d)", id.pool, id.driver, first.Spec.Pool.Generation)
+	var out []Finding
+	add := func(s *resourceapi.ResourceSlice, format string, args ...any) {
+		out = append(out, Finding{Object: s, Reason: ReasonInvalidResourceSlice, Message: prefix + ": " + fmt.Sprintf(format, args...)})
+	}
+	if want := first.Spec.Pool.ResourceSliceCount; int64(len(slices)) != want {
+		add(first, "%d slice(s) published (%s), resourceSliceCount says %d; the scheduler cannot rely on an incomplete pool",
+			len(slices), names(slices), want)
+	}
+	counters := map[string]map[string]resourceapi.Counter{}
+	for _, s := range slices {
+		for _, cs := range s.Spec.SharedCounters {
+			counters[cs.Name] = cs.Counters
+		}
+	}
+	devices := map[string]string{}
+	for _, s := range slices {
+		for _, d := range s.Spec.Devices {
+			if other, dup := devices[d.Name]; dup {
+				add(s, "device %q is published in slices %s and %s; the pool is unusable", d.Name, other, s.Name)
+				continue
+			}
+			devices[d.Name] = s.Name
+			for _, c := range d.ConsumesCounters {
+				set, ok := counters[c.CounterSet]
+				if !ok {
+					add(s, "device %q consumes counter set %q, which no slice of the pool has", d.Name, c.CounterSet)
+					continue
+				}
+				for _, name := range sortedKeys(c.Counters) {
+					have, ok := set[name]
+					want := c.Counters[name].Value
+					switch {
+					case !ok:
+						add(s, "device %q consumes counter %q, which counter set %q does not have", d.Name, name, c.CounterSet)
+					case want.Cmp(have.Value) > 0:
+						add(s, "device %q consumes %s of counter %q, but counter set %q holds %s: it can never be allocated",
+							d.Name, want.String(), name, c.CounterSet, have.Value.String())
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// orphans are slices published for a node that is not there: their
+// devices are nowhere (a driver's leftover, or a node name typed wrong).
+func orphans(slices []*resourceapi.ResourceSlice, nodes []*corev1.Node) []Finding {
+	have := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		have[n.Name] = true
+	}
+	var out []Finding
+	for _, s := range slices {
+		if n := s.Spec.NodeName; n != nil && *n != "" && !have[*n] {
+			out = append(out, Finding{Object: s, Reason: ReasonInvalidResourceSlice,
+				Message: fmt.Sprintf("published for node %q, which does not exist: its devices are unusable", *n)})
+		}
+	}
+	return out
+}
+
+func objectName(obj runtime.Object) string {
+	if m, err := meta.Accessor(obj); err == nil {
+		return m.GetName()
+	}
+	return ""
+}
+
+func names(slices []*resourceapi.ResourceSlice) string {
+	n := make([]string, len(slices))
+	for i, s := range slices {
+		n[i] = s.Name
+	}
+	return strings.Join(n, ", ")
+}
+
+func sortedKeys(m map[string]resourceapi.Counter) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
