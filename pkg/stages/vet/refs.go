@@ -42,7 +42,7 @@ func missing(state *observe.ClusterState) []Finding {
 			switch {
 			case c.ResourceClaimName != nil && !claims[p.Namespace+"/"+*c.ResourceClaimName]:
 				add(p, "pod claim %q names ResourceClaim %q, which does not exist", c.Name, *c.ResourceClaimName)
-			case c.ResourceClaimTemplateName != nil && !templates[p.Namespace+"/"+*c.ResourceClaimTemplateName]:
+			case c.ResourceClaimTemplateName != nil && !generated(p, c.Name) && !templates[p.Namespace+"/"+*c.ResourceClaimTemplateName]:
 				add(p, "pod claim %q names ResourceClaimTemplate %q, which does not exist", c.Name, *c.ResourceClaimTemplateName)
 			}
 		}
@@ -61,4 +61,15 @@ func missing(state *observe.ClusterState) []Finding {
 		}
 	}
 	return out
+}
+
+// generated: the claim controller made the pod's claim from its template
+// already (the template may be gone since; the claim is what counts).
+func generated(p *corev1.Pod, podClaim string) bool {
+	for _, st := range p.Status.ResourceClaimStatuses {
+		if st.Name == podClaim && st.ResourceClaimName != nil {
+			return true
+		}
+	}
+	return false
 }

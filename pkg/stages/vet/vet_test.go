@@ -127,6 +127,7 @@ func TestMissing(t *testing.T) {
 		{"claim of another namespace", builder.Pod("other", "p").Claim("gpu", "c").Obj(), nil, `ResourceClaim "c"`},
 		{"template exists", builder.Pod("ns", "p").ClaimFromTemplate("gpu", "t").Obj(), nil, ""},
 		{"template missing", builder.Pod("ns", "p").ClaimFromTemplate("gpu", "nope").Obj(), nil, `ResourceClaimTemplate "nope"`},
+		{"template gone after its claim was made", builder.Pod("ns", "p").ClaimFromTemplate("gpu", "nope").ClaimStatus("gpu", "p-gpu").Obj(), nil, ""},
 		{"bound pods are the kubelet's", builder.Pod("ns", "p").Claim("gpu", "nope").Node("n1").Obj(), nil, ""},
 		{"PodGroup exists", builder.Pod("ns", "p").PodGroup("g").Obj(), nil, ""},
 		{"PodGroup missing", builder.Pod("ns", "p").PodGroup("nope").Obj(), nil, `PodGroup "nope" does not exist`},
