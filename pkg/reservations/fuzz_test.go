@@ -20,7 +20,7 @@ func FuzzExpectedRuntime(f *testing.F) {
 			t.Fatalf("%q read as %s", v, d)
 		}
 		// Whatever is not read is named, in a bounded message.
-		if _, err := ParseExpectedRuntime(pod); (err == nil) != ok || err != nil && len(err.Error()) > 300 {
+		if _, err := ParseExpectedRuntime(pod); (err == nil) != ok || err != nil && len(err.Error()) > 512 {
 			t.Fatalf("%q: read %v, error %v", v, ok, err)
 		}
 	})
