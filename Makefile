@@ -86,7 +86,9 @@ fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; echo "== $$name ($$pkg, $(FUZZTIME))"; \
 		log=$$(mktemp); $(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $(FUZZTIME) $$pkg >$$log 2>&1; rc=$$?; \
-		grep -E '^fuzz: elapsed' $$log | tail -1; tail -1 $$log; \
+		grep -E '^fuzz: elapsed: [0-9]+s, execs: [0-9]+' $$log | tail -1 | \
+			sed -E 's/^fuzz: elapsed: ([0-9]+)s, execs: ([0-9]+).*/\2 \1/' | awk '{ printf "%d executions in %ds: %d/s\n", $$1, $$2, ($$2 > 0 ? $$1/$$2 : 0) }'; \
+		tail -1 $$log; \
 		if [ $$rc -ne 0 ]; then cat $$log; rm -f $$log; exit 1; fi; rm -f $$log; \
 	done
 
