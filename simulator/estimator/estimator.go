@@ -79,6 +79,10 @@ type Estimate struct {
 	// FrameworkCalls counts scheduling cycles run through the framework;
 	// MemoHits counts verdicts and placements reused instead (memo.go).
 	FrameworkCalls, MemoHits int
+	// group and maxNodes are the group estimated and the cap the
+	// estimate ran with (0: none), for Carry.
+	group    string
+	maxNodes int
 }
 
 // Placement is one pod on one new node.
@@ -242,11 +246,12 @@ func (e *Estimator) estimate(ctx context.Context, order *ordering, g TemplateGro
 		snap:  snap,
 		tmpl:  g.Template,
 		group: g.Name,
-		res:   &Estimate{},
+		res:   &Estimate{group: g.Name},
 		memo:  newMemo(!e.opts.DisableMemo),
 		lazy:  !keep,
 	}
 	r.maxNodes = e.maxNodes(g)
+	r.res.maxNodes = r.maxNodes
 	if e.opts.MaxDuration > 0 {
 		r.deadline = start.Add(e.opts.MaxDuration)
 	}
