@@ -144,7 +144,9 @@ func carryCases() []carryCase {
 		// Round 1 takes the repelling pods into z1 (most pods); web-z1,
 		// estimated before them and cheapest, then rejects web.
 		name: "anti-affinity of the kept pods between rounds",
-		pods: func() []*corev1.Pod { return cat(repelling(podsFor("anti", "anti", "3", 3), "web"), podsFor("web", "web", "2", 2)) },
+		pods: func() []*corev1.Pod {
+			return cat(repelling(podsFor("anti", "anti", "3", 3), "web"), podsFor("web", "web", "2", 2))
+		},
 		groups: func() []*nodegroups.Info {
 			return []*nodegroups.Info{pooled("anti", "anti", "z1", "4", 10), pooled("web-z1", "web", "z1", "4", 10), pooled("web-z2", "web", "z2", "8", 10)}
 		},
@@ -182,7 +184,9 @@ func carryCases() []carryCase {
 		want: []string{"a+4: a-0 a-1 a-2 a-3", "b+2: b-0 b-1"},
 	}, {
 		name: "per-scale-up cap binds alike in every round",
-		pods: func() []*corev1.Pod { return cat(podsFor("a", "a", "3", 3), podsFor("b", "b", "6", 4), podsFor("c", "c", "3", 1)) },
+		pods: func() []*corev1.Pod {
+			return cat(podsFor("a", "a", "3", 3), podsFor("b", "b", "6", 4), podsFor("c", "c", "3", 1))
+		},
 		groups: func() []*nodegroups.Info {
 			return []*nodegroups.Info{pooled("a", "a", "", "4", 10), pooled("b", "b", "", "8", 10), pooled("c", "c", "", "4", 10)}
 		},
@@ -323,7 +327,9 @@ func TestCarryIsExact(t *testing.T) {
 // estimated again (its pods went), every other group is carried.
 func TestCarryEstimatesOnlyWhatChanged(t *testing.T) {
 	tc := carryCase{
-		pods: func() []*corev1.Pod { return cat(podsFor("a", "a", "3", 4), podsFor("b", "b", "3", 3), podsFor("c", "c", "3", 2)) },
+		pods: func() []*corev1.Pod {
+			return cat(podsFor("a", "a", "3", 4), podsFor("b", "b", "3", 3), podsFor("c", "c", "3", 2))
+		},
 		groups: func() []*nodegroups.Info {
 			return []*nodegroups.Info{pooled("a-1", "a", "", "4", 10), pooled("a-2", "a", "", "4", 10), pooled("b-1", "b", "", "4", 10),
 				pooled("b-2", "b", "", "4", 10), pooled("c-1", "c", "", "4", 10), pooled("c-2", "c", "", "4", 10)}
