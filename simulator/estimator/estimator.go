@@ -147,7 +147,7 @@ func (e *Estimator) EstimateGroups(ctx context.Context, pods []*v1.Pod, groups [
 			err = fmt.Errorf("estimate: revert snapshot: %w", rerr)
 		}
 	}()
-	order, err := e.cache.classify(snap, pods)
+	order, err := e.cache.classify(snap, pods, true)
 	if err != nil {
 		return nil, fmt.Errorf("estimate: %w", err)
 	}
@@ -192,7 +192,7 @@ func (e *Estimator) EstimateAndKeep(ctx context.Context, pods []*v1.Pod, tmpl *c
 	if err := e.check([]TemplateGroup{g}); err != nil {
 		return nil, err
 	}
-	order, err := e.cache.classify(e.runner.Snapshot(), pods)
+	order, err := e.cache.classify(e.runner.Snapshot(), pods, false)
 	if err != nil {
 		return nil, fmt.Errorf("estimate for group %s: %w", group, err)
 	}
