@@ -2,7 +2,6 @@ package estimator
 
 import (
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 )
@@ -135,27 +134,38 @@ func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped []*v1.Pod) (*
 	if len(dropped) == 0 {
 		return &out, true
 	}
-	gone := make(map[types.UID]bool, len(dropped))
+	// Pods are matched by pointer (cheaper than by UID, and this runs for
+	// every group every round); the count proves that every dropped pod
+	// was found, each among the unplaced.
+	gone := make(map[*v1.Pod]bool, len(dropped))
 	for _, p := range dropped {
-		gone[p.UID] = true
+		gone[p] = true
 	}
 	for _, pl := range prev.Placements {
-		if gone[pl.Pod.UID] {
+		if gone[pl.Pod] {
 			return nil, false
 		}
 	}
-	out.Unplaced, out.Limited = nil, ""
+	found, checked := 0, ""
+	out.Unplaced, out.Limited = make([]Unplaced, 0, max(len(prev.Unplaced)-len(dropped), 0)), ""
 	for _, u := range prev.Unplaced {
-		if gone[u.Pod.UID] {
+		if gone[u.Pod] {
+			found++
 			continue
 		}
-		if u.Result.Node != "" && snap.HasNode(u.Result.Node) {
-			return nil, false
+		if n := u.Result.Node; n != "" && n != checked {
+			if snap.HasNode(n) {
+				return nil, false
+			}
+			checked = n
 		}
 		if u.Limit != "" {
 			out.Limited = u.Limit
 		}
 		out.Unplaced = append(out.Unplaced, u)
+	}
+	if found != len(gone) || len(gone) != len(dropped) {
+		return nil, false
 	}
 	return &out, true
 }
