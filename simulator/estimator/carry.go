@@ -43,8 +43,15 @@ import (
 // and topology spread of the pods placed, required anti-affinity of the
 // pods kept, claims and volumes shared between pods, gang state, and
 // devices not local to one node. Independent (of every pod estimated) and
-// KeptLocal (of what was kept) rule each of those out. Node names: the
-// earlier estimate's names must still be free.
+// KeptLocal (of what was kept) rule each of those out. What stays is
+// node-local (resources, ports, taints, the kept nodes' own pools, named
+// after them, which no allocation on another node can use) or not read by
+// a verdict (a simulated claim's name, which a taken name only changes).
+// Node names: the earlier estimate's names must still be free, which
+// Carry checks (kept nodes are named after their own group, so they are).
+//
+// TestCarryMatchesEstimatingAgain checks the pod and cap rules against
+// fresh estimates; pkg/scaleup/plan's TestCarryIsExact checks whole plans.
 
 // Independent reports whether pod's verdict on a node depends on nothing
 // but that node, its template's claims and the devices of slices not
