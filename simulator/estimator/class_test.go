@@ -40,7 +40,7 @@ func TestClassify(t *testing.T) {
 		rs("sts-1").Label("statefulset.kubernetes.io/pod-name", "sts-1").Obj(),
 		rs("labelled").Label("app", "x").Obj(),
 	}
-	order, err := newClassCache().classify(s, pods)
+	order, err := newClassCache().classify(s, pods, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,16 +85,16 @@ func TestClassify(t *testing.T) {
 	}
 
 	// The cache hands back the same classes until a claim changes.
-	again, err := newClassCache().classify(s, pods)
+	again, err := newClassCache().classify(s, pods, true)
 	if err != nil || again.classOf[0].key != order.classOf[0].key {
 		t.Fatalf("a second classification differs: %v", err)
 	}
 	cache := newClassCache()
-	if _, err := cache.classify(s, pods); err != nil {
+	if _, err := cache.classify(s, pods, true); err != nil {
 		t.Fatal(err)
 	}
 	snapshottest.Load(t, s, builder.Claim(ns, "own-b").Request(builder.Request("gpu", "gpu").Count(3)).Obj())
-	changed, err := cache.classify(s, pods)
+	changed, err := cache.classify(s, pods, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,6 +79,10 @@ type Estimate struct {
 	// FrameworkCalls counts scheduling cycles run through the framework;
 	// MemoHits counts verdicts and placements reused instead (memo.go).
 	FrameworkCalls, MemoHits int
+	// group and maxNodes are the group estimated and the cap the
+	// estimate ran with (0: none), for Carry.
+	group    string
+	maxNodes int
 }
 
 // Placement is one pod on one new node.
@@ -143,7 +147,7 @@ func (e *Estimator) EstimateGroups(ctx context.Context, pods []*v1.Pod, groups [
 			err = fmt.Errorf("estimate: revert snapshot: %w", rerr)
 		}
 	}()
-	order, err := e.cache.classify(snap, pods)
+	order, err := e.cache.classify(snap, pods, true)
 	if err != nil {
 		return nil, fmt.Errorf("estimate: %w", err)
 	}
@@ -188,7 +192,7 @@ func (e *Estimator) EstimateAndKeep(ctx context.Context, pods []*v1.Pod, tmpl *c
 	if err := e.check([]TemplateGroup{g}); err != nil {
 		return nil, err
 	}
-	order, err := e.cache.classify(e.runner.Snapshot(), pods)
+	order, err := e.cache.classify(e.runner.Snapshot(), pods, false)
 	if err != nil {
 		return nil, fmt.Errorf("estimate for group %s: %w", group, err)
 	}
@@ -242,11 +246,12 @@ func (e *Estimator) estimate(ctx context.Context, order *ordering, g TemplateGro
 		snap:  snap,
 		tmpl:  g.Template,
 		group: g.Name,
-		res:   &Estimate{},
+		res:   &Estimate{group: g.Name},
 		memo:  newMemo(!e.opts.DisableMemo),
 		lazy:  !keep,
 	}
 	r.maxNodes = e.maxNodes(g)
+	r.res.maxNodes = r.maxNodes
 	if e.opts.MaxDuration > 0 {
 		r.deadline = start.Add(e.opts.MaxDuration)
 	}

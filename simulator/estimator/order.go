@@ -3,6 +3,7 @@ package estimator
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -52,9 +53,11 @@ func newClassCache() *classCache {
 // first, then CPU, then memory, all decreasing; ties by class (in order of
 // the classes' first pods by namespace/name), then namespace/name. Keeping
 // a class's pods together keeps its nodes uniform, which is what lets the
-// memo reuse placements. Entries for pods not seen in this call are
-// dropped from the cache.
-func (cc *classCache) classify(snap *snapshot.Snapshot, pods []*v1.Pod) (*ordering, error) {
+// memo reuse placements. With evict, entries for pods not seen in this
+// call are dropped from the cache; without, they stay (EstimateAndKeep
+// classifies the chosen pods, a subset of those the planner estimates
+// next, which would otherwise all be keyed again each round).
+func (cc *classCache) classify(snap *snapshot.Snapshot, pods []*v1.Pod, evict bool) (*ordering, error) {
 	sorted := make([]*v1.Pod, 0, len(pods))
 	for _, p := range pods {
 		if p == nil {
@@ -98,7 +101,11 @@ func (cc *classCache) classify(snap *snapshot.Snapshot, pods []*v1.Pod) (*orderi
 		}
 		o.classOf[i] = c
 	}
-	cc.entries = next
+	if evict {
+		cc.entries = next
+	} else {
+		maps.Copy(cc.entries, next)
+	}
 	idx := make([]int, len(sorted))
 	for i := range idx {
 		idx[i] = i

@@ -222,6 +222,6 @@ func renamed(res *Estimate, from, to string, snap *snapshot.Snapshot) (*Estimate
 		}
 		out.Unplaced[i] = u
 	}
-	out.FrameworkCalls, out.MemoHits = 0, 0
+	out.FrameworkCalls, out.MemoHits, out.group = 0, 0, to
 	return &out, true
 }

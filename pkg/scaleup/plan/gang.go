@@ -140,7 +140,7 @@ func (p *Planner) planGangIn(ctx context.Context, runner *framework.Runner, g *g
 		return o, nil
 	}
 	log := &reasonLog{}
-	options, err := p.options(ctx, groups, nil, rest, usage, now, log)
+	options, err := p.options(ctx, groups, nil, rest, usage, now, log, nil)
 	if err != nil {
 		return o, err
 	}

@@ -56,6 +56,8 @@ type Planner struct {
 	estimate *estimator.Estimator
 	diagnose *estimator.Diagnoser
 	capacity Capacity // nil: no reservations
+	// noCarry re-estimates every group every round (reuse.go), for tests.
+	noCarry bool
 }
 
 // New returns a planner.
@@ -76,6 +78,12 @@ type Plan struct {
 // Plan decides the scale-ups for pods. usage is what the cluster has and
 // has asked for; it grows with each decision so limits hold across them.
 func (p *Planner) Plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegroups.Info, usage limits.Usage, now time.Time) (*Plan, error) {
+	plan, _, err := p.plan(ctx, pods, groups, usage, now)
+	return plan, err
+}
+
+// plan is Plan, also returning what it carried (reuse.go).
+func (p *Planner) plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegroups.Info, usage limits.Usage, now time.Time) (*Plan, *carry, error) {
 	logger := klog.FromContext(ctx)
 	plan := &Plan{Reasons: map[types.UID][]report.GroupReason{}}
 	remaining := pods
@@ -85,11 +93,12 @@ func (p *Planner) Plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegr
 	// still holds. A later round's reason for a group replaces an earlier
 	// one. They are made only for the pods no group helps, at the end.
 	var rounds []*reasonLog
+	carry := newCarry(p.noCarry, pods)
 	for len(remaining) > 0 {
 		round := &reasonLog{}
-		options, err := p.options(ctx, groups, used, remaining, usage, now, round)
+		options, err := p.options(ctx, groups, used, remaining, usage, now, round, carry)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		supersede(rounds, round)
 		rounds = append(rounds, round)
@@ -106,9 +115,12 @@ func (p *Planner) Plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegr
 		g := groupByID(groups, best.NodeGroup)
 		// Keep the chosen nodes in the snapshot: later rounds (and the
 		// explanation of what is left) see them as taken.
-		if _, err := p.estimate.EstimateAndKeep(ctx, best.Pods, g.Template, g.Id); err != nil {
-			return nil, err
+		mark := p.estimate.Mark()
+		kept, err := p.estimate.EstimateAndKeep(ctx, best.Pods, g.Template, g.Id)
+		if err != nil {
+			return nil, nil, err
 		}
+		carry.kept(best.Pods, p.estimate.KeptLocal(mark, kept, g.Template))
 		// With balancing, the nodes are spread over g and the groups
 		// similar to it (balance.go).
 		for _, up := range p.spread(g, best, options, groups) {
@@ -120,7 +132,7 @@ func (p *Planner) Plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegr
 		logger.V(2).Info("Scale-up option chosen", "nodeGroup", g.Id, "nodes", best.NodeCount, "pods", len(best.Pods), "options", len(options), "expanders", p.chain.Names())
 		remaining = without(remaining, best.Pods)
 	}
-	return plan, nil
+	return plan, carry, nil
 }
 
 // candidate is a group that may grow, with the room it has.
@@ -135,9 +147,10 @@ type candidate struct {
 
 // options estimates every group that may grow, in one pass over the pods
 // (the estimator shares the per-pod work across groups), and records for
-// every pod why each other group cannot help it.
+// every pod why each other group cannot help it. With c, estimates of the
+// last round that still hold are carried instead (reuse.go).
 func (p *Planner) options(ctx context.Context, groups []*nodegroups.Info, used map[string]bool, pods []*corev1.Pod,
-	usage limits.Usage, now time.Time, reasons *reasonLog) ([]expander.Option, error) {
+	usage limits.Usage, now time.Time, reasons *reasonLog, c *carry) ([]expander.Option, error) {
 	var cands []candidate
 	var est []estimator.TemplateGroup
 	for _, g := range groups {
@@ -156,12 +169,14 @@ func (p *Planner) options(ctx context.Context, groups []*nodegroups.Info, used m
 		est = append(est, estimator.TemplateGroup{Name: g.Id, Template: g.Template, MaxNodes: c.room})
 	}
 	if len(cands) == 0 {
+		c.put(pods, nil, nil)
 		return nil, nil
 	}
-	results, err := p.estimateCandidates(ctx, pods, cands, est)
+	results, err := p.estimateCandidates(ctx, pods, cands, est, c)
 	if err != nil {
 		return nil, err
 	}
+	c.put(pods, cands, results)
 	var options []expander.Option
 	for i, res := range results {
 		c := cands[i]

@@ -69,12 +69,19 @@ func (p *Planner) reserve(c *candidate, pods []*corev1.Pod, reasons *reasonLog) 
 }
 
 // estimateCandidates estimates every candidate: those serving all pods in
-// one pass (shared per-pod work), those restricted to some pods each alone.
-func (p *Planner) estimateCandidates(ctx context.Context, pods []*corev1.Pod, cands []candidate, est []estimator.TemplateGroup) ([]*estimator.Estimate, error) {
+// one pass (shared per-pod work), those restricted to some pods each alone;
+// those whose last estimate carry holds take it instead.
+func (p *Planner) estimateCandidates(ctx context.Context, pods []*corev1.Pod, cands []candidate, est []estimator.TemplateGroup,
+	carry *carry) ([]*estimator.Estimate, error) {
 	var shared []estimator.TemplateGroup
 	var at []int
 	results := make([]*estimator.Estimate, len(cands))
 	for i, c := range cands {
+		if res := carry.get(p.estimate, est[i], pods, c.pods); res != nil {
+			results[i] = res
+			continue
+		}
+		carry.count(1)
 		if c.pods == nil {
 			shared, at = append(shared, est[i]), append(at, i)
 			continue

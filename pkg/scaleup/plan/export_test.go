@@ -1,0 +1,28 @@
+package plan
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+)
+
+// WithoutCarry is the planner re-estimating every group every round.
+func (p *Planner) WithoutCarry() *Planner {
+	cp := *p
+	cp.noCarry = true
+	return &cp
+}
+
+// PlanCounting is Plan, also saying how many group estimates it ran and
+// how many it carried from the round before.
+func (p *Planner) PlanCounting(ctx context.Context, pods []*corev1.Pod, groups []*nodegroups.Info, usage limits.Usage, now time.Time) (*Plan, int, int, error) {
+	out, c, err := p.plan(ctx, pods, groups, usage, now)
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	return out, c.estimated, c.carried, nil
+}

@@ -1,0 +1,190 @@
+package estimator
+
+import (
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+)
+
+// Carrying an estimate into a later planning round.
+//
+// A planner estimates every group, keeps the chosen group's nodes
+// (EstimateAndKeep) and estimates the other groups again over the pods
+// left. Carry says when a group's earlier estimate is, exactly, what the
+// second estimate would give, so that it need not run. Three things may
+// differ between the two estimates; each has its rule.
+//
+// The pods. The new pods must be the earlier ones less some (dropped)
+// that the earlier estimate left unplaced. Why that leaves the rest as it
+// was: pods are binpacked in a fixed order (order.go) in which the pods
+// of one class are next to each other and keep their relative order when
+// others go; within a class the estimate places a prefix of the pods and
+// leaves the rest unplaced, all for the same cause (the class does not
+// fit an empty node, or the node cap is reached with every open node
+// closed to the class), with no node changed in between. A dropped pod is
+// one of those left: the next pod of its class, if any, meets the state it
+// met and ends the same way; if none is left, what the dropped pod's
+// failing attempts changed (the class's own closed nodes and memoized
+// failures, virtual nodes materialised, an unused node added and removed)
+// is read by no later pod of another class. The estimate's placements,
+// nodes and devices stay, its unplaced pods lose the dropped ones, and
+// Limited is what the remaining unplaced pods say. Not for estimates a
+// deadline cut short (where they stop depends on time), nor for
+// templates whose own pods claim devices (removing an unused node leaves
+// their claims behind, which a later node of the same name finds).
+//
+// The cap. The node cap decides only "may the estimate open one more
+// node" at node counts 0..NodeCount; two caps that answer alike there give
+// the same run (sameCap).
+//
+// The snapshot. The new estimate sees the kept nodes and pods. Its
+// candidates are only its own new nodes, so what the kept nodes hold
+// matters only through rules that read other nodes: inter-pod affinity
+// and topology spread of the pods placed, required anti-affinity of the
+// pods kept, claims and volumes shared between pods, gang state, and
+// devices not local to one node. Independent (of every pod estimated) and
+// KeptLocal (of what was kept) rule each of those out. What stays is
+// node-local (resources, ports, taints, the kept nodes' own pools, named
+// after them, which no allocation on another node can use) or not read by
+// a verdict (a simulated claim's name, which a taken name only changes).
+// Node names: the earlier estimate's names must still be free, which
+// Carry checks (kept nodes are named after their own group, so they are).
+//
+// TestCarryMatchesEstimatingAgain checks the pod and cap rules against
+// fresh estimates; pkg/scaleup/plan's TestCarryIsExact checks whole plans.
+
+// Independent reports whether pod's verdict on a node depends on nothing
+// but that node, its template's claims and the devices of slices not
+// bound to a node: no inter-pod affinity or anti-affinity (required or
+// preferred), no topology spread, no gang, no persistent or ephemeral
+// volumes, and only claims still to be made from a template (a named or
+// already made claim may be one that other pods allocate).
+func Independent(pod *v1.Pod) bool {
+	if pod.Spec.SchedulingGroup != nil || len(pod.Spec.TopologySpreadConstraints) > 0 {
+		return false
+	}
+	if a := pod.Spec.Affinity; a != nil && (a.PodAffinity != nil || a.PodAntiAffinity != nil) {
+		return false
+	}
+	for _, vol := range pod.Spec.Volumes {
+		if vol.PersistentVolumeClaim != nil || vol.Ephemeral != nil {
+			return false
+		}
+	}
+	if len(pod.Status.ResourceClaimStatuses) > 0 {
+		return false
+	}
+	for _, c := range pod.Spec.ResourceClaims {
+		if c.ResourceClaimName != nil || c.ResourceClaimTemplateName == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Mark is the state of what every node's verdict may read (the shared
+// part of snapshot.Gen), taken before keeping nodes.
+type Mark struct{ shared uint64 }
+
+// Mark returns the snapshot's mark now.
+func (e *Estimator) Mark() Mark {
+	return Mark{shared: e.runner.Snapshot().NodeGen("").Shared}
+}
+
+// KeptLocal reports whether what EstimateAndKeep kept since m (res, the
+// new nodes of tmpl) leaves the verdict of every Independent pod on
+// every other node as it was: nothing shared changed (devices of slices
+// not bound to a node, device classes, taint rules) and no kept pod, its
+// template's pods included, has required anti-affinity (which would
+// repel pods from other nodes of its domain) or names a claim (which may
+// be one some pod left owns).
+func (e *Estimator) KeptLocal(m Mark, res *Estimate, tmpl *cloudprovider.NodeTemplate) bool {
+	if e.Mark() != m {
+		return false
+	}
+	for _, p := range res.Placements {
+		if !Independent(p.Pod) {
+			return false
+		}
+	}
+	for _, p := range tmpl.Pods {
+		if usesRequiredAntiAffinity(p) || len(p.Spec.ResourceClaims) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// Carry returns prev, an estimate of group g, as the estimate of g over
+// prev's pods less dropped, with g.MaxNodes as the cap now; ok is false
+// when that is not provably what estimating again would give (see the
+// top of this file). The caller vouches for the rest: every pod of prev
+// is Independent, dropped are pods of prev, and the snapshot changed only
+// by keeps that KeptLocal approved.
+func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped []*v1.Pod) (*Estimate, bool) {
+	if prev == nil || prev.Limited == LimitMaxDuration || prev.group != g.Name || !sameCap(prev.maxNodes, e.maxNodes(g), prev.NodeCount) {
+		return nil, false
+	}
+	for _, p := range g.Template.Pods {
+		if len(p.Spec.ResourceClaims) > 0 {
+			return nil, false
+		}
+	}
+	snap := e.runner.Snapshot()
+	for _, n := range prev.NewNodes {
+		if snap.HasNode(n) {
+			return nil, false
+		}
+	}
+	out := *prev
+	out.FrameworkCalls, out.MemoHits = 0, 0
+	if len(dropped) == 0 {
+		return &out, true
+	}
+	// Pods are matched by pointer (cheaper than by UID, and this runs for
+	// every group every round); the count proves that every dropped pod
+	// was found, each among the unplaced.
+	gone := make(map[*v1.Pod]bool, len(dropped))
+	for _, p := range dropped {
+		gone[p] = true
+	}
+	for _, pl := range prev.Placements {
+		if gone[pl.Pod] {
+			return nil, false
+		}
+	}
+	found, checked := 0, ""
+	out.Unplaced, out.Limited = make([]Unplaced, 0, max(len(prev.Unplaced)-len(dropped), 0)), ""
+	for _, u := range prev.Unplaced {
+		if gone[u.Pod] {
+			found++
+			continue
+		}
+		if n := u.Result.Node; n != "" && n != checked {
+			if snap.HasNode(n) {
+				return nil, false
+			}
+			checked = n
+		}
+		if u.Limit != "" {
+			out.Limited = u.Limit
+		}
+		out.Unplaced = append(out.Unplaced, u)
+	}
+	if found != len(gone) || len(gone) != len(dropped) {
+		return nil, false
+	}
+	return &out, true
+}
+
+// sameCap reports whether caps a and b (0: none) answer "may one more node
+// open" alike at every node count from 0 to n.
+func sameCap(a, b, n int) bool {
+	eff := func(c int) int {
+		if c <= 0 || c > n {
+			return n + 1
+		}
+		return c
+	}
+	return eff(a) == eff(b)
+}

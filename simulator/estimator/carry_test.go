@@ -1,0 +1,139 @@
+package estimator
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+)
+
+// carried is an estimate in comparable form, unplaced verdicts in full.
+func carriedOutcome(r *Estimate) (outcome, []string) {
+	var verdicts []string
+	for _, u := range r.Unplaced {
+		verdicts = append(verdicts, fmt.Sprintf("%s %s %s %s %s", u.Pod.Name, u.Result.Node, u.Result.Plugin, u.Result.Message, u.Limit))
+	}
+	return outcomeOf(r), verdicts
+}
+
+// Whenever Carry accepts an earlier estimate for fewer pods and another
+// cap, it is what estimating those pods with that cap gives. The memo
+// scenarios, plus a class that fits no node, under caps that bind or not;
+// pods dropped: every unplaced one, every other, the first, and a placed
+// one (which Carry must refuse).
+func TestCarryMatchesEstimatingAgain(t *testing.T) {
+	for _, sc := range memoScenarios() {
+		t.Run(sc.name, func(t *testing.T) {
+			r, ctx := newRunner(t)
+			objs, pods, tmpl := sc.cluster(t)
+			snapshottest.Load(t, r.Snapshot(), objs...)
+			for i := range 3 {
+				pods = append(pods, builder.Pod(ns, fmt.Sprintf("huge-%d", i)).CPU("1000").OwnedBy("apps/v1", "ReplicaSet", "huge").Obj())
+			}
+			e := New(r, Options{})
+			accepted := 0
+			for _, cap := range []int{0, 2, 3} {
+				prev, err := e.EstimateGroups(ctx, pods, []TemplateGroup{{Name: "g", Template: tmpl, MaxNodes: cap}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var unplaced []*v1.Pod
+				for _, u := range prev[0].Unplaced {
+					unplaced = append(unplaced, u.Pod)
+				}
+				var everyOther []*v1.Pod
+				for i := 0; i < len(unplaced); i += 2 {
+					everyOther = append(everyOther, unplaced[i])
+				}
+				drops := map[string][]*v1.Pod{"none": nil, "all unplaced": unplaced, "every other unplaced": everyOther}
+				if len(unplaced) > 0 {
+					drops["first unplaced"] = unplaced[:1]
+				}
+				if len(prev[0].Placements) > 0 {
+					drops["a placed pod"] = []*v1.Pod{prev[0].Placements[len(prev[0].Placements)-1].Pod}
+				}
+				for what, dropped := range drops {
+					left := without(pods, dropped)
+					for _, now := range []int{cap, cap + 1, 0, prev[0].NodeCount, prev[0].NodeCount + 1} {
+						g := TemplateGroup{Name: "g", Template: tmpl, MaxNodes: now}
+						got, ok := e.Carry(prev[0], g, dropped)
+						if what == "a placed pod" && ok {
+							t.Fatalf("cap %d→%d: carried with a placed pod dropped", cap, now)
+						}
+						if !ok {
+							continue
+						}
+						accepted++
+						fresh, err := e.EstimateGroups(ctx, left, []TemplateGroup{g})
+						if err != nil {
+							t.Fatal(err)
+						}
+						wantO, wantV := carriedOutcome(fresh[0])
+						gotO, gotV := carriedOutcome(got)
+						if !reflect.DeepEqual(wantO, gotO) || !reflect.DeepEqual(wantV, gotV) {
+							t.Fatalf("cap %d→%d, dropped %s: carried\n%+v\n%q\nestimated again\n%+v\n%q", cap, now, what, gotO, gotV, wantO, wantV)
+						}
+					}
+				}
+			}
+			if accepted == 0 {
+				t.Fatal("Carry accepted nothing: the test checks nothing")
+			}
+			t.Logf("%d carried estimates checked", accepted)
+		})
+	}
+}
+
+// A keep that takes devices of a slice bound to no node changes what
+// every node's verdict reads: KeptLocal says so. One that takes only its
+// own node's devices does not.
+func TestKeptLocal(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		shared bool
+		want   bool
+	}{{"node-local devices", false, true}, {"network-attached devices", true, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ctx := newRunner(t)
+			objs := append(classes(), builder.ClaimTemplate(ns, "one-gpu").Request(builder.Request("gpu", "gpu")).Obj())
+			tmpl := gpuTemplate(2, nil)
+			if tc.shared {
+				objs = append(objs, gpuSlice("fabric", "", "fabric", 4))
+				tmpl = gpuTemplate(0, nil)
+				tmpl.ResourceSlices = nil
+			}
+			snapshottest.Load(t, r.Snapshot(), objs...)
+			e := New(r, Options{})
+			m := e.Mark()
+			res, err := e.EstimateAndKeep(ctx, templatePods("job", "one-gpu", "1", 2), tmpl, "g")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Placements) != 2 {
+				t.Fatalf("placed %d of 2 pods: %+v", len(res.Placements), res.Unplaced)
+			}
+			if got := e.KeptLocal(m, res, tmpl); got != tc.want {
+				t.Errorf("KeptLocal = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func without(pods, drop []*v1.Pod) []*v1.Pod {
+	gone := map[types.UID]bool{}
+	for _, p := range drop {
+		gone[p.UID] = true
+	}
+	var out []*v1.Pod
+	for _, p := range pods {
+		if !gone[p.UID] {
+			out = append(out, p)
+		}
+	}
+	return out
+}
