@@ -5,6 +5,9 @@
 package leastwaste
 
 import (
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander"
@@ -13,29 +16,32 @@ import (
 // Name is the --expander value.
 const Name = "least-waste"
 
-type strategy struct{}
+type strategy struct{ requests *requestCache }
 
 // New returns the strategy.
-func New() expander.Strategy { return strategy{} }
+func New() expander.Strategy { return strategy{requests: &requestCache{}} }
 
 func (strategy) Name() string { return Name }
 
-func (strategy) Best(options []expander.Option) []expander.Option {
-	return expander.BestBy(options, Waste)
+func (s strategy) Best(options []expander.Option) []expander.Option {
+	defer s.requests.turn()
+	return expander.BestBy(options, func(o expander.Option) float64 { return waste(o, s.requests.get) })
 }
 
 // Waste is the mean idle fraction over CPU, memory and, when the template
 // has devices, devices.
-func Waste(o expander.Option) float64 {
+func Waste(o expander.Option) float64 { return waste(o, podRequests) }
+
+func waste(o expander.Option, requests func(*corev1.Pod) request) float64 {
 	if o.Template == nil || o.Template.Node == nil || o.NodeCount == 0 {
 		return 1
 	}
 	alloc := o.Template.Node.Status.Allocatable
 	var cpu, mem int64
 	for _, p := range o.Pods {
-		req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
-		cpu += req.Cpu().MilliValue()
-		mem += req.Memory().Value()
+		req := requests(p)
+		cpu += req.cpu
+		mem += req.mem
 	}
 	n := int64(o.NodeCount)
 	parts := []float64{
@@ -66,4 +72,45 @@ func templateDevices(o expander.Option) int64 {
 		n += int64(len(s.Spec.Devices))
 	}
 	return n
+}
+
+type request struct{ cpu, mem int64 }
+
+func podRequests(p *corev1.Pod) request {
+	req := resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{})
+	return request{cpu: req.Cpu().MilliValue(), mem: req.Memory().Value()}
+}
+
+// requestCache keeps pods' requests from one Best to the next: a planning
+// pass asks once per round about mostly the same pods, and summing a
+// pod's containers was most of the strategy's cost at 10,000 pods. Pods
+// are the informers' objects, never changed in place, so a pointer names
+// one pod state; only the pods of the last call are kept.
+type requestCache struct {
+	mu         sync.Mutex
+	prev, next map[*corev1.Pod]request
+}
+
+func (c *requestCache) get(p *corev1.Pod) request {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if r, ok := c.next[p]; ok {
+		return r
+	}
+	r, ok := c.prev[p]
+	if !ok {
+		r = podRequests(p)
+	}
+	if c.next == nil {
+		c.next = map[*corev1.Pod]request{}
+	}
+	c.next[p] = r
+	return r
+}
+
+// turn ends a call: what it asked about is what the next may reuse.
+func (c *requestCache) turn() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.prev, c.next = c.next, nil
 }
