@@ -134,7 +134,10 @@ func TestCAPIFaults(t *testing.T) {
 	t.Parallel()
 	c := framework.Get(t)
 	env := c.CAPI(t)
-	ctx, ns := c.Namespace(t)
+	// The cases are parallel subtests, which wait for a free slot (2 on
+	// 2 cores) after this function returns: the namespace's context must
+	// outlast that wait, not only their own run.
+	ctx, ns := c.NamespaceWithin(t, 15*time.Minute)
 	env.NewCluster(ctx, t, ns, "c1")
 	type check func(t *testing.T, m capi.Machine, created time.Time)
 	cases := []struct {
