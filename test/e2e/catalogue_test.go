@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -125,7 +127,14 @@ func TestBadInputCatalogue(t *testing.T) {
 		fmt.Fprintf(w, "%02d\t%s\t%s\t%s\n", i, r[0], r[1], r[2])
 	}
 	_ = w.Flush()
-	t.Logf("%d malformed inputs, %d valid pods scaled up after them:\n%s", len(entries), len(k.valid), b.String())
+	table := fmt.Sprintf("%d malformed inputs, %d valid pods scaled up after them:\n%s", len(entries), len(k.valid), b.String())
+	t.Log(table)
+	// go test shows a passing test's log only with -v: the table is kept
+	// in _out/e2e too, for make test.
+	out := filepath.Join(filepath.Dir(filepath.Dir(s.c.BinDir)), "_out", "e2e", "bad-input-catalogue.txt")
+	if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
+		t.Errorf("writing the table: %v", err)
+	}
 }
 
 // give hands one input over and reports where its message was seen and
