@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 )
@@ -13,22 +14,8 @@ import (
 // so (they never become unschedulable), so no scale-up can help them and
 // nobody would hear why.
 func missing(state *observe.ClusterState) []Finding {
-	claims := map[string]bool{}
-	for _, c := range state.ResourceClaims {
-		claims[c.Namespace+"/"+c.Name] = true
-	}
-	templates := map[string]bool{}
-	for _, t := range state.ResourceClaimTemplates {
-		templates[t.Namespace+"/"+t.Name] = true
-	}
-	groups := map[string]bool{}
-	for _, g := range state.PodGroups {
-		groups[g.Namespace+"/"+g.Name] = true
-	}
-	workloads := map[string]bool{}
-	for _, w := range state.Workloads {
-		workloads[w.Namespace+"/"+w.Name] = true
-	}
+	claims, templates := present(state.ResourceClaims), present(state.ResourceClaimTemplates)
+	groups, workloads := present(state.PodGroups), present(state.Workloads)
 	var out []Finding
 	add := func(p *corev1.Pod, format string, args ...any) {
 		out = append(out, Finding{Object: p, Reason: ReasonMissingReference, Message: fmt.Sprintf(format, args...) +
@@ -72,4 +59,13 @@ func generated(p *corev1.Pod, podClaim string) bool {
 		}
 	}
 	return false
+}
+
+// present is the set of the objects' namespace/name.
+func present[T metav1.Object](objs []T) map[string]bool {
+	out := make(map[string]bool, len(objs))
+	for _, o := range objs {
+		out[o.GetNamespace()+"/"+o.GetName()] = true
+	}
+	return out
 }

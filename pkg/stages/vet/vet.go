@@ -57,10 +57,10 @@ func New(grace, repeat time.Duration, record Recorder) *Vetter {
 
 // Run checks what the pass observed and sends what is new.
 func (v *Vetter) Run(state *observe.ClusterState, now time.Time) {
-	var found []keyed
+	var found []Finding
 	for _, p := range state.Pods {
 		if _, err := reservations.ParseExpectedRuntime(p); err != nil {
-			found = append(found, keyed{key: "pod/" + string(p.UID), finding: Finding{Object: p, Reason: ReasonInvalidAnnotation, Message: err.Error()}})
+			found = append(found, Finding{Object: p, Reason: ReasonInvalidAnnotation, Message: err.Error()})
 		}
 	}
 	// What may be transient (a driver publishing, a controller creating
@@ -68,41 +68,46 @@ func (v *Vetter) Run(state *observe.ClusterState, now time.Time) {
 	seen := map[string]bool{}
 	lasting := slices.Concat(Pools(state.ResourceSlices), orphans(state.ResourceSlices, state.Nodes), missing(state))
 	for _, f := range lasting {
-		key := "obj/" + objectName(f.Object) + "/" + f.Message
-		seen[key] = true
-		first, ok := v.since[key]
+		k := key(f)
+		seen[k] = true
+		first, ok := v.since[k]
 		if !ok {
-			v.since[key], first = now, now
+			v.since[k], first = now, now
 		}
 		if now.Sub(first) >= v.grace {
-			found = append(found, keyed{key: key, finding: f})
+			found = append(found, f)
 		}
 	}
-	for key := range v.since {
-		if !seen[key] {
-			delete(v.since, key)
+	for k := range v.since {
+		if !seen[k] {
+			delete(v.since, k)
 		}
 	}
 	current := map[string]bool{}
-	for _, k := range found {
-		id := k.key + "/" + k.finding.Message
-		current[id] = true
-		if at, ok := v.told[id]; ok && now.Sub(at) < v.repeat {
+	for _, f := range found {
+		k := key(f)
+		current[k] = true
+		if at, ok := v.told[k]; ok && now.Sub(at) < v.repeat {
 			continue
 		}
-		v.told[id] = now
-		v.record(k.finding)
+		v.told[k] = now
+		v.record(f)
 	}
-	for id := range v.told {
-		if !current[id] {
-			delete(v.told, id) // fixed, or gone: a new occurrence is news
+	for k := range v.told {
+		if !current[k] {
+			delete(v.told, k) // fixed, or gone: a new occurrence is news
 		}
 	}
 }
 
-type keyed struct {
-	key     string
-	finding Finding
+// key names a finding: its object (by UID, so that objects of one name in
+// two namespaces stay apart) and what it says.
+func key(f Finding) string {
+	var uid string
+	if m, err := meta.Accessor(f.Object); err == nil {
+		uid = string(m.GetUID())
+	}
+	return uid + "/" + f.Reason + "/" + f.Message
 }
 
 type poolID struct{ driver, pool string }
@@ -202,13 +207,6 @@ func orphans(slices []*resourceapi.ResourceSlice, nodes []*corev1.Node) []Findin
 		}
 	}
 	return out
-}
-
-func objectName(obj runtime.Object) string {
-	if m, err := meta.Accessor(obj); err == nil {
-		return m.GetName()
-	}
-	return ""
 }
 
 func names(slices []*resourceapi.ResourceSlice) string {
