@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
@@ -19,11 +20,13 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/placement"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/fragmentation"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
 
 // parts are what the running autoscaler and `explain` build alike, so the
@@ -115,7 +118,18 @@ func (p *parts) loopParts(opts *config.Options, b *backoff.Backoff, tracker *tra
 		Metrics:      m,
 		ClassOf:      p.est.ClassKey,
 		Memoizable:   p.est.Memoizable,
+		NodeKeys:     nodeKeys,
 		Placement:    p.placer,
 		Reservations: reserved,
 	}
+}
+
+// nodeKeys is estimator.NewNodeKeys as fit-existing takes it: no keys is
+// a nil interface.
+func nodeKeys(snap *snapshot.Snapshot, pending []*corev1.Pod) (fitexisting.Keys, error) {
+	keys, err := estimator.NewNodeKeys(snap, pending)
+	if keys == nil {
+		return nil, err
+	}
+	return keys, nil
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations/upkeep"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
@@ -41,6 +42,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/vet"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
 
 // Parts are what the stages of a pass work with and what lives across
@@ -78,6 +80,9 @@ type Parts struct {
 	// alone, so the stage need not filter a node twice for them.
 	ClassOf    func(*corev1.Pod) string
 	Memoizable func(*corev1.Pod) bool
+	// NodeKeys (optional) tells the stage, per pass, which nodes look
+	// alike to the filters, so it asks about one node of each kind.
+	NodeKeys func(*snapshot.Snapshot, []*corev1.Pod) (fitexisting.Keys, error)
 	// Stranded measures stranded DRA capacity; Placement ranks the nodes
 	// pods fit and applies the prioritized-list policy. Both optional.
 	Stranded  *stranded.Meter

@@ -246,8 +246,15 @@ func (l *Loop) planGangs(ctx context.Context, p *Pass) error {
 func (l *Loop) fitExisting(ctx context.Context, p *Pass) error {
 	start := time.Now()
 	l.Placement.StartPass()
-	rest, fits, err := fitexisting.FitWith(ctx, l.Runner, p.loose, p.built.Candidates(), fitexisting.Options{
-		ClassOf: l.ClassOf, Memoizable: l.Memoizable, Rank: l.Placement.RankFeasible})
+	opts := fitexisting.Options{ClassOf: l.ClassOf, Memoizable: l.Memoizable, Rank: l.Placement.RankFeasible}
+	if l.NodeKeys != nil {
+		keys, err := l.NodeKeys(l.Runner.Snapshot(), p.loose)
+		if err != nil {
+			return failed("simulationError", err)
+		}
+		opts.Keys = keys
+	}
+	rest, fits, err := fitexisting.FitWith(ctx, l.Runner, p.loose, p.built.Candidates(), opts)
 	l.Placement.EndPass(ctx)
 	if err != nil {
 		return failed("simulationError", err)

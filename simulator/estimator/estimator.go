@@ -153,7 +153,7 @@ func (e *Estimator) EstimateGroups(ctx context.Context, pods []*v1.Pod, groups [
 	}
 	var share *sharing
 	if !e.opts.DisableSharing && len(groups) > 1 {
-		if share, err = newSharing(snap, pods); err != nil {
+		if share, err = newSharing(snap, pods, true); err != nil {
 			return nil, fmt.Errorf("estimate: %w", err)
 		}
 	}

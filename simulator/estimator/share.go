@@ -27,11 +27,13 @@ type sharing struct {
 }
 
 // newSharing looks at the pods to place and at the snapshot's pods, slices
-// and claims for every node label key a filter may read.
-func newSharing(snap *snapshot.Snapshot, pods []*v1.Pod) (*sharing, error) {
+// and claims for every node label key a filter may read. Strict, a pod
+// to place that reads node names or volumes turns sharing off; else it
+// is only recorded (and its caller must keep such pods out).
+func newSharing(snap *snapshot.Snapshot, pods []*v1.Pod, strict bool) (*sharing, error) {
 	s := &sharing{read: map[string]bool{}}
 	for _, p := range pods {
-		if !s.addPod(p, true) {
+		if !s.addPod(p) && strict {
 			return nil, nil
 		}
 	}
@@ -41,7 +43,7 @@ func newSharing(snap *snapshot.Snapshot, pods []*v1.Pod) (*sharing, error) {
 	}
 	for _, ni := range infos {
 		for _, pi := range ni.GetPods() {
-			s.addPod(pi.GetPod(), false)
+			s.addPod(pi.GetPod())
 		}
 	}
 	slices, err := snap.ResourceSlices().ListWithDeviceTaintRules()
@@ -66,10 +68,12 @@ func newSharing(snap *snapshot.Snapshot, pods []*v1.Pod) (*sharing, error) {
 	return s, nil
 }
 
-// addPod records the label keys pod's scheduling reads. For a pod to
-// place, ok is false when it reads node names or volumes (whose
-// topology may name any label): then nothing is shared.
-func (s *sharing) addPod(p *v1.Pod, placing bool) (ok bool) {
+// addPod records the label keys pod's scheduling reads. ok is false when
+// it reads node names or volumes (whose topology may name any label): for
+// a pod to place, nothing is then shared. Every key is recorded either
+// way, as the pod reads them once placed too.
+func (s *sharing) addPod(p *v1.Pod) (ok bool) {
+	ok = true
 	for k := range p.Spec.NodeSelector {
 		s.read[k] = true
 	}
@@ -79,14 +83,10 @@ func (s *sharing) addPod(p *v1.Pod, placing bool) (ok bool) {
 	if a := p.Spec.Affinity; a != nil {
 		if na := a.NodeAffinity; na != nil {
 			if na.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-				if !s.addSelector(na.RequiredDuringSchedulingIgnoredDuringExecution) && placing {
-					return false
-				}
+				ok = s.addSelector(na.RequiredDuringSchedulingIgnoredDuringExecution) && ok
 			}
 			for _, t := range na.PreferredDuringSchedulingIgnoredDuringExecution {
-				if !s.addTerm(t.Preference) && placing {
-					return false
-				}
+				ok = s.addTerm(t.Preference) && ok
 			}
 		}
 		if pa := a.PodAffinity; pa != nil {
@@ -96,14 +96,12 @@ func (s *sharing) addPod(p *v1.Pod, placing bool) (ok bool) {
 			s.addPodTerms(pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution)
 		}
 	}
-	if placing {
-		for _, vol := range p.Spec.Volumes {
-			if vol.PersistentVolumeClaim != nil || vol.Ephemeral != nil {
-				return false
-			}
+	for _, vol := range p.Spec.Volumes {
+		if vol.PersistentVolumeClaim != nil || vol.Ephemeral != nil {
+			ok = false
 		}
 	}
-	return true
+	return ok
 }
 
 func (s *sharing) addPodTerms(required []v1.PodAffinityTerm, preferred []v1.WeightedPodAffinityTerm) {

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"crypto/sha256"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
@@ -92,6 +93,9 @@ type Snapshot struct {
 	// gens and genSeq: see Gen. gens[""] is the shared part.
 	gens   map[string]uint64
 	genSeq uint64
+
+	// digests memoises LocalDevices' slice digests (not content).
+	digests map[*resourceapi.ResourceSlice][sha256.Size]byte
 }
 
 type placedPod struct {

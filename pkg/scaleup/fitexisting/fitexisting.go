@@ -45,6 +45,19 @@ type Options struct {
 	// Sample is how many feasible nodes Rank is given per pod; 0 means
 	// NumFeasibleNodesToFind of the candidates.
 	Sample int
+	// Keys says which nodes look alike to a pod (estimator.NodeKeys): for
+	// a memoizable, keyable pod, one node's verdict stands for every node
+	// with its key. Nil: each node is asked about.
+	Keys Keys
+}
+
+// Keys tells nodes apart by what the filters read of them.
+type Keys interface {
+	// Keyable reports whether pod's verdict on a node is all in its key.
+	Keyable(pod *corev1.Pod) bool
+	// Of returns node's key in its current state, "" for a node like no
+	// other.
+	Of(node string) string
 }
 
 // maxSweeps bounds the passes over the pods: a pod with inter-pod
@@ -112,6 +125,15 @@ type classState struct {
 	open  []string
 	stale bool
 	fits  map[string]snapshot.Gen // memoizable classes only
+	// byKey holds the verdicts per node key (see Options.Keys), for
+	// memoizable, keyable classes only; each stands while the snapshot's
+	// shared generation is the one it was found at.
+	byKey map[string]keyVerdict
+}
+
+type keyVerdict struct {
+	fits   bool
+	shared uint64
 }
 
 func (cs *classState) close(node string) {
@@ -145,6 +167,9 @@ func (s *sweeper) sweep(ctx context.Context, pods []*corev1.Pod, retry bool) ([]
 				cs = &classState{closed: map[string]bool{}, open: s.candidates}
 				if s.opts.Memoizable != nil && s.opts.Memoizable(pod) {
 					cs.fits = map[string]snapshot.Gen{}
+					if s.opts.Keys != nil && s.opts.Keys.Keyable(pod) {
+						cs.byKey = map[string]keyVerdict{}
+					}
 				}
 				s.classes[class] = cs
 			}
@@ -169,9 +194,8 @@ func (s *sweeper) sweep(ctx context.Context, pods []*corev1.Pod, retry bool) ([]
 			// The pod may change what other nodes accept (inter-pod
 			// anti-affinity, a shared claim): known fits are void.
 			for _, c := range s.classes {
-				if c.fits != nil {
-					clear(c.fits)
-				}
+				clear(c.fits)
+				clear(c.byKey)
 			}
 		}
 		logger.V(4).Info("Pod fits existing or upcoming capacity", "pod", klog.KObj(pod), "node", node)
@@ -191,6 +215,15 @@ func (s *sweeper) fit(ctx context.Context, pod *corev1.Pod, cs *classState) (str
 		open = cs.open
 	}
 	if s.opts.Rank == nil {
+		if cs != nil && len(cs.byKey) > 0 {
+			open = slices.DeleteFunc(slices.Clone(open), func(n string) bool {
+				fits, known, _ := s.byKey(cs, n)
+				if known && !fits {
+					cs.close(n)
+				}
+				return known && !fits
+			})
+		}
 		return s.firstFit(ctx, pod, cs, open)
 	}
 	feasible, unsampled, err := s.feasible(ctx, pod, cs, open)
@@ -225,66 +258,140 @@ func (s *sweeper) firstFit(ctx context.Context, pod *corev1.Pod, cs *classState,
 		for _, r := range p.Results {
 			if !r.Fits {
 				cs.close(r.Node)
+				s.learn(cs, r.Node, false)
 			}
 		}
 	}
 	return p.Node, nil
 }
 
+// learn records node's verdict for its key.
+func (s *sweeper) learn(cs *classState, node string, fits bool) {
+	if cs == nil || cs.byKey == nil {
+		return
+	}
+	if k := s.opts.Keys.Of(node); k != "" {
+		cs.byKey[k] = keyVerdict{fits: fits, shared: s.runner.Snapshot().NodeGen(node).Shared}
+	}
+}
+
+// byKey returns the verdict node's key has (known is false without one),
+// and the key.
+func (s *sweeper) byKey(cs *classState, node string) (fits, known bool, key string) {
+	if cs == nil || cs.byKey == nil {
+		return false, false, ""
+	}
+	if key = s.opts.Keys.Of(node); key == "" {
+		return false, false, ""
+	}
+	v, ok := cs.byKey[key]
+	if !ok || v.shared != s.runner.Snapshot().NodeGen(node).Shared {
+		return false, false, key
+	}
+	return v.fits, true, key
+}
+
 // feasible returns up to Sample nodes of open where pod fits, in open's
-// order, and (to call only when needed) the open nodes it did not filter. Known fits of a
-// memoizable class are taken without asking again, in open's order until
-// there are Sample; the other nodes before that point (new to the class,
-// or changed since) are filtered, so the nodes the last pods went to are
-// ranked too. Without Sample known fits, the others are filtered until
-// enough fit.
+// order, and (to call only when needed) the open nodes it has no verdict
+// for. Known fits (of a memoizable class while the node's generation
+// holds, or of its node key) are taken without asking again, in open's
+// order until there are Sample; the other nodes before that point (new
+// to the class, or changed since) are filtered, so the nodes the last
+// pods went to are ranked too. Without Sample known fits, the others are
+// filtered until enough fit. Of nodes sharing a key not known yet, only
+// the first is filtered; the next scan reads the others' verdict off it.
 func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState, open []string) (feasible []string, unsampled func() []string, err error) {
 	snap := s.runner.Snapshot()
-	var unknown []string
-	known := 0
-	isKnown := map[string]bool{}
-	end := len(open)
-	for i, n := range open {
-		if cs != nil && cs.fits != nil {
-			if g, ok := cs.fits[n]; ok && g == snap.NodeGen(n) {
-				isKnown[n] = true
-				if known++; known >= s.opts.Sample {
-					end = i + 1
-					break
-				}
-				continue
-			}
+	fits := map[string]bool{} // verdicts of this call's filtering
+	for early := false; ; {
+		var unknown []string
+		if feasible, unknown = s.scan(cs, open, fits); len(unknown) == 0 || early {
+			break
 		}
-		unknown = append(unknown, n)
-	}
-	enough := 0 // every unknown node before the Sample-th known fit
-	if end == len(open) {
-		enough = s.opts.Sample - known
-	}
-	fits := map[string]bool{}
-	filtered := 0
-	if len(unknown) > 0 && (enough > 0 || end < len(open)) {
-		results, err := s.runner.FilterUntil(ctx, pod, unknown, enough)
+		// Short of Sample, stop at enough fits; else filter every
+		// unknown node before the Sample-th fit. A round that filtered
+		// every unknown node is scanned again: nodes sharing a key with
+		// them have a verdict now.
+		results, err := s.runner.FilterUntil(ctx, pod, unknown, s.opts.Sample-len(feasible))
 		if err != nil {
 			return nil, nil, err
 		}
-		filtered = len(results)
 		for _, r := range results {
+			s.learn(cs, r.Node, r.Fits)
+			fits[r.Node] = r.Fits
 			switch {
-			case r.Fits:
-				fits[r.Node] = true
-				if cs != nil && cs.fits != nil {
-					cs.fits[r.Node] = snap.NodeGen(r.Node)
-				}
-			case cs != nil:
+			case r.Fits && cs != nil && cs.fits != nil:
+				cs.fits[r.Node] = snap.NodeGen(r.Node)
+			case !r.Fits && cs != nil:
 				cs.close(r.Node)
 			}
 		}
+		early = len(results) < len(unknown)
 	}
-	for _, n := range open[:end] {
-		if isKnown[n] || fits[n] {
+	unsampled = func() []string {
+		taken := map[string]bool{}
+		for _, n := range feasible {
+			taken[n] = true
+		}
+		var rest []string
+		for _, n := range open {
+			if f, seen := fits[n]; taken[n] || (seen && !f) || (cs != nil && cs.closed[n]) {
+				continue
+			}
+			if f, known, _ := s.byKey(cs, n); known && !f {
+				continue
+			}
+			rest = append(rest, n)
+		}
+		return rest
+	}
+	return feasible, unsampled, nil
+}
+
+// scan walks open in order and returns the nodes known to fit and the
+// nodes to filter, up to the Sample-th node known before this call's
+// filtering (fits; its fits are taken but not counted, as filtering may
+// find a few more than it was asked for): one node per key with no
+// verdict yet, every node without a key. Nodes a key rules out are
+// closed.
+func (s *sweeper) scan(cs *classState, open []string, fits map[string]bool) (feasible, unknown []string) {
+	snap := s.runner.Snapshot()
+	asked := map[string]bool{} // keys with a node in unknown
+	known := 0
+	for _, n := range open {
+		if cs != nil && cs.closed[n] {
+			continue
+		}
+		if fit, filtered := fits[n]; filtered {
+			if fit {
+				feasible = append(feasible, n)
+			}
+			continue
+		}
+		fit, ok := false, false
+		if cs != nil && cs.fits != nil {
+			if g, memo := cs.fits[n]; memo && g == snap.NodeGen(n) {
+				fit, ok = true, true
+			}
+		}
+		key := ""
+		if !ok {
+			fit, ok, key = s.byKey(cs, n)
+		}
+		switch {
+		case ok && fit:
 			feasible = append(feasible, n)
+			if known++; known >= s.opts.Sample {
+				return feasible, unknown
+			}
+		case ok:
+			cs.close(n)
+		case key == "":
+			unknown = append(unknown, n)
+		case !asked[key]:
+			asked[key] = true
+			unknown = append(unknown, n)
 		}
 	}
-	return feasible, func() []string { return append(slices.Clip(unknown[filtered:]), open[end:]...) }, nil
+	return feasible, unknown
 }

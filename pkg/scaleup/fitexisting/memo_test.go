@@ -22,6 +22,12 @@ const gpuDriver = "gpu.example.com"
 // pods, and pending pods of four classes interleaved: 1 and 2 GPUs from
 // claim templates, CPU only, and 2 GPUs pinned by a node selector.
 func memoCluster(t *testing.T) (*framework.Runner, context.Context, []string, []*corev1.Pod) {
+	return memoClusterOf(t, false)
+}
+
+// memoClusterOf is memoCluster, or with alike its nodes in two kinds (zone
+// 1 and no GPU used, zone 0 and one used), as node keys see them.
+func memoClusterOf(t *testing.T, alike bool) (*framework.Runner, context.Context, []string, []*corev1.Pod) {
 	_, ctx := ktesting.NewTestContext(t)
 	r, err := framework.New(ctx, framework.Options{})
 	if err != nil {
@@ -38,8 +44,12 @@ func memoCluster(t *testing.T) (*framework.Runner, context.Context, []string, []
 		for d := range 4 {
 			slice.Devices(builder.Device(fmt.Sprintf("gpu-%d", d)))
 		}
-		objs = append(objs, builder.Node(name).CPU("8").Label("zone", fmt.Sprint(i%3)).Obj(), slice.Obj())
-		for d := range i % 4 {
+		zone, used := i%3, i%4
+		if alike {
+			zone, used = (i+1)%2, i%2
+		}
+		objs = append(objs, builder.Node(name).CPU("8").Label("zone", fmt.Sprint(zone)).Obj(), slice.Obj())
+		for d := range used {
 			run := fmt.Sprintf("run-%d-%d", i, d)
 			pod := builder.Pod("ns", run).CPU("1").Claim("gpu", run).Node(name).Obj()
 			objs = append(objs, pod, builder.Claim("ns", run).Request(builder.Request("gpu", "gpu")).
@@ -111,15 +121,18 @@ func TestFitExistingMemoIsExact(t *testing.T) {
 		return out, nil
 	}
 	tests := []struct {
-		name string
-		rank fitexisting.RankFunc
+		name  string
+		rank  fitexisting.RankFunc
+		alike bool // nodes in two kinds, and node keys on
 	}{
-		{"first fit", nil},
-		{"ranked", reversed},
+		{"first fit", nil, false},
+		{"ranked", reversed, false},
+		{"first fit, node keys", nil, true},
+		{"ranked, node keys", reversed, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			r, ctx, nodes, pods := memoCluster(t)
+			r, ctx, nodes, pods := memoClusterOf(t, tc.alike)
 			r.Snapshot().Fork()
 			want := reference(ctx, t, r, pods, nodes, tc.rank)
 			if err := r.Snapshot().Revert(); err != nil {
@@ -129,8 +142,18 @@ func TestFitExistingMemoIsExact(t *testing.T) {
 				t.Fatalf("reference placed %d of %d pods: the cluster tests nothing", len(want), len(pods))
 			}
 			est := estimator.New(r, estimator.Options{})
-			rest, placed, err := fitexisting.FitWith(ctx, r, pods, nodes, fitexisting.Options{
-				ClassOf: est.ClassKey, Memoizable: est.Memoizable, Rank: tc.rank, Sample: len(nodes)})
+			opts := fitexisting.Options{ClassOf: est.ClassKey, Memoizable: est.Memoizable, Rank: tc.rank, Sample: len(nodes)}
+			if tc.alike {
+				keys, err := estimator.NewNodeKeys(r.Snapshot(), pods)
+				if err != nil || keys == nil {
+					t.Fatalf("NewNodeKeys: %v, %v", keys, err)
+				}
+				if keys.Of(nodes[0]) == "" || keys.Of(nodes[0]) != keys.Of(nodes[2]) {
+					t.Fatalf("alike nodes %s and %s have keys %q and %q", nodes[0], nodes[2], keys.Of(nodes[0]), keys.Of(nodes[2]))
+				}
+				opts.Keys = keys
+			}
+			rest, placed, err := fitexisting.FitWith(ctx, r, pods, nodes, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
