@@ -137,12 +137,7 @@ func (k *NodeKeys) object(node *v1.Node) ([sha256.Size]byte, bool) {
 	if sum, ok := k.objects[node]; ok {
 		return sum, true
 	}
-	o := nodeObject{Labels: map[string]string{}, Spec: node.Spec, Allocatable: node.Status.Allocatable, Features: node.Status.DeclaredFeatures}
-	for key, v := range node.Labels {
-		if key != v1.LabelHostname && k.reads.reads(key) {
-			o.Labels[key] = v
-		}
-	}
+	o := nodeObject{Labels: k.reads.readLabels(node.Labels), Spec: node.Spec, Allocatable: node.Status.Allocatable, Features: node.Status.DeclaredFeatures}
 	o.Spec.ProviderID, o.Spec.PodCIDR, o.Spec.PodCIDRs, o.Spec.DoNotUseExternalID = "", "", nil, ""
 	b, err := json.Marshal(o)
 	if err != nil {

@@ -142,6 +142,17 @@ func (s *sharing) reads(key string) bool {
 		prefix == "k8s.io" || strings.HasSuffix(prefix, ".k8s.io")
 }
 
+// readLabels is labels without the hostname and the keys no filter reads.
+func (s *sharing) readLabels(labels map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range labels {
+		if k != v1.LabelHostname && s.reads(k) {
+			out[k] = v
+		}
+	}
+	return out
+}
+
 // key is the group's template and cap as the filters see them; groups
 // with equal keys get equal estimates. "" when s is nil.
 func (s *sharing) key(g TemplateGroup, maxNodes int) (string, error) {
@@ -150,12 +161,7 @@ func (s *sharing) key(g TemplateGroup, maxNodes int) (string, error) {
 	}
 	t := g.Template
 	node := t.Node.DeepCopy()
-	node.ObjectMeta = metav1.ObjectMeta{Labels: map[string]string{}, Annotations: node.Annotations}
-	for k, v := range t.Node.Labels {
-		if k != v1.LabelHostname && s.reads(k) {
-			node.Labels[k] = v
-		}
-	}
+	node.ObjectMeta = metav1.ObjectMeta{Labels: s.readLabels(t.Node.Labels), Annotations: node.Annotations}
 	type shape struct {
 		Node     *v1.Node
 		Slices   []any

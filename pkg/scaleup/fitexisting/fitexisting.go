@@ -208,6 +208,15 @@ func (s *sweeper) sweep(ctx context.Context, pods []*corev1.Pod, retry bool) ([]
 func (s *sweeper) fit(ctx context.Context, pod *corev1.Pod, cs *classState) (string, error) {
 	open := s.candidates
 	if cs != nil {
+		if s.opts.Rank == nil && len(cs.byKey) > 0 {
+			// Ranking scans for keys (feasible); first fit closes the
+			// nodes a key rules out before it asks.
+			for _, n := range cs.open {
+				if fits, known, _ := s.byKey(cs, n); known && !fits {
+					cs.close(n)
+				}
+			}
+		}
 		if cs.stale {
 			cs.open = slices.DeleteFunc(slices.Clone(cs.open), func(n string) bool { return cs.closed[n] })
 			cs.stale = false
@@ -215,15 +224,6 @@ func (s *sweeper) fit(ctx context.Context, pod *corev1.Pod, cs *classState) (str
 		open = cs.open
 	}
 	if s.opts.Rank == nil {
-		if cs != nil && len(cs.byKey) > 0 {
-			open = slices.DeleteFunc(slices.Clone(open), func(n string) bool {
-				fits, known, _ := s.byKey(cs, n)
-				if known && !fits {
-					cs.close(n)
-				}
-				return known && !fits
-			})
-		}
 		return s.firstFit(ctx, pod, cs, open)
 	}
 	feasible, unsampled, err := s.feasible(ctx, pod, cs, open)
