@@ -13,11 +13,13 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/dra-autoscaler/dra-autoscaler/apis/autoscaling/v1alpha1"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
@@ -127,8 +129,11 @@ func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs *[]ru
 	defer cleanup()
 	m := metrics.New()
 	// The fake discovery does not serve the CapacityReservation CRD: its
-	// informer does not start, as in a cluster without it.
-	l, crs := p.runningLoop(opts, client, dynfake.NewSimpleDynamicClient(runtime.NewScheme()), &record.FakeRecorder{}, m)
+	// informer does not start, as in a cluster without it. NodeGroup
+	// objects are listed and written as in a cluster with their CRD.
+	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{v1alpha1.NodeGroupResource: "NodeGroupList"})
+	l, crs := p.runningLoop(opts, client, dyn, &record.FakeRecorder{}, m)
 	informers, stop := context.WithCancel(ctx)
 	l.Observer = observe.New(client, observe.Served{})
 	// The informers stop only once their context is done.

@@ -136,6 +136,7 @@ func (p *parts) runningLoop(opts *config.Options, client kubernetes.Interface, d
 	l := loop.New(lp)
 	l.ScaleDown = newScaleDown(opts, p.runner, client, recorder, m, drainer)
 	l.Disagree, l.Status = loop.NewStatusParts(opts, client, recorder, m)
+	l.NodeGroupObjects = p.nodeGroupObjects(opts, dyn, b, tracker)
 	return l, crs
 }
 

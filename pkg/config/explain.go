@@ -20,6 +20,8 @@ type ExplainOptions struct {
 	WriteStatusConfigMap bool
 	// StatusConfigMapName is its name, in --namespace.
 	StatusConfigMapName string
+	// WriteNodeGroupObjects keeps a NodeGroup object per node group.
+	WriteNodeGroupObjects bool
 	// SchedulerDisagreementThreshold is how long a pod the simulation
 	// places on an existing node may stay unschedulable before it is
 	// reported as a disagreement with the scheduler.
@@ -32,6 +34,7 @@ func DefaultExplain() ExplainOptions {
 	return ExplainOptions{
 		WriteStatusConfigMap:           true,
 		StatusConfigMapName:            "cluster-autoscaler-status",
+		WriteNodeGroupObjects:          true,
 		SchedulerDisagreementThreshold: 5 * time.Minute,
 	}
 }
@@ -39,6 +42,8 @@ func DefaultExplain() ExplainOptions {
 func (e *ExplainOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&e.WriteStatusConfigMap, "write-status-configmap", e.WriteStatusConfigMap, "Write the autoscaler's status to a ConfigMap (in --namespace) every loop.")
 	fs.StringVar(&e.StatusConfigMapName, "status-config-map-name", e.StatusConfigMapName, "Name of the status ConfigMap.")
+	fs.BoolVar(&e.WriteNodeGroupObjects, "write-node-group-objects", e.WriteNodeGroupObjects,
+		"Keep a NodeGroup object (autoscaling.dra-autoscaler.io/v1alpha1) per node group, its status written when it changes: sizes, template devices, backoff, provisioning times and what can be provisioned now. Without the CRD installed nothing is written.")
 	fs.DurationVar(&e.SchedulerDisagreementThreshold, "scheduler-disagreement-threshold", e.SchedulerDisagreementThreshold,
 		"How long a pending pod that the simulation places on an existing node may stay unschedulable before it is reported as a disagreement with the scheduler (event SchedulerDisagreement).")
 }
@@ -95,6 +100,7 @@ func ParseExplain(args []string) (*Options, *ExplainRequest, error) {
 	// The explanation never scales nor leads: no lease, no status writes.
 	o.LeaderElection.LeaderElect = false
 	o.WriteStatusConfigMap = false
+	o.WriteNodeGroupObjects = false
 	if err := o.Validate(); err != nil {
 		return nil, nil, err
 	}

@@ -37,23 +37,24 @@ func TestParseExplain(t *testing.T) {
 			if req.Pod.String() != tc.wantPod || req.Output != tc.wantOut {
 				t.Errorf("got %s -o %s", req.Pod, req.Output)
 			}
-			if o.LeaderElection.LeaderElect || o.WriteStatusConfigMap {
-				t.Error("explain must neither lead nor write the status")
+			if o.LeaderElection.LeaderElect || o.WriteStatusConfigMap || o.WriteNodeGroupObjects {
+				t.Error("explain must neither lead nor write the status nor the NodeGroup objects")
 			}
 		})
 	}
 }
 
 func TestExplainFlags(t *testing.T) {
-	o, err := Parse([]string{"--scheduler-disagreement-threshold=30s", "--write-status-configmap=false", "--status-config-map-name=s"})
+	o, err := Parse([]string{"--scheduler-disagreement-threshold=30s", "--write-status-configmap=false", "--status-config-map-name=s",
+		"--write-node-group-objects=false"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o.SchedulerDisagreementThreshold != 30*time.Second || o.WriteStatusConfigMap || o.StatusConfigMapName != "s" {
+	if o.SchedulerDisagreementThreshold != 30*time.Second || o.WriteStatusConfigMap || o.StatusConfigMapName != "s" || o.WriteNodeGroupObjects {
 		t.Errorf("options %+v", o.ExplainOptions)
 	}
 	d := Default()
-	if d.SchedulerDisagreementThreshold != 5*time.Minute || !d.WriteStatusConfigMap || d.StatusConfigMapName != "cluster-autoscaler-status" {
+	if d.SchedulerDisagreementThreshold != 5*time.Minute || !d.WriteStatusConfigMap || d.StatusConfigMapName != "cluster-autoscaler-status" || !d.WriteNodeGroupObjects {
 		t.Errorf("defaults %+v", d.ExplainOptions)
 	}
 	for _, bad := range [][]string{{"--scheduler-disagreement-threshold=0s"}, {"--status-config-map-name="}} {

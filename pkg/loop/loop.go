@@ -27,6 +27,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups/objects"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/placement"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
@@ -99,6 +100,8 @@ type Parts struct {
 	// simulation says; Status writes the status ConfigMap. Each optional.
 	Disagree *disagree.Detector
 	Status   *status.Writer
+	// NodeGroupObjects writes a NodeGroup object per group; optional.
+	NodeGroupObjects *objects.Publisher
 }
 
 // Loop runs passes over its parts.

@@ -41,6 +41,8 @@ const (
 	StageReport            = "report"
 	StageDisagree          = "disagreements"
 	StageStatus            = "status"
+	// StageNodeGroupObjects writes the NodeGroup objects.
+	StageNodeGroupObjects = "nodeGroupObjects"
 )
 
 // Stages is the pass: every stage in order, the optional ones only when
@@ -88,6 +90,9 @@ func (l *Loop) Stages() ([]Stage, error) {
 	}
 	if l.Status != nil {
 		out = append(out, stage{name: StageStatus, acts: true, run: l.status})
+	}
+	if l.NodeGroupObjects != nil {
+		out = append(out, stage{name: StageNodeGroupObjects, acts: true, run: l.nodeGroupObjects})
 	}
 	return extend(out, l.Extensions)
 }

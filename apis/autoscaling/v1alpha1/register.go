@@ -14,6 +14,8 @@ var (
 	SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: "v1alpha1"}
 	// Resource is the CapacityReservation resource, for dynamic clients.
 	Resource = SchemeGroupVersion.WithResource("capacityreservations")
+	// NodeGroupResource is the NodeGroup resource, for dynamic clients.
+	NodeGroupResource = SchemeGroupVersion.WithResource("nodegroups")
 	// SchemeBuilder adds the types to a scheme.
 	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes)
 	// AddToScheme adds the types to a scheme.
@@ -21,7 +23,7 @@ var (
 )
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(SchemeGroupVersion, &CapacityReservation{}, &CapacityReservationList{})
+	scheme.AddKnownTypes(SchemeGroupVersion, &CapacityReservation{}, &CapacityReservationList{}, &NodeGroup{}, &NodeGroupList{})
 	metav1.AddToGroupVersion(scheme, SchemeGroupVersion)
 	return nil
 }

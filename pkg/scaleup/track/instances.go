@@ -115,6 +115,17 @@ func (v *view) stillExpected(ids []string) []string {
 	return out
 }
 
+// usableOf counts the instances of ids that are usable now.
+func (v *view) usableOf(ids []string) int {
+	n := 0
+	for _, id := range ids {
+		if x := v.byID[id]; x != nil && x.usable && !x.gone {
+			n++
+		}
+	}
+	return n
+}
+
 // lost tells whether one of ids is gone without having been usable:
 // given up, failed, or deleted by someone else.
 func (v *view) lost(ids []string) bool {

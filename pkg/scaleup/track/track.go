@@ -87,12 +87,42 @@ type Tracker struct {
 	// asked is each gang request's Delta when it was made.
 	asked  map[*Request]int
 	errors []RemovalError
+	// took are, by group, the times from request to usable node of the
+	// group's last ProvisionSamples nodes, oldest first.
+	took map[string][]time.Duration
 }
+
+// ProvisionSamples is how many of a group's last nodes ProvisionTimes
+// keeps.
+const ProvisionSamples = 20
 
 // New returns a tracker that gives requests maxProvision to register.
 func New(maxProvision time.Duration, b *backoff.Backoff) *Tracker {
 	return &Tracker{maxProvision: maxProvision, backoff: b, requests: map[string][]*Request{},
-		usable: map[string]map[string]bool{}, released: map[string]map[string]bool{}, asked: map[*Request]int{}}
+		usable: map[string]map[string]bool{}, released: map[string]map[string]bool{}, asked: map[*Request]int{},
+		took: map[string][]time.Duration{}}
+}
+
+// ProvisionTimes are the times from request to usable node of the
+// group's last nodes (at most ProvisionSamples), oldest first, as the
+// passes saw them: each is a whole number of passes late at most.
+func (t *Tracker) ProvisionTimes(group string) []time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]time.Duration(nil), t.took[group]...)
+}
+
+// tookLocked records n nodes of group usable d after their request.
+// t.mu is held.
+func (t *Tracker) tookLocked(group string, d time.Duration, n int) {
+	s := t.took[group]
+	for range n {
+		s = append(s, max(d, 0))
+	}
+	if len(s) > ProvisionSamples {
+		s = append([]time.Duration(nil), s[len(s)-ProvisionSamples:]...)
+	}
+	t.took[group] = s
 }
 
 // WithClient lets the tracker taint registered nodes and list their pods
@@ -230,6 +260,7 @@ func (t *Tracker) updateRequests(ctx context.Context, v *view, now time.Time) *F
 		if v.listErr == nil {
 			before := len(r.Instances)
 			lost = lost || v.lost(r.Instances)
+			t.tookLocked(g.Id, now.Sub(r.Time), v.usableOf(r.Instances))
 			r.Instances = v.stillExpected(r.Instances)
 			r.Delta -= before - len(r.Instances)
 		}
@@ -244,6 +275,7 @@ func (t *Tracker) updateRequests(ctx context.Context, v *view, now time.Time) *F
 		n := min(done, r.anonymous())
 		r.Delta -= n
 		done -= n
+		t.tookLocked(g.Id, now.Sub(r.Time), n)
 	}
 	var expired []*Request
 	keep := reqs[:0]

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	"net/http"
@@ -73,6 +74,12 @@ func (c *Cluster) StartAutoscaler(t testing.TB, kwokConfig any, args ...string) 
 		"--scan-interval=1s",
 		"--address=" + addr,
 		"--leader-elect=false",
+		// The lease names the autoscaler, and so the owner of its NodeGroup
+		// objects: autoscalers of parallel tests must not take each
+		// other's for their own, while a test's restarted autoscaler is
+		// the same one (a test leading with a lease of its own names it
+		// after this).
+		"--leader-elect-resource-name=" + leaseName(t),
 		"--v=2",
 	}, args...)
 	a := &Autoscaler{cmd: exec.Command(bin, all...), log: &lockedBuffer{}, Address: addr, done: make(chan struct{})}
@@ -169,6 +176,13 @@ func (c *Cluster) RunAutoscaler(t testing.TB, timeout time.Duration, args ...str
 		t.Fatal(err)
 	}
 	return 0, string(out)
+}
+
+// leaseName is the lease name of a test's autoscaler.
+func leaseName(t testing.TB) string {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte(t.Name()))
+	return fmt.Sprintf("e2e-%016x", h.Sum64())
 }
 
 func freeAddr(t testing.TB) string {
