@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -69,13 +70,18 @@ type Publisher struct {
 	// absent: the API server did not serve NodeGroups at the last try
 	// (told once, until it does again).
 	absent bool
-	// taken are names another autoscaler's objects hold (told once).
-	taken map[string]bool
+	// taken are names another's objects held when last tried, and when:
+	// tried again after retakeAfter, told once.
+	taken map[string]time.Time
 }
+
+// retakeAfter is how long a name another's object held is left alone
+// before creating ours is tried again.
+const retakeAfter = 5 * time.Minute
 
 // New returns a publisher writing as owner (Identity).
 func New(dyn dynamic.Interface, owner string, s Sources) *Publisher {
-	return &Publisher{Sources: s, dyn: dyn, owner: owner, taken: map[string]bool{}}
+	return &Publisher{Sources: s, dyn: dyn, owner: owner, taken: map[string]time.Time{}}
 }
 
 // Result counts what one Publish did.
@@ -118,8 +124,11 @@ func (p *Publisher) Publish(ctx context.Context, in PassInput) Result {
 	for _, name := range sortedNames(want) {
 		st := want[name]
 		cur := have[name]
+		if at, ok := p.taken[name]; cur == nil && ok && in.Now.Sub(at) < retakeAfter {
+			continue
+		}
 		if cur == nil {
-			created, err := p.create(ctx, name, st)
+			created, err := p.create(ctx, name, st, in.Now)
 			if err != nil {
 				logger.Error(err, "Writing a NodeGroup object failed; retried next pass", "nodeGroup", st.NodeGroup)
 			}
@@ -156,7 +165,7 @@ func (p *Publisher) Publish(ctx context.Context, in PassInput) Result {
 		res.Deleted++
 	}
 	for name := range p.taken {
-		if _, ok := want[name]; !ok {
+		if _, ok := want[name]; !ok || have[name] != nil {
 			delete(p.taken, name)
 		}
 	}
@@ -166,7 +175,7 @@ func (p *Publisher) Publish(ctx context.Context, in PassInput) Result {
 // create makes the object, then writes its status (the status
 // subresource ignores the status of a create). created is false when
 // the name is another's.
-func (p *Publisher) create(ctx context.Context, name string, st v1alpha1.NodeGroupStatus) (created bool, err error) {
+func (p *Publisher) create(ctx context.Context, name string, st v1alpha1.NodeGroupStatus, now time.Time) (created bool, err error) {
 	obj := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "NodeGroup",
 		"metadata": map[string]any{"name": name, "labels": map[string]any{LabelManagedBy: ManagedBy, LabelOwner: p.owner}},
@@ -174,11 +183,11 @@ func (p *Publisher) create(ctx context.Context, name string, st v1alpha1.NodeGro
 	obj, err = p.dyn.Resource(v1alpha1.NodeGroupResource).Create(ctx, obj, metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		// Not in our list: another autoscaler's (or a user's) object.
-		if !p.taken[name] {
+		if _, told := p.taken[name]; !told {
 			klog.FromContext(ctx).Info("A NodeGroup object of this name exists and is not this autoscaler's; it is left alone",
 				"nodeGroup", st.NodeGroup, "object", name, "owner", p.owner)
-			p.taken[name] = true
 		}
+		p.taken[name] = now
 		return false, nil
 	}
 	if err != nil {

@@ -82,7 +82,7 @@ func TestPublish(t *testing.T) {
 	b := backoff.New(5*time.Minute, 30*time.Minute, time.Hour)
 	counts := 0
 	p := objects.New(c, "kube-system.cluster-autoscaler", objects.Sources{
-		Limiter: limits.New(&config.Options{MaxNodesTotal: 100}, nil), Backoff: b, ScaleUpFromZero: true,
+		Limiter: limits.New(config.Default(), nil), Backoff: b, ScaleUpFromZero: true,
 		ProvisionTimes: func(g string) []time.Duration {
 			if g == "a" {
 				return []time.Duration{time.Minute, 3 * time.Minute, 2 * time.Minute}
