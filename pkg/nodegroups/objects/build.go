@@ -112,8 +112,8 @@ func (s *Sources) Status(ctx context.Context, g *nodegroups.Info, in PassInput) 
 	if s.ProvisionTimes != nil {
 		if ds := s.ProvisionTimes(g.Id); len(ds) > 0 {
 			st.ProvisioningTime = &v1alpha1.ProvisioningTime{Samples: int32(len(ds)),
-				P50: metav1.Duration{Duration: Percentile(ds, 50).Round(time.Second)},
-				P90: metav1.Duration{Duration: Percentile(ds, 90).Round(time.Second)}}
+				P50: metav1.Duration{Duration: Percentile(ds, 50).Round(100 * time.Millisecond)},
+				P90: metav1.Duration{Duration: Percentile(ds, 90).Round(100 * time.Millisecond)}}
 		}
 	}
 	st.Provisionable = Provisionable(l)
