@@ -29,6 +29,10 @@ import (
 type PassInput struct {
 	Now    time.Time
 	Groups []*nodegroups.Info
+	// Exist are the ids of every group the provider has, Groups' and
+	// those left out of this pass (an invalid answer): only the objects
+	// of groups not among them are deleted.
+	Exist []string
 	// Added are the nodes this pass's scale-ups added, by group: the
 	// groups were read before them.
 	Added map[string]int

@@ -151,8 +151,12 @@ func (p *Publisher) Publish(ctx context.Context, in PassInput) Result {
 		}
 		res.Updated++
 	}
+	exist := make(map[string]bool, len(in.Exist))
+	for _, id := range in.Exist {
+		exist[ObjectName(id)] = true
+	}
 	for _, name := range sortedNames(have) {
-		if _, ok := want[name]; ok {
+		if _, ok := want[name]; ok || exist[name] {
 			continue
 		}
 		uid := have[name].GetUID()

@@ -135,9 +135,15 @@ func TestPublish(t *testing.T) {
 		t.Errorf("nothing changed, yet %d writes: %v", n, verbs)
 	}
 
+	// B left out of a pass (the provider's answer was invalid) but still
+	// a group: its object stays.
+	c.ClearActions()
+	if res := p.Publish(ctx, objects.PassInput{Now: t0.Add(90 * time.Second), Groups: groups[:1], Exist: []string{"a", "B/weird"}}); res.Deleted != 0 {
+		t.Errorf("an existing group's object deleted: %+v", res)
+	}
 	b.Fail("a", "outOfResources", t0.Add(2*time.Minute))
 	c.ClearActions()
-	res = p.Publish(ctx, objects.PassInput{Now: t0.Add(2 * time.Minute), Groups: groups[:1]})
+	res = p.Publish(ctx, objects.PassInput{Now: t0.Add(2 * time.Minute), Groups: groups[:1], Exist: []string{"a"}})
 	if res.Updated != 1 || res.Deleted != 1 {
 		t.Errorf("a backed off, B gone: %+v", res)
 	}
