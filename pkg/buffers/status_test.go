@@ -22,7 +22,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
 )
 
-func served(fit, planned, unplaced int, ups ...string) *Buffer {
+func servedBuffer(fit, planned, unplaced int, ups ...string) *Buffer {
 	return &Buffer{Obj: &v1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b", Generation: 2},
 		Spec: v1beta1.CapacityBufferSpec{PodTemplateRef: &v1beta1.LocalObjectRef{Name: "t"}, Replicas: ptr.To[int32](4)}},
 		TemplateRef: &v1beta1.LocalObjectRef{Name: "t"}, Generation: ptr.To[int64](5), Wanted: 4, Replicas: int32(fit + planned + unplaced),
@@ -30,11 +30,11 @@ func served(fit, planned, unplaced int, ups ...string) *Buffer {
 }
 
 func TestStatus(t *testing.T) {
-	limited := served(2, 0, 0)
+	limited := servedBuffer(2, 0, 0)
 	limited.Quota = "q: pods has room for 2"
-	inactive := served(0, 0, 0)
+	inactive := servedBuffer(0, 0, 0)
 	inactive.Active, inactive.Until = false, time.Date(2026, 12, 7, 20, 0, 0, 0, time.UTC)
-	invalid := served(0, 0, 0)
+	invalid := servedBuffer(0, 0, 0)
 	invalid.NotReady, invalid.Message = ReasonTemplateNotFound, "PodTemplate ns/t not found"
 	for _, tc := range []struct {
 		name   string
@@ -44,11 +44,11 @@ func TestStatus(t *testing.T) {
 		want   []string // Type=Status/Reason in order
 		msg    string   // part of Provisioning's message
 	}{
-		{"all fit", served(4, 0, 0), nil, "", []string{"ReadyForProvisioning=True/AttributesSetSuccessfully", "LimitedByQuotas=False/WithinQuotas", "Provisioning=True/CapacityAvailable"}, "all 4 pod(s)"},
-		{"scale-up", served(1, 3, 0, "g +1"), nil, "", []string{"ReadyForProvisioning=True/AttributesSetSuccessfully", "LimitedByQuotas=False/WithinQuotas", "Provisioning=True/ScaleUpTriggered"}, "3 on new nodes: g +1"},
-		{"scale-up failed", served(1, 3, 0, "g +1"), map[string]error{"g": errors.New("quota exhausted")}, "", []string{"ReadyForProvisioning=True/AttributesSetSuccessfully", "LimitedByQuotas=False/WithinQuotas", "Provisioning=False/ScaleUpFailed"}, "quota exhausted"},
-		{"unsafe", served(1, 3, 0, "g +1"), nil, "too many unready nodes", []string{"ReadyForProvisioning=True/AttributesSetSuccessfully", "LimitedByQuotas=False/WithinQuotas", "Provisioning=False/ScaleUpNotMade"}, "too many unready"},
-		{"no room", served(1, 0, 3), nil, "", []string{"ReadyForProvisioning=True/AttributesSetSuccessfully", "LimitedByQuotas=False/WithinQuotas", "Provisioning=False/CapacityNotFound"}, "max-nodes-total"},
+		{"all fit", servedBuffer(4, 0, 0), nil, "", []string{"ReadyForProvisioning=True/AttributesSetSuccessfully", "LimitedByQuotas=False/WithinQuotas", "Provisioning=True/CapacityAvailable"}, "all 4 pod(s)"},
+		{"scale-up", servedBuffer(1, 3, 0, "g +1"), nil, "", []string{"ReadyForProvisioning=True/AttributesSetSuccessfully", "LimitedByQuotas=False/WithinQuotas", "Provisioning=True/ScaleUpTriggered"}, "3 on new nodes: g +1"},
+		{"scale-up failed", servedBuffer(1, 3, 0, "g +1"), map[string]error{"g": errors.New("quota exhausted")}, "", []string{"ReadyForProvisioning=True/AttributesSetSuccessfully", "LimitedByQuotas=False/WithinQuotas", "Provisioning=False/ScaleUpFailed"}, "quota exhausted"},
+		{"unsafe", servedBuffer(1, 3, 0, "g +1"), nil, "too many unready nodes", []string{"ReadyForProvisioning=True/AttributesSetSuccessfully", "LimitedByQuotas=False/WithinQuotas", "Provisioning=False/ScaleUpNotMade"}, "too many unready"},
+		{"no room", servedBuffer(1, 0, 3), nil, "", []string{"ReadyForProvisioning=True/AttributesSetSuccessfully", "LimitedByQuotas=False/WithinQuotas", "Provisioning=False/CapacityNotFound"}, "max-nodes-total"},
 		{"limited", limited, nil, "", []string{"ReadyForProvisioning=True/AttributesSetSuccessfully", "LimitedByQuotas=True/QuotaExceeded", "Provisioning=True/CapacityAvailable"}, ""},
 		{"inactive", inactive, nil, "", []string{"ReadyForProvisioning=True/AttributesSetSuccessfully", "Provisioning=False/OutsideActiveWindows"}, "until 2026-12-07T20:00:00Z"},
 		{"not ready", invalid, nil, "", []string{"ReadyForProvisioning=False/PodTemplateNotFound", "Provisioning=False/NotReadyForProvisioning"}, "not found"},
@@ -83,7 +83,7 @@ func TestStatus(t *testing.T) {
 
 // Write patches the status subresource only when it changed.
 func TestWriteOnlyChanges(t *testing.T) {
-	b := served(4, 0, 0)
+	b := servedBuffer(4, 0, 0)
 	obj, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(b.Obj)
 	u := &unstructured.Unstructured{Object: obj}
 	u.SetAPIVersion(v1beta1.SchemeGroupVersion.String())
