@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -237,4 +238,38 @@ spec:
 		return n == 4, seen, err
 	})
 	s.stayNodes(t, g, 3, 3*time.Second)
+}
+
+// Scale-down keeps exactly the buffered capacity: 3 buffered GPUs hold 2
+// two-GPU nodes, empty as far as real pods go, well past
+// --scale-down-unneeded-time; cut to 1 GPU, one node goes; the buffer
+// deleted, the last one goes too.
+func TestCapacityBufferKeepsItsNodesFromScaleDown(t *testing.T) {
+	s := newBufferScenario(t)
+	g := s.twoGPUGroup(4)
+	tmpl := s.gpuTemplate(t)
+	s.podTemplate(t, "one-gpu", s.gpuPod("x", tmpl, ""))
+	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, fastScaleDown...)
+	s.apply(t, `apiVersion: autoscaling.x-k8s.io/v1beta1
+kind: CapacityBuffer
+metadata: {name: warm-gpus}
+spec:
+  podTemplateRef: {name: one-gpu}
+  replicas: 3`)
+	s.waitNodes(t, g, 2, time.Minute)
+	s.waitBuffer(t, "warm-gpus", "3 pods held", time.Minute, holding(3, buffers.ReasonCapacityAvailable))
+	s.stayNodes(t, g, 2, 8*time.Second)
+
+	patch := []byte(`{"spec":{"replicas":1}}`)
+	if _, err := s.buffers.Patch(s.ctx, "warm-gpus", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitNodes(t, g, 1, time.Minute)
+	s.waitBuffer(t, "warm-gpus", "1 pod held", time.Minute, holding(1, buffers.ReasonCapacityAvailable))
+	s.stayNodes(t, g, 1, 6*time.Second)
+
+	if err := s.buffers.Delete(s.ctx, "warm-gpus", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitNodes(t, g, 0, time.Minute)
 }
