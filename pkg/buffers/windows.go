@@ -51,7 +51,7 @@ func ParseWindows(s string) (Windows, error) {
 		if strings.Contains(spec, "@every") {
 			return nil, fmt.Errorf("window %d %q: @every has no fixed start; use a cron schedule", i+1, part)
 		}
-		sched, err := parser.Parse(spec)
+		sched, err := parse(spec)
 		if err != nil {
 			return nil, fmt.Errorf("window %d schedule %q: %w", i+1, spec, err)
 		}
@@ -68,6 +68,17 @@ func ParseWindows(s string) (Windows, error) {
 		return nil, fmt.Errorf("no window in %q", s)
 	}
 	return out, nil
+}
+
+// parse is the cron parser without its panics: it slices out of range on
+// a time zone prefix with nothing after it ("TZ=").
+func parse(spec string) (s cron.Schedule, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s, err = nil, fmt.Errorf("malformed schedule: %v", r)
+		}
+	}()
+	return parser.Parse(spec)
 }
 
 // Active reports whether now is inside a window (always, without any),

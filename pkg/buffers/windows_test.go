@@ -58,6 +58,7 @@ func TestParseWindowsErrors(t *testing.T) {
 		"0 25 * * * for 1h":                  "schedule",
 		"@every 1h for 10m":                  "@every",
 		"0 8 * * * for 9000h":                "at most",
+		"TZ= for 1h":                         "malformed schedule",
 		"; ;":                                "no window",
 		"0 8 * * 1-5/10h":                    "want",
 		"CRON_TZ=Nowhere/X 0 8 * * * for 1h": "schedule",
