@@ -273,3 +273,36 @@ spec:
 	}
 	s.waitNodes(t, g, 0, time.Minute)
 }
+
+// Beyond upstream: a buffer outside its active windows holds nothing (no
+// node for it); its window widened to always, it holds its pod.
+func TestCapacityBufferActiveWindows(t *testing.T) {
+	s := newBufferScenario(t)
+	g := s.cpuGroup("cpu4", 2)
+	s.podTemplate(t, "two-cpus", s.pod("x").CPU("2").Obj())
+	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}})
+	// 29 February, 03:17 UTC for a minute: outside it but for a minute
+	// every four years.
+	s.apply(t, `apiVersion: autoscaling.x-k8s.io/v1beta1
+kind: CapacityBuffer
+metadata:
+  name: tidal
+  annotations:
+    autoscaling.dra-autoscaler.io/active-windows: "17 3 29 2 * for 1m"
+spec:
+  podTemplateRef: {name: two-cpus}
+  replicas: 1`)
+	b := s.waitBuffer(t, "tidal", "outside its windows", time.Minute,
+		condition(v1beta1.ConditionProvisioning, metav1.ConditionFalse, buffers.ReasonOutsideWindows))
+	if ptr.Deref(b.Status.Replicas, -1) != 0 {
+		t.Errorf("status.replicas %v outside the windows, want 0", ptr.Deref(b.Status.Replicas, -1))
+	}
+	s.stayNodes(t, g, 0, 3*time.Second)
+
+	patch := []byte(`{"metadata":{"annotations":{"autoscaling.dra-autoscaler.io/active-windows":"* * * * * for 2m"}}}`)
+	if _, err := s.buffers.Patch(s.ctx, "tidal", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.waitNodes(t, g, 1, time.Minute)
+	s.waitBuffer(t, "tidal", "1 pod held", time.Minute, holding(1, buffers.ReasonCapacityAvailable))
+}
