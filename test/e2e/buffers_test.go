@@ -32,6 +32,7 @@ const bufferCRD = "deploy/crds/autoscaling.x-k8s.io_capacitybuffers.yaml"
 
 type bufferScenario struct {
 	*scenario
+	dyn     dynamic.Interface
 	buffers dynamic.ResourceInterface
 }
 
@@ -42,7 +43,7 @@ func newBufferScenario(t *testing.T) *bufferScenario {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &bufferScenario{scenario: s, buffers: dyn.Resource(v1beta1.Resource).Namespace(s.ns)}
+	return &bufferScenario{scenario: s, dyn: dyn, buffers: dyn.Resource(v1beta1.Resource).Namespace(s.ns)}
 }
 
 // apply creates the objects of a YAML text (documents split by ---), as
@@ -56,7 +57,10 @@ func (s *bufferScenario) apply(t *testing.T, text string) {
 			t.Fatalf("%v in:\n%s", err, doc)
 		}
 		u.SetNamespace(s.ns)
-		if _, err := s.buffers.Create(s.ctx, u, metav1.CreateOptions{}); err != nil {
+		// Through the endpoint of the object's own version (v1alpha1 is
+		// served too).
+		gvr := u.GroupVersionKind().GroupVersion().WithResource(v1beta1.Resource.Resource)
+		if _, err := s.dyn.Resource(gvr).Namespace(s.ns).Create(s.ctx, u, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("creating %s: %v", u.GetName(), err)
 		}
 	}
@@ -199,7 +203,8 @@ spec:
 
 // A buffer of 50% of a Deployment follows its replicas: 2 replicas, 1
 // buffer pod; scaled to 4, 2 buffer pods. 2-CPU pods on 4-CPU nodes: 2
-// nodes, then 3.
+// nodes, then 3. The buffer is written in upstream's first version,
+// v1alpha1 (the one Karpenter's design shows), still served.
 func TestCapacityBufferFollowsDeployment(t *testing.T) {
 	s := newBufferScenario(t)
 	g := s.cpuGroup("cpu4", 6)
@@ -210,7 +215,7 @@ func TestCapacityBufferFollowsDeployment(t *testing.T) {
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod.Spec}}}
 	s.c.Create(s.ctx, t, dep)
 	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}})
-	s.apply(t, `apiVersion: autoscaling.x-k8s.io/v1beta1
+	s.apply(t, `apiVersion: autoscaling.x-k8s.io/v1alpha1
 kind: CapacityBuffer
 metadata: {name: web-headroom}
 spec:

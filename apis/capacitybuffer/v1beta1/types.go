@@ -34,6 +34,7 @@ const (
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:path=capacitybuffers,scope=Namespaced,shortName=cb
+// +kubebuilder:storageversion
 // +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.spec.provisioningStrategy`
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.replicas`
 // +kubebuilder:printcolumn:name="PodTemplate",type=string,JSONPath=`.status.podTemplateRef.name`
