@@ -119,6 +119,11 @@ func (p *Processor) Run(ctx context.Context, in Input) (*Outcome, error) {
 	if err := p.simulate(ctx, in, out); err != nil {
 		return nil, err
 	}
+	for _, b := range out.Buffers {
+		if len(b.Pods) > 0 {
+			logger.V(2).Info("Capacity buffer", "capacityBuffer", b.Key(), "pods", len(b.Pods), "fit", b.Fit, "planned", b.Planned, "unplaced", b.Unplaced)
+		}
+	}
 	return out, nil
 }
 
@@ -158,7 +163,6 @@ func sorted(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 // simulate places the buffer pods on the nodes there are and will be,
 // and plans new nodes for those left.
 func (p *Processor) simulate(ctx context.Context, in Input, out *Outcome) error {
-	logger := klog.FromContext(ctx)
 	byUID := map[types.UID]*Buffer{}
 	for _, b := range out.Buffers {
 		for _, pod := range b.Pods {
@@ -197,11 +201,6 @@ func (p *Processor) simulate(ctx context.Context, in Input, out *Outcome) error 
 		b.Unplaced++
 		if b.Why == "" {
 			b.Why = why(pl.Reasons[pod.UID])
-		}
-	}
-	for _, b := range out.Buffers {
-		if len(b.Pods) > 0 {
-			logger.V(2).Info("Capacity buffer", "capacityBuffer", b.Key(), "pods", len(b.Pods), "fit", b.Fit, "planned", b.Planned, "unplaced", b.Unplaced)
 		}
 	}
 	return nil
