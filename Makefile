@@ -77,6 +77,8 @@ FUZZ_TARGETS := \
 	./pkg/config:FuzzFlags \
 	./pkg/expander/priority:FuzzParse \
 	./apis/autoscaling/v1alpha1:FuzzCapacityReservation \
+	./apis/capacitybuffer/v1beta1:FuzzCapacityBuffer \
+	./pkg/buffers:FuzzBuffer \
 	./pkg/reservations:FuzzExpectedRuntime \
 	./pkg/scaledown/drainability:FuzzSafeToEvict \
 	./pkg/scaledown/eligibility:FuzzScaleDownDisabled \

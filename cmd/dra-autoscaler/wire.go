@@ -26,6 +26,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/externalgrpc"
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/buffers"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
@@ -70,6 +71,10 @@ func run(ctx context.Context, opts *config.Options) error {
 
 	l, crs := p.runningLoop(opts, client, dyn, recorder, m)
 	l.OnPass = h.passed
+	// CapacityBuffers are served once their CRD is (looked for again
+	// every minute until it is).
+	bufferWatch := buffers.NewWatcher(dyn, client)
+	l.Buffers = buffers.New(bufferWatch, dyn, recorder)
 	autoscale := func(ctx context.Context) error {
 		served, err := observe.Discover(client)
 		if err != nil {
@@ -87,6 +92,10 @@ func run(ctx context.Context, opts *config.Options) error {
 		if err := crs.Start(ctx, 2*time.Minute); err != nil {
 			return fmt.Errorf("CapacityReservation informer: %w", err)
 		}
+		if err := bufferWatch.Start(ctx, 2*time.Minute); err != nil {
+			return fmt.Errorf("CapacityBuffer informers: %w", err)
+		}
+		defer bufferWatch.Shutdown()
 		if err := p.runner.StartInformers(ctx, 2*time.Minute); err != nil {
 			return err
 		}

@@ -172,7 +172,7 @@ func args(t *testing.T, byKind map[string][]object) (args []string, cloudConfigM
 func TestDeployBase(t *testing.T) {
 	byKind := build(t, "../../deploy/base")
 	counts(t, byKind, map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1,
-		"Deployment": 1, "PodDisruptionBudget": 1, "Service": 1, "ServiceMonitor": 1, "ConfigMap": 1, "CustomResourceDefinition": 3})
+		"Deployment": 1, "PodDisruptionBudget": 1, "Service": 1, "ServiceMonitor": 1, "ConfigMap": 1, "CustomResourceDefinition": 4})
 	rules := allowed(byKind)
 	for _, r := range kwokOnly {
 		if rules[r] {
@@ -196,7 +196,7 @@ func TestDeployBase(t *testing.T) {
 func TestDeployKwok(t *testing.T) {
 	byKind := build(t, "../../deploy/kwok")
 	counts(t, byKind, map[string]int{"ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 2, "RoleBinding": 2,
-		"Deployment": 1, "PodDisruptionBudget": 1, "Service": 1, "ServiceMonitor": 1, "ConfigMap": 2, "CustomResourceDefinition": 3})
+		"Deployment": 1, "PodDisruptionBudget": 1, "Service": 1, "ServiceMonitor": 1, "ConfigMap": 2, "CustomResourceDefinition": 4})
 	a, mounted := args(t, byKind)
 	if len(a) < 2 || a[0] != "--cloud-provider=kwok" || a[1] != "--cloud-config=/etc/dra-autoscaler/kwok-provider.yaml" || !mounted {
 		t.Errorf("args %v, cloud config mounted %v", a, mounted)
@@ -231,7 +231,7 @@ func TestDeployKwok(t *testing.T) {
 func TestDeployClusterAPI(t *testing.T) {
 	byKind := build(t, "../../deploy/clusterapi")
 	counts(t, byKind, map[string]int{"ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1,
-		"Deployment": 1, "ConfigMap": 1, "CustomResourceDefinition": 3})
+		"Deployment": 1, "ConfigMap": 1, "CustomResourceDefinition": 4})
 	a, mounted := args(t, byKind)
 	if len(a) == 0 || a[0] != "--cloud-provider=clusterapi" || slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "--cloud-config") }) || mounted {
 		t.Errorf("args %v, cloud config mounted %v", a, mounted)

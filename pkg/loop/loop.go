@@ -22,6 +22,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/buffers"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/disagree"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
@@ -72,6 +73,8 @@ type Parts struct {
 	ScaleDown *scaledown.Controller
 	// ProvReqs serves ProvisioningRequests; nil when the cluster has none.
 	ProvReqs *provreq.Processor
+	// Buffers serves CapacityBuffers; nil disables them.
+	Buffers *buffers.Processor
 	// Reservations counts reserved capacity (nil: none); Upkeep acts on
 	// each pass's count (nil: nothing written, as in explain).
 	Reservations *reservations.Policy
@@ -129,6 +132,8 @@ type Pass struct {
 	// upcoming nodes, and where.
 	Fits          map[*corev1.Pod]string
 	Disagreements []disagree.Disagreement
+	// Buffers is what the pass did for the CapacityBuffers (nil: none).
+	Buffers *buffers.Outcome
 	// Unsafe says why the cluster was too unhealthy to autoscale (too
 	// many unready nodes): the pass planned but neither scaled up nor
 	// down. Empty when it was safe.

@@ -36,11 +36,15 @@ const (
 	StageGangs             = "gangs"
 	StageFitExisting       = "fitExisting"
 	StagePlan              = "plan"
-	StageAct               = "act"
-	StageScaleDown         = "scaleDown"
-	StageReport            = "report"
-	StageDisagree          = "disagreements"
-	StageStatus            = "status"
+	// StageBuffers plans the CapacityBuffers' pods after the real ones;
+	// StageBufferStatus writes the buffers' status after act.
+	StageBuffers      = "capacityBuffers"
+	StageAct          = "act"
+	StageBufferStatus = "capacityBufferStatus"
+	StageScaleDown    = "scaleDown"
+	StageReport       = "report"
+	StageDisagree     = "disagreements"
+	StageStatus       = "status"
 	// StageNodeGroupObjects writes the NodeGroup objects.
 	StageNodeGroupObjects = "nodeGroupObjects"
 )
@@ -79,8 +83,14 @@ func (l *Loop) Stages() ([]Stage, error) {
 		stage{name: StageGangs, run: l.planGangs},
 		stage{name: StageFitExisting, run: l.fitExisting},
 		stage{name: StagePlan, run: l.plan},
-		stage{name: StageAct, acts: true, run: l.act},
 	)
+	if l.Buffers != nil {
+		out = append(out, stage{name: StageBuffers, run: l.capacityBuffers})
+	}
+	out = append(out, stage{name: StageAct, acts: true, run: l.act})
+	if l.Buffers != nil {
+		out = append(out, stage{name: StageBufferStatus, acts: true, run: l.capacityBufferStatus})
+	}
 	if l.ScaleDown != nil {
 		out = append(out, stage{name: StageScaleDown, acts: true, run: l.scaleDown})
 	}

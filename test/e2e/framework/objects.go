@@ -98,6 +98,15 @@ func (c *Cluster) create(ctx context.Context, t testing.TB, obj runtime.Object) 
 	case *appsv1.DaemonSet:
 		_, err := c.Client.AppsV1().DaemonSets(o.Namespace).Create(ctx, o, opts)
 		return err
+	case *appsv1.Deployment:
+		_, err := c.Client.AppsV1().Deployments(o.Namespace).Create(ctx, o, opts)
+		return err
+	case *corev1.PodTemplate:
+		_, err := c.Client.CoreV1().PodTemplates(o.Namespace).Create(ctx, o, opts)
+		return err
+	case *corev1.ResourceQuota:
+		_, err := c.Client.CoreV1().ResourceQuotas(o.Namespace).Create(ctx, o, opts)
+		return err
 	case *schedulingv1.PriorityClass:
 		if _, err := c.Client.SchedulingV1().PriorityClasses().Create(ctx, o, opts); err != nil {
 			return err

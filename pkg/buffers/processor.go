@@ -1,0 +1,237 @@
+package buffers
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
+
+	"github.com/dra-autoscaler/dra-autoscaler/apis/capacitybuffer/v1beta1"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+)
+
+// Planner plans scale-ups for pods (plan.Planner).
+type Planner interface {
+	Plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegroups.Info, usage limits.Usage, now time.Time) (*plan.Plan, error)
+}
+
+// Processor serves the buffers, one pass at a time.
+type Processor struct {
+	src      Source
+	dyn      dynamic.Interface    // nil: no status written (explain)
+	recorder record.EventRecorder // nil: no events
+}
+
+// New returns a processor reading from src; dyn writes the buffers'
+// status and recorder their events (either may be nil).
+func New(src Source, dyn dynamic.Interface, recorder record.EventRecorder) *Processor {
+	return &Processor{src: src, dyn: dyn, recorder: recorder}
+}
+
+// Input is the pass's state the buffers are served in. The runner's
+// snapshot holds the cluster with the real pending pods already placed
+// (on existing, upcoming and newly planned nodes): buffer pods only get
+// what is left.
+type Input struct {
+	Runner *framework.Runner
+	// Candidates are the nodes the pass's pending pods may go to; the
+	// nodes the pass planned are added from the snapshot.
+	Candidates []string
+	Planner    Planner
+	Groups     []*nodegroups.Info
+	// Usage counts the cluster, the nodes coming and the pass's
+	// scale-ups so far, for the limits.
+	Usage limits.Usage
+	// ClassOf groups equivalent pods (estimator.ClassKey); nil: none.
+	ClassOf        func(*corev1.Pod) string
+	ClaimTemplates []*resourceapi.ResourceClaimTemplate
+	Now            time.Time
+}
+
+// Outcome is what a pass did for the buffers.
+type Outcome struct {
+	Buffers  []*Buffer
+	ScaleUps []act.ScaleUp
+	// Pods are the buffer pods of the pass, for those who must tell them
+	// from real ones.
+	Pods []*corev1.Pod
+}
+
+// Run resolves every buffer of the active-capacity strategy into pods,
+// fits them on what the real pods left, and plans nodes for the rest.
+// A buffer that cannot be served says why in its status; it never stops
+// the others. Only a failing simulation is an error.
+func (p *Processor) Run(ctx context.Context, in Input) (*Outcome, error) {
+	logger := klog.FromContext(ctx)
+	out := &Outcome{}
+	objs := p.src.Buffers()
+	if len(objs) == 0 {
+		return out, nil
+	}
+	templates := map[string]*resourceapi.ResourceClaimTemplate{}
+	for _, t := range in.ClaimTemplates {
+		templates[t.Namespace+"/"+t.Name] = t
+	}
+	quotasOf := map[string]*quotas{}
+	for _, obj := range sorted(objs) {
+		b := p.one(ctx, obj, in.Now)
+		if b == nil {
+			continue
+		}
+		out.Buffers = append(out.Buffers, b)
+		if b.NotReady != "" || !b.Active {
+			continue
+		}
+		ns := b.Obj.Namespace
+		q := quotasOf[ns]
+		if q == nil {
+			list, err := p.src.Quotas(ns)
+			if err != nil {
+				logger.Error(err, "Listing ResourceQuotas failed; buffers of the namespace held unlimited", "namespace", ns)
+			}
+			q = newQuotas(list)
+			quotasOf[ns] = q
+		}
+		usage := quotaUsage(b.Template, func(name string) *resourceapi.ResourceClaimTemplate { return templates[ns+"/"+name] })
+		b.Replicas, b.Quota = q.take(b.Wanted, usage)
+		b.Pods = podsFor(b.Obj, b.Template, b.Replicas)
+		out.Pods = append(out.Pods, b.Pods...)
+	}
+	if len(out.Pods) == 0 {
+		return out, nil
+	}
+	if err := p.simulate(ctx, in, out); err != nil {
+		return nil, err
+	}
+	for _, b := range out.Buffers {
+		if len(b.Pods) > 0 {
+			logger.V(2).Info("Capacity buffer", "capacityBuffer", b.Key(), "pods", len(b.Pods), "fit", b.Fit, "planned", b.Planned, "unplaced", b.Unplaced)
+		}
+	}
+	return out, nil
+}
+
+// one converts a buffer object; nil for one this autoscaler leaves alone
+// (being deleted, or of another strategy).
+func (p *Processor) one(ctx context.Context, u *unstructured.Unstructured, now time.Time) *Buffer {
+	if u.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	obj, err := v1beta1.FromUnstructured(u)
+	if err != nil {
+		// Enough of it to report on: its name, namespace and UID.
+		meta := metav1.ObjectMeta{Name: u.GetName(), Namespace: u.GetNamespace(), UID: u.GetUID(), Generation: u.GetGeneration()}
+		return &Buffer{Obj: &v1beta1.CapacityBuffer{ObjectMeta: meta}, NotReady: ReasonInvalid, Message: err.Error(), Active: true}
+	}
+	if s := obj.Strategy(); s != v1beta1.ActiveCapacity {
+		klog.FromContext(ctx).V(4).Info("CapacityBuffer of another strategy; left alone", "capacityBuffer", klog.KObj(obj), "strategy", s)
+		return nil
+	}
+	return resolve(obj, p.src, now)
+}
+
+// sorted orders the buffers oldest first (they take quota room in turn),
+// then by namespace and name.
+func sorted(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
+	out := append([]*unstructured.Unstructured(nil), objs...)
+	sort.SliceStable(out, func(i, j int) bool {
+		ti, tj := out[i].GetCreationTimestamp(), out[j].GetCreationTimestamp()
+		if !ti.Equal(&tj) {
+			return ti.Before(&tj)
+		}
+		return out[i].GetNamespace()+"/"+out[i].GetName() < out[j].GetNamespace()+"/"+out[j].GetName()
+	})
+	return out
+}
+
+// simulate places the buffer pods on the nodes there are and will be,
+// and plans new nodes for those left.
+func (p *Processor) simulate(ctx context.Context, in Input, out *Outcome) error {
+	byUID := map[types.UID]*Buffer{}
+	for _, b := range out.Buffers {
+		for _, pod := range b.Pods {
+			byUID[pod.UID] = b
+		}
+	}
+	rest, fits, err := fitexisting.FitWith(ctx, in.Runner, out.Pods, candidates(in), fitexisting.Options{ClassOf: in.ClassOf})
+	if err != nil {
+		return fmt.Errorf("capacity buffers: %w", err)
+	}
+	for pod := range fits {
+		byUID[pod.UID].Fit++
+	}
+	if len(rest) == 0 {
+		return nil
+	}
+	pl, err := in.Planner.Plan(ctx, rest, in.Groups, in.Usage, in.Now)
+	if err != nil {
+		return fmt.Errorf("capacity buffers: %w", err)
+	}
+	for _, up := range pl.ScaleUps {
+		seen := map[*Buffer]int{}
+		for _, pod := range up.Pods {
+			seen[byUID[pod.UID]]++
+		}
+		for b, n := range seen {
+			b.Planned += n
+			b.ScaleUps = append(b.ScaleUps, fmt.Sprintf("%s +%d", up.Group.Id, up.Delta))
+		}
+		// The pods are not API objects: nothing to tell them.
+		up.Pods = nil
+		out.ScaleUps = append(out.ScaleUps, up)
+	}
+	for _, pod := range pl.NotHelped {
+		b := byUID[pod.UID]
+		b.Unplaced++
+		if b.Why == "" {
+			b.Why = why(pl.Reasons[pod.UID])
+		}
+	}
+	return nil
+}
+
+// candidates are the pass's candidates and the nodes it planned (in the
+// snapshot, not among them): a buffer pod may take what a planned node
+// has left over rather than ask for another node.
+func candidates(in Input) []string {
+	out := append([]string(nil), in.Candidates...)
+	known := make(map[string]bool, len(out))
+	for _, n := range out {
+		known[n] = true
+	}
+	infos, _ := in.Runner.Snapshot().NodeInfos().List()
+	for _, ni := range infos {
+		if n := ni.Node().Name; !known[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func why(rs []report.GroupReason) string {
+	if len(rs) == 0 {
+		return "no node group can help"
+	}
+	parts := make([]string, 0, len(rs))
+	for _, r := range rs {
+		parts = append(parts, r.String())
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "; ")
+}

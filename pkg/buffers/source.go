@@ -1,0 +1,110 @@
+package buffers
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	batchlisters "k8s.io/client-go/listers/batch/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/apis/capacitybuffer/v1beta1"
+)
+
+// Source is what a pass reads besides the cluster state: the buffers and
+// the objects they name.
+type Source interface {
+	// Buffers are the CapacityBuffer objects (shared: read-only).
+	Buffers() []*unstructured.Unstructured
+	PodTemplate(namespace, name string) (*corev1.PodTemplate, error)
+	Workload(namespace string, ref v1beta1.ScalableRef) (*Workload, error)
+	Quotas(namespace string) ([]*corev1.ResourceQuota, error)
+}
+
+// Workload is what a scalableRef resolves to: its pod template, its
+// replicas (what percentage counts from) and its generation.
+type Workload struct {
+	Template   *corev1.PodTemplateSpec
+	Replicas   int32
+	Generation int64
+}
+
+// Listers is a Source over informer listers; List lists the buffers.
+type Listers struct {
+	List         func() []*unstructured.Unstructured
+	PodTemplates corelisters.PodTemplateLister
+	Quota        corelisters.ResourceQuotaLister
+	Deployments  appslisters.DeploymentLister
+	ReplicaSets  appslisters.ReplicaSetLister
+	StatefulSets appslisters.StatefulSetLister
+	Jobs         batchlisters.JobLister
+}
+
+var _ Source = &Listers{}
+
+// Buffers lists the buffers.
+func (l *Listers) Buffers() []*unstructured.Unstructured {
+	if l.List == nil {
+		return nil
+	}
+	return l.List()
+}
+
+// PodTemplate gets a PodTemplate.
+func (l *Listers) PodTemplate(namespace, name string) (*corev1.PodTemplate, error) {
+	return l.PodTemplates.PodTemplates(namespace).Get(name)
+}
+
+// Quotas lists a namespace's ResourceQuotas.
+func (l *Listers) Quotas(namespace string) ([]*corev1.ResourceQuota, error) {
+	return l.Quota.ResourceQuotas(namespace).List(labels.Everything())
+}
+
+// UnsupportedKindError is a scalableRef to a kind the autoscaler cannot
+// read a pod template from.
+type UnsupportedKindError struct{ Ref v1beta1.ScalableRef }
+
+func (e *UnsupportedKindError) Error() string {
+	return fmt.Sprintf("scalableRef kind %q of API group %q is not supported (Deployment, ReplicaSet, StatefulSet of apps; Job of batch)", e.Ref.Kind, e.Ref.APIGroup)
+}
+
+// Workload reads a Deployment, ReplicaSet, StatefulSet or Job. Replicas
+// unset count as 1, as the API server defaults them; a Job's are its
+// parallelism.
+func (l *Listers) Workload(namespace string, ref v1beta1.ScalableRef) (*Workload, error) {
+	one := func(p *int32) int32 {
+		if p == nil {
+			return 1
+		}
+		return *p
+	}
+	switch {
+	case ref.APIGroup == "apps" && ref.Kind == "Deployment":
+		d, err := l.Deployments.Deployments(namespace).Get(ref.Name)
+		if err != nil {
+			return nil, err
+		}
+		return &Workload{Template: &d.Spec.Template, Replicas: one(d.Spec.Replicas), Generation: d.Generation}, nil
+	case ref.APIGroup == "apps" && ref.Kind == "ReplicaSet":
+		r, err := l.ReplicaSets.ReplicaSets(namespace).Get(ref.Name)
+		if err != nil {
+			return nil, err
+		}
+		return &Workload{Template: &r.Spec.Template, Replicas: one(r.Spec.Replicas), Generation: r.Generation}, nil
+	case ref.APIGroup == "apps" && ref.Kind == "StatefulSet":
+		s, err := l.StatefulSets.StatefulSets(namespace).Get(ref.Name)
+		if err != nil {
+			return nil, err
+		}
+		return &Workload{Template: &s.Spec.Template, Replicas: one(s.Spec.Replicas), Generation: s.Generation}, nil
+	case ref.APIGroup == "batch" && ref.Kind == "Job":
+		j, err := l.Jobs.Jobs(namespace).Get(ref.Name)
+		if err != nil {
+			return nil, err
+		}
+		return &Workload{Template: &j.Spec.Template, Replicas: one(j.Spec.Parallelism), Generation: j.Generation}, nil
+	}
+	return nil, &UnsupportedKindError{Ref: ref}
+}

@@ -1,0 +1,177 @@
+package buffers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/dra-autoscaler/dra-autoscaler/apis/capacitybuffer/v1beta1"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+)
+
+// Reasons of the Provisioning and LimitedByQuotas conditions.
+const (
+	ReasonCapacityAvailable  = "CapacityAvailable"
+	ReasonScaleUpTriggered   = "ScaleUpTriggered"
+	ReasonScaleUpNotMade     = "ScaleUpNotMade"
+	ReasonScaleUpFailed      = "ScaleUpFailed"
+	ReasonCapacityNotFound   = "CapacityNotFound"
+	ReasonOutsideWindows     = "OutsideActiveWindows"
+	ReasonNotReady           = "NotReadyForProvisioning"
+	ReasonQuotaExceeded      = "QuotaExceeded"
+	ReasonWithinQuotas       = "WithinQuotas"
+	EventTriggeredScaleUp    = "TriggeredScaleUp"
+	EventNotTriggerScaleUp   = "NotTriggerScaleUp"
+	EventInvalidCapacityBuff = "InvalidCapacityBuffer"
+)
+
+// Status is the buffer's status as the pass leaves it. failed are the
+// node groups whose scale-up failed in the pass; unsafe says why the pass
+// made no scale-up at all ("" when it could).
+func (b *Buffer) Status(failed map[string]error, unsafe string) v1beta1.CapacityBufferStatus {
+	st := *b.Obj.Status.DeepCopy()
+	gen := b.Obj.Generation
+	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
+		apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: typ, Status: status, Reason: reason,
+			Message: trim(msg), ObservedGeneration: gen})
+	}
+	st.ProvisioningStrategy = ptr.To(b.Obj.Strategy())
+	if b.NotReady != "" {
+		st.PodTemplateRef, st.Replicas, st.PodTemplateGeneration = nil, nil, nil
+		set(v1beta1.ConditionReadyForProvisioning, metav1.ConditionFalse, b.NotReady, b.Message)
+		set(v1beta1.ConditionProvisioning, metav1.ConditionFalse, ReasonNotReady, "the buffer is not ready for provisioning: "+b.Message)
+		return st
+	}
+	st.PodTemplateRef, st.PodTemplateGeneration = b.TemplateRef, b.Generation
+	st.Replicas = ptr.To(b.Replicas)
+	shape := "the pod template of " + b.source()
+	set(v1beta1.ConditionReadyForProvisioning, metav1.ConditionTrue, ReasonResolved, fmt.Sprintf("%d pod(s) of %s", b.Wanted, shape))
+	if !b.Active {
+		msg := "outside the buffer's active windows; it holds nothing"
+		if !b.Until.IsZero() {
+			msg += " until " + b.Until.UTC().Format(time.RFC3339)
+		}
+		set(v1beta1.ConditionProvisioning, metav1.ConditionFalse, ReasonOutsideWindows, msg)
+		st.Replicas = ptr.To[int32](0)
+		return st
+	}
+	if b.Quota != "" {
+		set(v1beta1.ConditionLimitedByQuotas, metav1.ConditionTrue, ReasonQuotaExceeded,
+			fmt.Sprintf("%d of %d pod(s) within the namespace's ResourceQuotas: %s", b.Replicas, b.Wanted, b.Quota))
+	} else {
+		set(v1beta1.ConditionLimitedByQuotas, metav1.ConditionFalse, ReasonWithinQuotas, "the namespace's ResourceQuotas leave room for every pod")
+	}
+	var groupErrs []string
+	for _, up := range b.ScaleUps {
+		g, _, _ := strings.Cut(up, " ")
+		if err := failed[g]; err != nil {
+			groupErrs = append(groupErrs, fmt.Sprintf("%s: %v", g, err))
+		}
+	}
+	held := fmt.Sprintf("%d pod(s) fit existing or upcoming nodes", b.Fit)
+	switch {
+	case b.Unplaced > 0:
+		set(v1beta1.ConditionProvisioning, metav1.ConditionFalse, ReasonCapacityNotFound,
+			fmt.Sprintf("%s, %d on new nodes, %d find no room: %s", held, b.Planned, b.Unplaced, b.Why))
+	case b.Planned > 0 && unsafe != "":
+		set(v1beta1.ConditionProvisioning, metav1.ConditionFalse, ReasonScaleUpNotMade, fmt.Sprintf("%s; the cluster is unsafe to scale up: %s", held, unsafe))
+	case len(groupErrs) > 0:
+		set(v1beta1.ConditionProvisioning, metav1.ConditionFalse, ReasonScaleUpFailed, fmt.Sprintf("%s; scale-up failed: %s", held, strings.Join(groupErrs, "; ")))
+	case b.Planned > 0:
+		set(v1beta1.ConditionProvisioning, metav1.ConditionTrue, ReasonScaleUpTriggered,
+			fmt.Sprintf("%s, %d on new nodes: %s", held, b.Planned, strings.Join(b.ScaleUps, ", ")))
+	default:
+		set(v1beta1.ConditionProvisioning, metav1.ConditionTrue, ReasonCapacityAvailable, fmt.Sprintf("all %d pod(s) fit existing or upcoming nodes", b.Fit))
+	}
+	return st
+}
+
+func (b *Buffer) source() string {
+	if b.TemplateRef != nil {
+		return "PodTemplate " + b.TemplateRef.Name
+	}
+	r := b.Obj.Spec.ScalableRef
+	return r.Kind + " " + r.Name
+}
+
+// Write stores every buffer's status that changed and tells the buffers
+// the pass scaled up for, or could not help. results are the pass's
+// scale-ups (a failed one fails the buffers that needed its group).
+func (p *Processor) Write(ctx context.Context, out *Outcome, results []act.LaunchResult, unsafe string) {
+	if out == nil || p.dyn == nil {
+		return
+	}
+	failed := map[string]error{}
+	for _, r := range results {
+		if r.Err != nil {
+			failed[r.Group.Id] = r.Err
+		}
+	}
+	for _, b := range out.Buffers {
+		st := b.Status(failed, unsafe)
+		if equality.Semantic.DeepEqual(st, b.Obj.Status) {
+			continue
+		}
+		if !p.patch(ctx, b, st) {
+			continue
+		}
+		// Events tell of what changed, once.
+		prov := apimeta.FindStatusCondition(st.Conditions, v1beta1.ConditionProvisioning)
+		old := apimeta.FindStatusCondition(b.Obj.Status.Conditions, v1beta1.ConditionProvisioning)
+		if prov == nil || (old != nil && old.Reason == prov.Reason && old.Message == prov.Message) {
+			continue
+		}
+		switch prov.Reason {
+		case ReasonScaleUpTriggered:
+			p.event(b, corev1.EventTypeNormal, EventTriggeredScaleUp, prov.Message)
+		case ReasonCapacityNotFound:
+			p.event(b, corev1.EventTypeNormal, EventNotTriggerScaleUp, prov.Message)
+		case ReasonNotReady:
+			p.event(b, corev1.EventTypeWarning, EventInvalidCapacityBuff, prov.Message)
+		}
+	}
+}
+
+func (p *Processor) patch(ctx context.Context, b *Buffer, st v1beta1.CapacityBufferStatus) bool {
+	logger := klog.FromContext(ctx).WithValues("capacityBuffer", b.Key())
+	data, err := json.Marshal(map[string]any{"status": st})
+	if err != nil {
+		logger.Error(err, "Encoding CapacityBuffer status failed")
+		return false
+	}
+	_, err = p.dyn.Resource(v1beta1.Resource).Namespace(b.Obj.Namespace).Patch(ctx, b.Obj.Name, types.MergePatchType, data, metav1.PatchOptions{}, "status")
+	if err != nil {
+		logger.V(2).Info("Writing CapacityBuffer status failed; retried next pass", "err", err)
+		return false
+	}
+	logger.V(2).Info("CapacityBuffer status written", "replicas", ptr.Deref(st.Replicas, 0))
+	return true
+}
+
+func (p *Processor) event(b *Buffer, typ, reason, msg string) {
+	if p.recorder == nil {
+		return
+	}
+	ref := &corev1.ObjectReference{APIVersion: v1beta1.SchemeGroupVersion.String(), Kind: v1beta1.Kind,
+		Namespace: b.Obj.Namespace, Name: b.Obj.Name, UID: b.Obj.UID}
+	p.recorder.Event(ref, typ, reason, msg)
+}
+
+// trim keeps messages well inside the condition's limit (32768).
+func trim(s string) string {
+	const max = 2000
+	if len(s) > max {
+		return s[:max] + "..."
+	}
+	return s
+}
