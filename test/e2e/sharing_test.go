@@ -101,55 +101,6 @@ func (s *scenario) podNode(t *testing.T, name string) string {
 	return node
 }
 
-// boundBeforeOtherNodeUsable says whether pod was bound to node before
-// every other node of group was usable: Ready and its devices published
-// (to the second: a tie counts as before, the scheduler may not have
-// seen the node or its slices yet).
-func (s *scenario) boundBeforeOtherNodeUsable(t *testing.T, group, name, node string) bool {
-	t.Helper()
-	pod, err := s.c.Client.CoreV1().Pods(s.ns).Get(s.ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var bound time.Time
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
-			bound = c.LastTransitionTime.Time
-		}
-	}
-	nodes, err := s.groupNodes(s.ctx, group)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, n := range nodes {
-		if n.Name == node {
-			continue
-		}
-		var usable time.Time
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				usable = c.LastTransitionTime.Time
-			}
-		}
-		if usable.IsZero() {
-			return true
-		}
-		slices, err := s.c.Client.ResourceV1().ResourceSlices().List(s.ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + n.Name})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, sl := range slices.Items {
-			if created := sl.CreationTimestamp.Time; created.After(usable) {
-				usable = created
-			}
-		}
-		if !usable.Before(bound) {
-			return true
-		}
-	}
-	return false
-}
-
 // allocation returns the allocation results of a bound pod's only claim.
 func (s *scenario) allocation(t *testing.T, name string) []resourceapi.DeviceRequestAllocationResult {
 	t.Helper()
@@ -261,7 +212,8 @@ func TestSharingConsumableCapacity(t *testing.T) {
 // places the 5-slice pod first). Under scheduler and prefer-existing one
 // node holds both, the first pod on two slices; under
 // prefer-first-alternative a second node gives it a whole GPU. The
-// scheduler's binding agrees in each case.
+// scheduler's binding agrees in each case (with prefer-first-alternative
+// because flexible is nominated for its planned node).
 func TestSharingPrioritizedListPolicy(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -281,6 +233,9 @@ func TestSharingPrioritizedListPolicy(t *testing.T) {
 			s.sliceTemplates(t)
 			g := s.sharingGroup(t, "gpu-mig-7")
 			g.Topology = map[string]string{zoneLabel: s.ns}
+			// Time for the nominations to stand before the scheduler can
+			// use the new nodes.
+			g.DriverDelay = metav1.Duration{Duration: 6 * time.Second}
 			a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, "--dra-prioritized-list-policy="+tc.policy)
 			flexible := s.slicePod("flexible", "whole-or-2").Obj()
 			flexible.Spec.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{
@@ -307,23 +262,18 @@ func TestSharingPrioritizedListPolicy(t *testing.T) {
 			if n := s.groupSize(t, g.Name); n != tc.nodes {
 				t.Errorf("group has %d nodes, want %d", n, tc.nodes)
 			}
-			if !tc.sameNodes && fiveNode == flexNode {
-				// The plan was right (two nodes, checked above and
-				// below), but the real scheduler is free to take the
-				// second alternative on five's node: it saw that node
-				// first, or scored it higher once both were usable
-				// (seen in make test). Nothing tells it our plan until
-				// nominations (#20) do; then this must fail again.
-				t.Logf("flexible bound to %s, five's node (planned node usable first: %v); the scheduler's choice, not the plan",
-					flexNode, !s.boundBeforeOtherNodeUsable(t, g.Name, "flexible", flexNode))
-			} else {
-				res := s.allocation(t, "flexible")
-				if len(res) == 0 || res[0].Request != tc.request {
-					t.Errorf("flexible allocated %+v, want request %s", res, tc.request)
-				}
-				if (fiveNode == flexNode) != tc.sameNodes {
-					t.Errorf("five on %s, flexible on %s; want same node = %v", fiveNode, flexNode, tc.sameNodes)
-				}
+			// The real scheduler binds as planned: with two nodes it
+			// would be free to take flexible's second alternative on
+			// five's node, but flexible is nominated for the node the
+			// plan added for it, registered seconds before its devices
+			// are published (driverDelay), and the scheduler tries that
+			// node first.
+			res := s.allocation(t, "flexible")
+			if len(res) == 0 || res[0].Request != tc.request {
+				t.Errorf("flexible allocated %+v, want request %s", res, tc.request)
+			}
+			if (fiveNode == flexNode) != tc.sameNodes {
+				t.Errorf("five on %s, flexible on %s; want same node = %v", fiveNode, flexNode, tc.sameNodes)
 			}
 			s.stayAt(t, g.Name, tc.nodes)
 			// The choice is logged at --v=2.
