@@ -97,11 +97,11 @@ func TestNominationsSteerTheScheduler(t *testing.T) {
 			if on[used] != tc.existing {
 				t.Errorf("members by node %v: %d on the used node %s, want %d", on, on[used], used, tc.existing)
 			}
-			want := map[string]int{}
+			want := map[string]int{"followed": 0, "ignored": 0, "dropped": 0}
 			if tc.on {
 				// hold on its node, two members on the used node, two
 				// on the new one.
-				want = map[string]int{"followed": 5, "ignored": 0, "dropped": 0}
+				want["followed"] = 5
 			}
 			framework.Eventually(s.ctx, t, 30*time.Second, "nomination outcomes counted", func(ctx context.Context) (bool, string, error) {
 				got := outcomes(t, ctx, a)

@@ -1,12 +1,12 @@
 // Package nominate tells the real scheduler where the plan put pending
 // pods. When a node a scale-up added registers, the pods the plan placed on
 // that node get status.nominatedNodeName (KEP-5278 lets components other
-// than the scheduler set it); pods the plan placed on nodes that are usable
-// now (the fit-existing stage's fragmentation-aware choice, a gang's
-// members on existing room) get it too. The scheduler tries a pod's
-// nominated node first and keeps that room from pods of equal or lower
-// priority, so gangs land in the domain they were planned for and partly
-// used GPUs are filled as ranked.
+// than the scheduler set it); pods the plan placed on nodes of its groups
+// that are usable now (the fit-existing stage's fragmentation-aware
+// choice, a gang's members on existing room) get it too. The scheduler
+// tries a pod's nominated node first and keeps that room from pods of
+// equal or lower priority, so gangs land in the domain they were planned
+// for and partly used GPUs are filled as ranked.
 //
 // Only nominations this process set are ever changed. One the scheduler
 // did not follow within the timeout is cleared if it still names our node;
@@ -164,7 +164,7 @@ func (s Stage) Run(ctx context.Context, p *loop.Pass) error {
 // that registered, and sets, keeps or ends each nomination.
 func (n *Nominator) Step(ctx context.Context, in Input) {
 	v := newView(in)
-	n.record(in.Results, in.Now)
+	n.record(ctx, in.Results, in.Now)
 	n.match(v, in.Now)
 	pods := make([]*corev1.Pod, 0, len(in.Placed))
 	for pod := range in.Placed {
@@ -182,7 +182,7 @@ func (n *Nominator) Step(ctx context.Context, in Input) {
 
 // record keeps each scale-up that added nodes and says which pods go on
 // which of them.
-func (n *Nominator) record(results []act.LaunchResult, now time.Time) {
+func (n *Nominator) record(ctx context.Context, results []act.LaunchResult, now time.Time) {
 	for _, r := range results {
 		if r.Added <= 0 || len(r.Nodes) == 0 || r.Group == nil {
 			continue
@@ -206,6 +206,7 @@ func (n *Nominator) record(results []act.LaunchResult, now time.Time) {
 			up.nodes = append(up.nodes, pn)
 		}
 		n.ups = append(n.ups, up)
+		logger(ctx).V(2).Info("Scale-up's planned nodes recorded for nominations", "nodeGroup", up.group, "nodes", len(up.nodes), "instances", len(r.Instances))
 	}
 }
 
@@ -283,24 +284,13 @@ func newView(in Input) *view {
 	for _, node := range in.Nodes {
 		v.nodes[node.Name] = node
 	}
-	// A group's node is usable as nodegroups judged it (Ready and its
-	// drivers' pools complete); a node of no group when Ready and free
-	// of start-up taints.
-	inGroup := map[string]bool{}
+	// Usable as nodegroups judged it: Ready and its drivers' pools
+	// complete. Only the nodes of the groups this autoscaler scales are
+	// nominated for: nodes of no group are not its to plan on.
 	for _, g := range in.Groups {
 		v.groups[g.Id] = g
 		for _, node := range g.Ready {
-			v.usable[node.Name], inGroup[node.Name] = true, true
-		}
-		for _, node := range g.Booting {
-			inGroup[node.Name] = true
-		}
-	}
-	for _, node := range in.Nodes {
-		if !inGroup[node.Name] {
-			if ok, _ := nodegroups.Usable(node, nil, nil); ok {
-				v.usable[node.Name] = true
-			}
+			v.usable[node.Name] = true
 		}
 	}
 	return v

@@ -186,11 +186,11 @@ func TestNominations(t *testing.T) {
 			want: counts{},
 		},
 		{
-			name: "placed on a usable node: nominated; on a booting or coming one: not",
-			pods: []string{"a", "b", "c"},
+			name: "placed on a usable node of a group: nominated; on a booting or coming one, or a node of no group: not",
+			pods: []string{"a", "b", "c", "d"},
 			steps: []step{
-				{ready: []string{"partly-used"}, booting: []string{"booting"},
-					placed: map[string]string{"a": "partly-used", "b": "booting", "c": "gpu-upcoming-0"},
+				{ready: []string{"partly-used"}, booting: []string{"booting"}, other: []string{"static"},
+					placed: map[string]string{"a": "partly-used", "b": "booting", "c": "gpu-upcoming-0", "d": "static"},
 					want:   map[string]string{"a": "partly-used"}},
 				{at: 10 * time.Second, ready: []string{"partly-used"}, booting: []string{"booting"}, do: bind(map[string]string{"a": "partly-used"})},
 			},
