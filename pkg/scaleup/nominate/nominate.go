@@ -95,9 +95,10 @@ func ref(p *corev1.Pod) podRef { return podRef{uid: p.UID, namespace: p.Namespac
 type plannedUp struct {
 	group string
 	at    time.Time
-	// instances are the ids the provider named (empty: it named none);
-	// before are the group's registered nodes when it was made.
-	instances map[string]bool
+	// instances are the ids the provider named, in the order it created
+	// them (none: it named none); before are the group's registered
+	// nodes when it was made.
+	instances []string
 	before    map[string]bool
 	nodes     []plannedNode
 }
@@ -188,12 +189,7 @@ func (n *Nominator) record(ctx context.Context, results []act.LaunchResult, now 
 			continue
 		}
 		up := &plannedUp{group: r.Group.Id, at: now, before: map[string]bool{}}
-		if len(r.Instances) > 0 {
-			up.instances = map[string]bool{}
-			for _, id := range r.Instances {
-				up.instances[id] = true
-			}
-		}
+		up.instances = append(up.instances, r.Instances...)
 		for _, node := range append(append([]*corev1.Node(nil), r.Group.Ready...), r.Group.Booting...) {
 			up.before[node.Name] = true
 		}
@@ -297,23 +293,49 @@ func newView(in Input) *view {
 }
 
 // newNodes are the registered nodes of up's group that up created and
-// nobody claimed, by name.
+// nobody claimed, in the order they were created (the provider's order
+// of the instances it named, else creation time, then name): the first
+// planned node, the fullest, goes to the node likely to be usable first.
 func (v *view) newNodes(up *plannedUp, claimed map[string]bool) []string {
 	g := v.groups[up.group]
 	if g == nil {
 		return nil
 	}
-	var out []string
+	index := make(map[string]int, len(up.instances))
+	for i, id := range up.instances {
+		index[id] = i
+	}
+	var nodes []*corev1.Node
 	for _, node := range append(append([]*corev1.Node(nil), g.Ready...), g.Booting...) {
 		if up.before[node.Name] || claimed[node.Name] {
 			continue
 		}
-		if up.instances != nil && !up.instances[node.Spec.ProviderID] && !up.instances[node.Name] {
-			continue
+		if len(up.instances) > 0 {
+			i, ok := index[node.Spec.ProviderID]
+			if !ok {
+				i, ok = index[node.Name]
+			}
+			if !ok {
+				continue
+			}
+			index[node.Name] = i
 		}
-		out = append(out, node.Name)
+		nodes = append(nodes, node)
 	}
-	sort.Strings(out)
+	sort.Slice(nodes, func(i, j int) bool {
+		a, b := nodes[i], nodes[j]
+		if ia, ib := index[a.Name], index[b.Name]; ia != ib {
+			return ia < ib
+		}
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Name < b.Name
+	})
+	out := make([]string, len(nodes))
+	for i, node := range nodes {
+		out[i] = node.Name
+	}
 	return out
 }
 

@@ -177,6 +177,15 @@ func TestNominations(t *testing.T) {
 			want: counts{},
 		},
 		{
+			name: "planned nodes go to the instances in the order the provider created them",
+			pods: []string{"a", "b"},
+			steps: []step{
+				{up: [][]string{{"a"}, {"b"}}, instances: []string{"zz", "aa"}},
+				{at: 10 * time.Second, booting: []string{"aa", "zz"}, want: map[string]string{"a": "zz", "b": "aa"}},
+			},
+			want: counts{},
+		},
+		{
 			name: "a partial scale-up: the nodes it got take the first planned",
 			pods: []string{"a", "b"},
 			steps: []step{
