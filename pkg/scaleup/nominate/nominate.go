@@ -269,11 +269,14 @@ type view struct {
 	pods   map[types.UID]*corev1.Pod
 	nodes  map[string]*corev1.Node
 	usable map[string]bool
+	// stale are booting nodes past the provision time: no longer coming.
+	stale  map[string]bool
 	groups map[string]*nodegroups.Info
 }
 
 func newView(in Input) *view {
-	v := &view{pods: map[types.UID]*corev1.Pod{}, nodes: map[string]*corev1.Node{}, usable: map[string]bool{}, groups: map[string]*nodegroups.Info{}}
+	v := &view{pods: map[types.UID]*corev1.Pod{}, nodes: map[string]*corev1.Node{}, usable: map[string]bool{}, stale: map[string]bool{},
+		groups: map[string]*nodegroups.Info{}}
 	for _, p := range in.Pods {
 		v.pods[p.UID] = p
 	}
@@ -287,6 +290,9 @@ func newView(in Input) *view {
 		v.groups[g.Id] = g
 		for _, node := range g.Ready {
 			v.usable[node.Name] = true
+		}
+		for name := range g.Stale {
+			v.stale[name] = true
 		}
 	}
 	return v

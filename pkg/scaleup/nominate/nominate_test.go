@@ -35,6 +35,8 @@ type step struct {
 	// ready and booting are the group's registered nodes ("gpu"); other
 	// are nodes of no group (Ready).
 	ready, booting, other []string
+	// stale: the booting nodes are past the provision time.
+	stale bool
 	// up is a scale-up the pass made: the planned nodes' pods, by name,
 	// and the instances the provider named.
 	up        [][]string
@@ -143,6 +145,16 @@ func TestNominations(t *testing.T) {
 				{up: [][]string{{"a"}}, instances: []string{"n1"}},
 				{at: 10 * time.Second, booting: []string{"n1"}, want: map[string]string{"a": "n1"}},
 				{at: 10*time.Minute + 10*time.Second, booting: []string{"n1"}},
+			},
+			want: counts{nominate.Dropped: 1},
+		},
+		{
+			name: "node booting past the provision time (stale): cleared, dropped",
+			pods: []string{"a"},
+			steps: []step{
+				{up: [][]string{{"a"}}, instances: []string{"n1"}},
+				{at: 10 * time.Second, booting: []string{"n1"}, want: map[string]string{"a": "n1"}},
+				{at: 20 * time.Second, booting: []string{"n1"}, stale: true},
 			},
 			want: counts{nominate.Dropped: 1},
 		},
@@ -270,6 +282,12 @@ func input(t *testing.T, ctx context.Context, c *fake.Clientset, s step) nominat
 	}
 	for _, name := range s.booting {
 		g.Booting = append(g.Booting, ensure(name, false))
+		if s.stale {
+			if g.Stale == nil {
+				g.Stale = map[string]bool{}
+			}
+			g.Stale[name] = true
+		}
 	}
 	for _, name := range s.other {
 		ensure(name, true)

@@ -64,7 +64,9 @@ func (n *Nominator) next(ctx context.Context, nom *nomination, v *view, now time
 		n.clear(ctx, pod, nom)
 		n.declined[nom.pod.uid] = nom.node
 		return Ignored, fmt.Sprintf("not bound within %s of the node being usable", n.opts.Timeout)
-	case nom.usable.IsZero() && now.Sub(nom.since) >= n.opts.MaxWait:
+	case nom.usable.IsZero() && (v.stale[nom.node] || now.Sub(nom.since) >= n.opts.MaxWait):
+		// A node that will not come holds no pod: the pass plans it
+		// again elsewhere.
 		n.clear(ctx, pod, nom)
 		return Dropped, fmt.Sprintf("the node did not become usable within %s", n.opts.MaxWait)
 	case pod.Status.NominatedNodeName == nom.node:
