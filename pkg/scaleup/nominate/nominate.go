@@ -209,9 +209,9 @@ func (n *Nominator) record(ctx context.Context, results []act.LaunchResult, now 
 // match gives each planned node a registered node of its group that the
 // scale-up created (named by the provider, or new since it was made) and
 // no other planned node has, in creation order (newNodes); the group's
-// new nodes are alike, so what matters is that each is used once. The pods planned
-// there are then nominated. Scale-ups are remembered for MaxWait, the
-// time their nodes have to come, so that their nodes stay theirs.
+// new nodes are alike, so what matters is that each is used once. The
+// pods planned there are then nominated. Scale-ups are remembered for
+// MaxWait, the time their nodes have to come, so their nodes stay theirs.
 func (n *Nominator) match(v *view, now time.Time) {
 	claimed := map[string]bool{}
 	for _, up := range n.ups {
