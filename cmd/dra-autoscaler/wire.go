@@ -33,6 +33,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations/upkeep"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/nominate"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
@@ -142,6 +143,12 @@ func (p *parts) runningLoop(opts *config.Options, client kubernetes.Interface, d
 		recorder.Event(f.Object, corev1.EventTypeWarning, f.Reason, f.Message)
 	})
 	lp.Stranded = stranded.New(p.analyzer, p.shapes, opts.Sharing.StrandedCapacityBudget, m.Sharing)
+	if opts.Nominations.Enabled {
+		// After act, so a pass's own scale-ups are recorded before their
+		// nodes can register.
+		n := nominate.New(client, nominate.Options{Timeout: opts.Nominations.Timeout, MaxWait: opts.MaxNodeProvisionTime}, m.Nominations())
+		lp.Extensions = append(lp.Extensions, loop.Extension{After: loop.StageAct, Stage: nominate.Stage{N: n}})
+	}
 	l := loop.New(lp)
 	l.ScaleDown = newScaleDown(opts, p.runner, client, recorder, m, drainer)
 	l.Disagree, l.Status = loop.NewStatusParts(opts, client, recorder, m)

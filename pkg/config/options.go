@@ -111,6 +111,7 @@ type Options struct {
 	ExplainOptions
 	ProvisioningRequests ProvisioningRequestOptions
 	Reservations         ReservationOptions
+	Nominations          NominationOptions
 
 	Balancing  BalancingOptions
 	KubeClient KubeClientOptions
@@ -156,6 +157,7 @@ func Default() *Options {
 
 		ProvisioningRequests: DefaultProvisioningRequestOptions(),
 		Reservations:         defaultReservationOptions(),
+		Nominations:          DefaultNominations(),
 
 		KubeClient: DefaultKubeClient(),
 		compat:     compatFlags{estimator: "binpacking", dynamicResources: true},

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Gang is a gang PodGroup with its members.
@@ -18,7 +19,8 @@ type Gang struct {
 	Namespace, Name string
 	// MinCount members must run at once for any to run.
 	MinCount int
-	// Bound are the members already on nodes.
+	// Bound are the members already on nodes, or held on a node they
+	// are nominated for.
 	Bound int
 	// Pending are the members the scheduler could not place.
 	Pending []*corev1.Pod
@@ -52,13 +54,20 @@ func Split(pending, all []*corev1.Pod, groups []*schedulingv1beta1.PodGroup) ([]
 	}
 	members := map[string]int{}
 	bound := map[string]int{}
+	isPending := make(map[types.UID]bool, len(pending))
+	for _, p := range pending {
+		isPending[p.UID] = true
+	}
 	for _, p := range all {
 		key, ok := groupKey(p)
 		if !ok || p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		members[key]++
-		if p.Spec.NodeName != "" {
+		// A member nominated for a node and not pending is held there
+		// (the snapshot places it): it counts as placed, or the rest of
+		// its gang would look short of members.
+		if p.Spec.NodeName != "" || (p.Status.NominatedNodeName != "" && !isPending[p.UID]) {
 			bound[key]++
 		}
 	}

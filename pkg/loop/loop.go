@@ -142,6 +142,10 @@ type Pass struct {
 	state
 }
 
+// Cluster is what the pass observed (nil before its observe stage ran),
+// for extensions, which read the cluster as the pass saw it.
+func (p *Pass) Cluster() *observe.ClusterState { return p.cluster }
+
 // RunOnce is one pass of the loop. A panic inside it (a scheduler plugin
 // on a malformed object, a provider's bug) ends the pass as an error
 // instead of the process: nothing more acts in it, and the next pass

@@ -35,8 +35,34 @@ func NewStatusParts(opts *config.Options, client kubernetes.Interface, recorder 
 // disagreements compares where the simulation placed pending pods with
 // what the scheduler did (the status reports them).
 func (l *Loop) disagreements(_ context.Context, pass *Pass) error {
-	pass.Disagreements = l.Disagree.Update(pass.Fits, registeredNodes(pass.cluster.Nodes, pass.Groups), pass.StartedAt)
+	registered := registeredNodes(pass.cluster.Nodes, pass.Groups)
+	pass.Disagreements = l.Disagree.Update(withHeld(pass.Fits, pass.cluster.Pods, registered), registered, pass.StartedAt)
 	return nil
+}
+
+// withHeld adds to the simulation's placements the unschedulable pods
+// held on a registered node by a nomination: the snapshot places them
+// there (a nominated pod is no longer pending to the pass), so a pod the
+// scheduler keeps refusing on the node it was nominated for (ours, from
+// the plan) still disagrees.
+func withHeld(fits map[*corev1.Pod]string, pods []*corev1.Pod, registered map[string]string) map[*corev1.Pod]string {
+	var out map[*corev1.Pod]string
+	for _, p := range pods {
+		if _, ok := registered[p.Status.NominatedNodeName]; !ok || p.Spec.NodeName != "" || !observe.IsUnschedulable(p) {
+			continue
+		}
+		if out == nil {
+			out = make(map[*corev1.Pod]string, len(fits)+1)
+			for pod, node := range fits {
+				out[pod] = node
+			}
+		}
+		out[p] = p.Status.NominatedNodeName
+	}
+	if out == nil {
+		return fits
+	}
+	return out
 }
 
 // status writes the status ConfigMap of a pass that ran to its end.

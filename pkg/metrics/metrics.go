@@ -33,6 +33,7 @@ type Metrics struct {
 	UnneededPodsNotHelped   *prometheus.GaugeVec
 	ScaleUpOptionsEvaluated prometheus.Counter
 	InstanceErrors          *prometheus.CounterVec
+	NominationOutcomes      *prometheus.CounterVec
 	Sharing                 *Sharing
 	ScaleDown               *ScaleDownMetrics
 	ExplainMetrics
@@ -82,6 +83,7 @@ func New() *Metrics {
 	}
 	m.registerSharing()
 	m.registerInstances()
+	m.registerNominations()
 	m.ScaleDown = newScaleDown(f)
 	m.registerExplain()
 	m.Reservations = newReservationMetrics(m.Registry)

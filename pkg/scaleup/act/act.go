@@ -26,6 +26,10 @@ type ScaleUp struct {
 	// one gang succeed together or are all undone.
 	Gang string
 	Pods []*corev1.Pod
+	// Nodes are Pods as the plan placed them: the pods of each new node,
+	// in the order the simulation opened the nodes. Nil when the plan
+	// does not say (nominations then have nothing to go on).
+	Nodes [][]*corev1.Pod
 }
 
 // LaunchResult is what came of one ScaleUp.
@@ -35,6 +39,9 @@ type LaunchResult struct {
 	// partial failure).
 	Added int
 	Err   error
+	// Instances are the ids of the instances the provider said it
+	// created (none when it did not name them).
+	Instances []string
 }
 
 // Launcher talks to the provider.
@@ -135,8 +142,8 @@ func (a *Launcher) one(ctx context.Context, up ScaleUp, attempt uint64, now time
 	if err != nil {
 		a.backoff.Fail(up.Group.Id, track.ReasonCloudProvider, now)
 		logger.Error(err, "Scale-up failed; node group backed off", "added", added)
-		return LaunchResult{ScaleUp: up, Added: added, Err: fmt.Errorf("node group %s: increase by %d: %w", up.Group.Id, up.Delta, err)}
+		return LaunchResult{ScaleUp: up, Added: added, Err: fmt.Errorf("node group %s: increase by %d: %w", up.Group.Id, up.Delta, err), Instances: created}
 	}
 	logger.Info("Scale-up", "from", before, "to", before+added, "pods", len(up.Pods), "gang", up.Gang)
-	return LaunchResult{ScaleUp: up, Added: added}
+	return LaunchResult{ScaleUp: up, Added: added, Instances: created}
 }

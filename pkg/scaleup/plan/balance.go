@@ -18,8 +18,12 @@ import (
 //
 // The simulation keeps all the nodes as g's: similar groups' nodes differ
 // only in labels no pod of the option depends on.
-func (p *Planner) spread(g *nodegroups.Info, best *expander.Option, options []expander.Option, groups []*nodegroups.Info) []act.ScaleUp {
-	one := []act.ScaleUp{{Group: g, Delta: best.NodeCount, Pods: best.Pods}}
+//
+// nodes, when known, are the option's pods by new node: each group then
+// takes its nodes' pods, so that every scale-up says which pods go on
+// which of its nodes.
+func (p *Planner) spread(g *nodegroups.Info, best *expander.Option, options []expander.Option, groups []*nodegroups.Info, nodes [][]*corev1.Pod) []act.ScaleUp {
+	one := []act.ScaleUp{{Group: g, Delta: best.NodeCount, Pods: best.Pods, Nodes: nodes}}
 	if p.opts.Balance == nil || best.ReservedNodes > 0 {
 		return one
 	}
@@ -49,6 +53,11 @@ func (p *Planner) spread(g *nodegroups.Info, best *expander.Option, options []ex
 			continue
 		}
 		given += n
+		if nodes != nil {
+			mine := nodes[given-n : given]
+			ups = append(ups, act.ScaleUp{Group: members[i], Delta: n, Pods: flatten(mine), Nodes: mine})
+			continue
+		}
 		// The pods go in proportion, the last group taking the rest.
 		upto := len(best.Pods) * given / best.NodeCount
 		ups = append(ups, act.ScaleUp{Group: members[i], Delta: n, Pods: best.Pods[placed:upto]})
@@ -76,4 +85,12 @@ func takesSame(o expander.Option, h *nodegroups.Info, pods []*corev1.Pod) bool {
 		}
 	}
 	return true
+}
+
+func flatten(nodes [][]*corev1.Pod) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, pods := range nodes {
+		out = append(out, pods...)
+	}
+	return out
 }

@@ -32,6 +32,9 @@ type GangOutcome struct {
 	ScaleUps []act.ScaleUp
 	// Domain is the topology value the gang was planned into, if any.
 	Domain string
+	// Existing are the members the plan placed on nodes that exist or
+	// are coming, by node name.
+	Existing map[*corev1.Pod]string
 	// Message says why nothing was planned, when ScaleUps is empty and the
 	// gang does not fit existing capacity.
 	Message string
@@ -130,6 +133,10 @@ func (p *Planner) planGangIn(ctx context.Context, runner *framework.Runner, g *g
 		}
 		if pl.Node != "" {
 			fit++
+			if o.Existing == nil {
+				o.Existing = map[*corev1.Pod]string{}
+			}
+			o.Existing[pod] = pl.Node
 		} else {
 			rest = append(rest, pod)
 		}
@@ -213,7 +220,7 @@ func (p *Planner) keep(ctx context.Context, pods []*corev1.Pod, g *nodegroups.In
 	if err != nil {
 		return act.ScaleUp{}, 0, err
 	}
-	up := act.ScaleUp{Group: g, Delta: res.NodeCount, Atomic: true, Gang: gg.Key()}
+	up := act.ScaleUp{Group: g, Delta: res.NodeCount, Atomic: true, Gang: gg.Key(), Nodes: byNode(res, res.NodeCount)}
 	for _, pl := range res.Placements {
 		up.Pods = append(up.Pods, pl.Pod)
 	}

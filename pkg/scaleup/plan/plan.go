@@ -123,7 +123,7 @@ func (p *Planner) plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegr
 		carry.kept(best.Pods, p.estimate.KeptLocal(mark, kept, g.Template))
 		// With balancing, the nodes are spread over g and the groups
 		// similar to it (balance.go).
-		for _, up := range p.spread(g, best, options, groups) {
+		for _, up := range p.spread(g, best, options, groups, byNode(kept, best.NodeCount)) {
 			used[up.Group.Id] = true
 			p.take(up.Group, up.Delta, up.Pods)
 			usage.Add(up.Group.Template.Node, up.Delta)
@@ -241,6 +241,26 @@ func (p *Planner) blame(ctx context.Context, pod *corev1.Pod, g *nodegroups.Info
 		parts[i] = b.String()
 	}
 	return strings.Join(parts, " or ")
+}
+
+// byNode groups an estimate's placements by new node, in the order the
+// estimate opened the nodes: what nominations later tell the scheduler.
+// Nil when the estimate is not the option's (nodes differ in number).
+func byNode(res *estimator.Estimate, nodes int) [][]*corev1.Pod {
+	if res == nil || len(res.NewNodes) != nodes {
+		return nil
+	}
+	index := make(map[string]int, len(res.NewNodes))
+	for i, n := range res.NewNodes {
+		index[n] = i
+	}
+	out := make([][]*corev1.Pod, len(res.NewNodes))
+	for _, pl := range res.Placements {
+		if i, ok := index[pl.Node]; ok {
+			out[i] = append(out[i], pl.Pod)
+		}
+	}
+	return out
 }
 
 func groupByID(groups []*nodegroups.Info, id string) *nodegroups.Info {

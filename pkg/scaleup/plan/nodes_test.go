@@ -1,0 +1,113 @@
+package plan_test
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/balance"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+)
+
+// nodesOf renders each scale-up's planned nodes as "group: [pods] [pods]".
+func nodesOf(ups []act.ScaleUp) []string {
+	var out []string
+	for _, up := range ups {
+		s := up.Group.Id + ":"
+		for _, pods := range up.Nodes {
+			s += " ["
+			for i, p := range pods {
+				if i > 0 {
+					s += " "
+				}
+				s += p.Name
+			}
+			s += "]"
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Every scale-up says which pods go on each of its new nodes, in the order
+// the estimate opened them (what nominations tell the scheduler), and its
+// Pods are exactly those.
+func TestPlanSaysWhichPodsGoOnEachNode(t *testing.T) {
+	mixed := append(cpuPods("big", "3", 2), cpuPods("small", "1", 2)...)
+	tests := []struct {
+		name    string
+		balance *balance.Similarity
+		groups  []*nodegroups.Info
+		pods    []*corev1.Pod
+		want    []string
+	}{
+		{name: "two per node", groups: []*nodegroups.Info{group("a", "4", 10, 0)}, pods: cpuPods("web", "2", 5),
+			want: []string{"a: [web-0 web-1] [web-2 web-3] [web-4]"}},
+		{name: "first fit decreasing fills each node's rest", groups: []*nodegroups.Info{group("a", "4", 10, 0)}, pods: mixed,
+			want: []string{"a: [big-0 small-0] [big-1 small-1]"}},
+		{name: "balanced groups take their nodes' pods", balance: balance.New(nil, []string{"group"}),
+			groups: []*nodegroups.Info{zonal("a", "z1", 10, 0), zonal("b", "z2", 10, 0)}, pods: cpuPods("web", "3", 4),
+			want: []string{"a: [web-0] [web-1]", "b: [web-2] [web-3]"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.opts.Balance = tc.balance
+			p := e.plan(t, tc.pods, tc.groups, limits.Usage{})
+			if diff := cmp.Diff(tc.want, nodesOf(p.ScaleUps)); diff != "" {
+				t.Errorf("planned nodes (-want +got):\n%s", diff)
+			}
+			for _, up := range p.ScaleUps {
+				if len(up.Nodes) != up.Delta {
+					t.Errorf("%s: %d planned nodes for +%d", up.Group.Id, len(up.Nodes), up.Delta)
+				}
+				var flat []string
+				for _, pods := range up.Nodes {
+					for _, pod := range pods {
+						flat = append(flat, pod.Name)
+					}
+				}
+				var pods []string
+				for _, pod := range up.Pods {
+					pods = append(pods, pod.Name)
+				}
+				if diff := cmp.Diff(pods, flat, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+					t.Errorf("%s: pods and planned nodes' pods differ (-pods +nodes):\n%s", up.Group.Id, diff)
+				}
+			}
+		})
+	}
+}
+
+// A gang's plan says which members go on existing room and which on each
+// new node.
+func TestPlanGangSaysWhereEachMemberGoes(t *testing.T) {
+	e := newEnv(t)
+	if err := e.runner.Snapshot().AddNode(builder.Node("used").CPU("4").Memory("64Gi").Obj()); err != nil {
+		t.Fatal(err)
+	}
+	g := &gang.Gang{Namespace: "ns", Name: "train", MinCount: 5, Pending: cpuPods("train", "2", 5)}
+	p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{}), e.chain, limits.New(e.conf, nil), e.backoff, nil)
+	out, _, err := p.PlanGangs(e.ctx, e.runner, []*gang.Gang{g}, []string{"used"}, []*nodegroups.Info{group("a", "4", 10, 0)}, limits.Usage{}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	existing := map[string]string{}
+	for pod, node := range out[0].Existing {
+		existing[pod.Name] = node
+	}
+	if diff := cmp.Diff(map[string]string{"train-0": "used", "train-1": "used"}, existing); diff != "" {
+		t.Errorf("members on existing nodes (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]string{"a: [train-2 train-3] [train-4]"}, nodesOf(out[0].ScaleUps)); diff != "" {
+		t.Errorf("planned nodes (-want +got):\n%s", diff)
+	}
+}
