@@ -192,8 +192,9 @@ func (p *Processor) simulate(ctx context.Context, in Input, out *Outcome) error 
 			b.Planned += n
 			b.ScaleUps = append(b.ScaleUps, fmt.Sprintf("%s +%d", up.Group.Id, up.Delta))
 		}
-		// The pods are not API objects: nothing to tell them.
-		up.Pods = nil
+		// The pods are not API objects: nothing to tell them, nothing
+		// to nominate.
+		up.Pods, up.Nodes = nil, nil
 		out.ScaleUps = append(out.ScaleUps, up)
 	}
 	for _, pod := range pl.NotHelped {
