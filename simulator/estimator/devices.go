@@ -129,37 +129,21 @@ func (d *DeviceCounter) count(ctx context.Context, group string, tmpl *cloudprov
 	defer snap.ScopeSlices(nil)
 	out := map[string]int{}
 	for _, c := range classes {
-		fits := func(n int) (bool, error) { return d.probe(ctx, c.Name, n, name) }
+		fits := func(n int64) (bool, error) { return d.probe(ctx, c.Name, int(n), name) }
 		ok, err := fits(1)
-		if err != nil || !ok {
-			if err != nil {
-				return nil, err
-			}
-			continue
-		}
-		// lo fits; hi does not, or is the bound, which is tried first:
-		// most classes get every device they match.
-		lo, hi := 1, bound
-		if ok, err = fits(hi); err != nil {
+		if err != nil {
 			return nil, err
 		}
-		if ok {
-			out[c.Name] = hi
+		if !ok {
 			continue
 		}
-		for hi-lo > 1 {
-			mid := lo + (hi-lo)/2
-			ok, err := fits(mid)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				lo = mid
-			} else {
-				hi = mid
-			}
+		// The bound is tried first: most classes get every device they
+		// match.
+		n, err := framework.LargestFitting(1, int64(bound), fits)
+		if err != nil {
+			return nil, err
 		}
-		out[c.Name] = lo
+		out[c.Name] = int(n)
 	}
 	return out, nil
 }

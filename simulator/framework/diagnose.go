@@ -136,27 +136,13 @@ func (r *Runner) shortages(ctx context.Context, pod *v1.Pod, node, podClaim stri
 			continue
 		}
 		fits := func(n int64) (bool, error) { return r.fitsWith(ctx, pod, node, onlyRequest(claim, i, n)) }
-		ok, err := fits(ex.Count)
-		if err != nil || ok {
-			if err != nil {
-				return nil, err
-			}
-			continue
+		// The largest count that fits (0 always does).
+		lo, err := LargestFitting(0, ex.Count, fits)
+		if err != nil {
+			return nil, err
 		}
-		// The largest count that fits, by bisection: lo fits (0 always
-		// does), hi does not.
-		lo, hi := int64(0), ex.Count
-		for hi-lo > 1 {
-			mid := lo + (hi-lo)/2
-			ok, err := fits(mid)
-			if err != nil {
-				return nil, err
-			}
-			if ok {
-				lo = mid
-			} else {
-				hi = mid
-			}
+		if lo == ex.Count {
+			continue
 		}
 		msg := fmt.Sprintf("request %s asks %d device(s) of class %s; the node offers %d", req.Name, ex.Count, ex.DeviceClassName, lo)
 		if lo == 0 {
