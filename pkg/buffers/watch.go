@@ -7,8 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -18,6 +16,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/apis/capacitybuffer/v1beta1"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 )
 
 // rediscoverEvery is how often a cluster without the CapacityBuffer CRD
@@ -73,8 +72,8 @@ func (w *Watcher) ensure(timeout time.Duration) error {
 		return nil
 	}
 	w.checked = time.Now()
-	list, err := w.client.Discovery().ServerResourcesForGroupVersion(v1beta1.SchemeGroupVersion.String())
-	if apierrors.IsNotFound(err) || err == nil && !served(list.APIResources) {
+	served, err := observe.ResourceServed(w.client.Discovery(), v1beta1.SchemeGroupVersion.String(), v1beta1.Resource.Resource)
+	if err == nil && !served {
 		klog.FromContext(w.ctx).V(2).Info("CapacityBuffer CRD not served; no buffers", "groupVersion", v1beta1.SchemeGroupVersion)
 		return nil
 	}
@@ -116,15 +115,6 @@ func (w *Watcher) ensure(timeout time.Duration) error {
 	klog.FromContext(w.ctx).Info("Serving CapacityBuffers", "groupVersion", v1beta1.SchemeGroupVersion)
 	w.buffers, w.listers, w.core, w.dynf = buffers, l, core, dynf
 	return nil
-}
-
-func served(list []metav1.APIResource) bool {
-	for _, r := range list {
-		if r.Name == v1beta1.Resource.Resource {
-			return true
-		}
-	}
-	return false
 }
 
 func (w *Watcher) current() *Listers {

@@ -19,12 +19,12 @@
 package provreq
 
 import (
-	"fmt"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	v1 "k8s.io/autoscaler/cluster-autoscaler/apis/provisioningrequest/autoscaling.x-k8s.io/v1"
 	"k8s.io/client-go/discovery"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 )
 
 // Condition reasons and messages, upstream's
@@ -71,19 +71,7 @@ const DefaultTemplateGrace = 10 * time.Second
 // Served tells whether the cluster serves autoscaling.x-k8s.io/v1
 // provisioningrequests (the CRD is installed).
 func Served(d discovery.DiscoveryInterface) (bool, error) {
-	list, err := d.ServerResourcesForGroupVersion(v1.SchemeGroupVersion.String())
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("discover %s: %w", v1.SchemeGroupVersion, err)
-	}
-	for _, r := range list.APIResources {
-		if r.Name == "provisioningrequests" {
-			return true, nil
-		}
-	}
-	return false, nil
+	return observe.ResourceServed(d, v1.SchemeGroupVersion.String(), "provisioningrequests")
 }
 
 // ours tells whether the class is one this autoscaler serves.

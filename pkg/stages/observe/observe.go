@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -70,30 +71,33 @@ type Served struct {
 // Discover asks the API server which optional APIs it serves.
 func Discover(client kubernetes.Interface) (Served, error) {
 	var s Served
-	has := func(gv, resource string) (bool, error) {
-		list, err := client.Discovery().ServerResourcesForGroupVersion(gv)
-		if apierrors.IsNotFound(err) {
-			// A group version that is not served is not an error here.
-			return false, nil
-		}
-		if err != nil {
-			return false, fmt.Errorf("discover %s: %w", gv, err)
-		}
-		for _, r := range list.APIResources {
-			if r.Name == resource {
-				return true, nil
-			}
-		}
-		return false, nil
-	}
 	var err error
-	if s.DeviceTaintRules, err = has("resource.k8s.io/v1", "devicetaintrules"); err != nil {
+	if s.DeviceTaintRules, err = ResourceServed(client.Discovery(), "resource.k8s.io/v1", "devicetaintrules"); err != nil {
 		return s, err
 	}
-	if s.Workloads, err = has("scheduling.k8s.io/v1beta1", "podgroups"); err != nil {
+	if s.Workloads, err = ResourceServed(client.Discovery(), "scheduling.k8s.io/v1beta1", "podgroups"); err != nil {
 		return s, err
 	}
 	return s, nil
+}
+
+// ResourceServed tells whether the API server serves resource in the
+// group version gv (a CRD that is installed, an API that is enabled). A
+// group version that is not served is not an error.
+func ResourceServed(d discovery.DiscoveryInterface, gv, resource string) (bool, error) {
+	list, err := d.ServerResourcesForGroupVersion(gv)
+	if apierrors.IsNotFound(err) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("discover %s: %w", gv, err)
+	}
+	for _, r := range list.APIResources {
+		if r.Name == resource {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // dropManagedFields is the informers' transform: server-side apply's

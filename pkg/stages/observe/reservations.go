@@ -5,8 +5,6 @@ import (
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -54,8 +52,8 @@ func (c *CapacityReservations) ensure(timeout time.Duration) error {
 		return nil
 	}
 	c.checked = time.Now()
-	list, err := c.discovery.ServerResourcesForGroupVersion(v1alpha1.SchemeGroupVersion.String())
-	if apierrors.IsNotFound(err) || err == nil && !hasResource(list.APIResources, v1alpha1.Resource.Resource) {
+	served, err := ResourceServed(c.discovery, v1alpha1.SchemeGroupVersion.String(), v1alpha1.Resource.Resource)
+	if err == nil && !served {
 		klog.FromContext(c.ctx).V(2).Info("CapacityReservation CRD not served; only the cloud provider's reservations count", "groupVersion", v1alpha1.SchemeGroupVersion)
 		return nil
 	}
@@ -92,13 +90,4 @@ func (c *CapacityReservations) List() []*unstructured.Unstructured {
 		}
 	}
 	return out
-}
-
-func hasResource(list []metav1.APIResource, name string) bool {
-	for _, r := range list {
-		if r.Name == name {
-			return true
-		}
-	}
-	return false
 }
