@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	goruntime "runtime"
+	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,7 +77,7 @@ func benchPass(b *testing.B, gen func() scale.Scenario) {
 	}
 	quiet(b)
 	ctx := klog.NewContext(context.Background(), klog.Background())
-	var stages map[string]float64
+	var stages, perStage map[string]float64
 	var unranked, live float64
 	first := true
 	for b.Loop() {
@@ -87,7 +89,7 @@ func benchPass(b *testing.B, gen func() scale.Scenario) {
 		var pass *loop.Pass
 		var m *metrics.Metrics
 		pass, m, live = runPass(ctx, b, opts, &sc.Objects)
-		stages, unranked = stageSeconds(b, m)
+		stages, perStage, unranked = stageSeconds(b, m)
 		b.StartTimer()
 		if pass.FitsNow != sc.WantFit {
 			b.Fatalf("%d pending pods fit existing nodes, want %d", pass.FitsNow, sc.WantFit)
@@ -112,6 +114,23 @@ func benchPass(b *testing.B, gen func() scale.Scenario) {
 	// snapshot, provider, loop), the fake API server's copy of the cluster
 	// aside.
 	b.ReportMetric(live, "live-MB")
+	logStages(b, perStage)
+}
+
+// logStages logs the last pass's stages from the slowest, those over 10 ms.
+func logStages(b *testing.B, seconds map[string]float64) {
+	names := make([]string, 0, len(seconds))
+	for n := range seconds {
+		if seconds[n] >= 0.01 {
+			names = append(names, n)
+		}
+	}
+	sort.Slice(names, func(i, j int) bool { return seconds[names[i]] > seconds[names[j]] })
+	var sb strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&sb, " %s=%.2fs", n, seconds[n])
+	}
+	b.Logf("stages:%s", sb.String())
 }
 
 // runPass builds a fresh cluster and loop, syncs the informers and runs
@@ -163,31 +182,33 @@ func liveHeap() uint64 {
 	return ms.HeapAlloc
 }
 
-// stageSeconds reads the per-stage time the pass recorded and how many
-// pods it placed unranked.
-func stageSeconds(b *testing.B, m *metrics.Metrics) (map[string]float64, float64) {
+// stageSeconds reads the time the pass recorded per upstream function and
+// per stage, and how many pods it placed unranked.
+func stageSeconds(b *testing.B, m *metrics.Metrics) (map[string]float64, map[string]float64, float64) {
 	families, err := m.Registry.Gather()
 	if err != nil {
 		b.Fatal(err)
 	}
-	out := map[string]float64{}
+	out, stages := map[string]float64{}, map[string]float64{}
 	var unranked float64
 	for _, f := range families {
 		if f.GetName() == "cluster_autoscaler_dra_placement_unranked_pods_total" && len(f.GetMetric()) == 1 {
 			unranked = f.GetMetric()[0].GetCounter().GetValue()
 		}
-		if f.GetName() != "cluster_autoscaler_function_duration_seconds" {
+		into := map[string]map[string]float64{"cluster_autoscaler_function_duration_seconds": out,
+			"cluster_autoscaler_dra_stage_duration_seconds": stages}[f.GetName()]
+		if into == nil {
 			continue
 		}
 		for _, s := range f.GetMetric() {
 			for _, lp := range s.GetLabel() {
-				if lp.GetName() == "function" {
-					out[lp.GetValue()] = s.GetHistogram().GetSampleSum()
+				if lp.GetName() == "function" || lp.GetName() == "stage" {
+					into[lp.GetValue()] = s.GetHistogram().GetSampleSum()
 				}
 			}
 		}
 	}
-	return out, unranked
+	return out, stages, unranked
 }
 
 // quiet sends klog nowhere: a pass logs per pod.

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
@@ -80,4 +82,32 @@ func TestExtensionAfterNoStageFailsThePass(t *testing.T) {
 	if len(ran) != 0 {
 		t.Errorf("stages ran: %v", ran)
 	}
+}
+
+// Every stage a pass runs, extensions included, records its time once.
+func TestStagesAreTimed(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	var ran []string
+	l := newLoop(t, ctx, testclock.NewFakeClock(t0), record.NewFakeRecorder(100), fakeprovider.New(cpuGroup("small", "4")), unschedulablePod("a", "2"))
+	l.Extensions = []loop.Extension{{After: loop.StageAct, Stage: recorder{name: "afterAct", acts: true, ran: &ran}}}
+	if _, err := l.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	stages, err := l.Stages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stages {
+		if got := histogramCount(t, l.Metrics.StageDuration.WithLabelValues(s.Name()).(prometheus.Histogram)); got != 1 {
+			t.Errorf("stage %s timed %d times, want 1", s.Name(), got)
+		}
+	}
+}
+
+func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
 }

@@ -168,7 +168,14 @@ func (l *Loop) run(ctx context.Context, pass *Pass, now time.Time) (*Pass, error
 	if err != nil {
 		return l.fail(pass, "configurationError", err)
 	}
-	if err := runStages(ctx, stages, pass, false, nil); err != nil {
+	// Durations are wall time whatever l.Clock is: they are for operators.
+	last := time.Now()
+	timed := func(name string) error {
+		l.Metrics.ObserveStage(name, time.Since(last))
+		last = time.Now()
+		return nil
+	}
+	if err := runStages(ctx, stages, pass, false, timed); err != nil {
 		kind := "simulationError"
 		if se, ok := err.(*stageError); ok {
 			kind = se.kind

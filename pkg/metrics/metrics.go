@@ -34,6 +34,7 @@ type Metrics struct {
 	ScaleUpOptionsEvaluated prometheus.Counter
 	InstanceErrors          *prometheus.CounterVec
 	NominationOutcomes      *prometheus.CounterVec
+	StageDuration           *prometheus.HistogramVec
 	Sharing                 *Sharing
 	ScaleDown               *ScaleDownMetrics
 	ExplainMetrics
@@ -84,6 +85,7 @@ func New() *Metrics {
 	m.registerSharing()
 	m.registerInstances()
 	m.registerNominations()
+	m.registerStages()
 	m.ScaleDown = newScaleDown(f)
 	m.registerExplain()
 	m.Reservations = newReservationMetrics(m.Registry)

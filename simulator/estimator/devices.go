@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
@@ -23,34 +25,43 @@ import (
 // live only in a fork of the snapshot and are always reverted.
 const countNamespace = "dra-autoscaler-device-count"
 
+// probeTimeout bounds one probe. A count that fits is granted in well
+// under a millisecond, but proving that one does not fit makes the
+// allocator try every combination of the devices, which with partitions
+// sharing counters takes about a second per probe (8 GPUs offered whole
+// or as halves: 5^8 sets). A probe cut short counts as not fitting, so a
+// count is never more than the allocator would grant.
+const probeTimeout = 100 * time.Millisecond
+
+// maxMemo bounds the memo: templates are few and change rarely, so past
+// this many contents the memo starts again.
+const maxMemo = 256
+
 // DeviceCounter says how many devices of each DeviceClass one request can
 // get on a new node of a group: the largest exact count the real
 // scheduler framework (the DynamicResources plugin and its allocator, with
 // the class's own selectors) grants a probe pod on a fresh instance of
 // the template, whose daemon pods have taken their devices first. Counts
-// are memoised per group, template content and class version, so a
-// template that does not change costs nothing after its first pass, and a
-// new class costs only its own probes.
+// are memoised per template content (groups whose templates differ only
+// in names share them) and class version, so a template that does not
+// change costs nothing after its first pass, and a new class costs only
+// its own probes.
 type DeviceCounter struct {
 	runner *framework.Runner
 	mu     sync.Mutex
-	memo   map[string]deviceMemo
-	seq    int
-	// Calls counts probes run through the framework (memo misses).
-	Calls int
-}
-
-// deviceMemo is one group's counts for one template content, by class
-// name and version.
-type deviceMemo struct {
-	key    string
-	counts map[string]int
+	// memo holds, per template content, the counts by class name and
+	// version.
+	memo map[string]map[string]int
+	seq  int
+	// Calls counts probes run through the framework (memo misses);
+	// TimedOut those that probeTimeout cut short.
+	Calls, TimedOut int
 }
 
 // NewDeviceCounter returns a counter on runner's snapshot, which must
 // hold the cluster's DeviceClasses.
 func NewDeviceCounter(runner *framework.Runner) *DeviceCounter {
-	return &DeviceCounter{runner: runner, memo: map[string]deviceMemo{}}
+	return &DeviceCounter{runner: runner, memo: map[string]map[string]int{}}
 }
 
 // Count returns, by class name, the devices of each of classes that one
@@ -73,13 +84,17 @@ func (d *DeviceCounter) Count(ctx context.Context, group string, tmpl *cloudprov
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	m, ok := d.memo[group]
-	if !ok || m.key != key {
-		m = deviceMemo{key: key, counts: map[string]int{}}
+	counts, ok := d.memo[key]
+	if !ok {
+		if len(d.memo) >= maxMemo {
+			d.memo = map[string]map[string]int{}
+		}
+		counts = map[string]int{}
+		d.memo[key] = counts
 	}
 	var todo []*resourceapi.DeviceClass
 	for _, c := range classes {
-		if _, ok := m.counts[classKey(c)]; !ok {
+		if _, ok := counts[classKey(c)]; !ok {
 			todo = append(todo, c)
 		}
 	}
@@ -89,20 +104,15 @@ func (d *DeviceCounter) Count(ctx context.Context, group string, tmpl *cloudprov
 			return nil, fmt.Errorf("count devices of group %s: %w", group, err)
 		}
 		for _, c := range todo {
-			m.counts[classKey(c)] = counted[c.Name]
+			counts[classKey(c)] = counted[c.Name]
 		}
 	}
 	out := map[string]int{}
-	current := make(map[string]int, len(classes))
 	for _, c := range classes {
-		n := m.counts[classKey(c)]
-		current[classKey(c)] = n
-		if n > 0 {
+		if n := counts[classKey(c)]; n > 0 {
 			out[c.Name] = n
 		}
 	}
-	// Versions of classes no longer listed go.
-	d.memo[group] = deviceMemo{key: key, counts: current}
 	return out, nil
 }
 
@@ -129,23 +139,44 @@ func (d *DeviceCounter) count(ctx context.Context, group string, tmpl *cloudprov
 	defer snap.ScopeSlices(nil)
 	out := map[string]int{}
 	for _, c := range classes {
-		fits := func(n int64) (bool, error) { return d.probe(ctx, c.Name, int(n), name) }
-		ok, err := fits(1)
+		n, err := largestCount(bound, func(n int) (bool, error) { return d.probe(ctx, c.Name, n, name) })
 		if err != nil {
 			return nil, err
 		}
-		if !ok {
-			continue
+		if n > 0 {
+			out[c.Name] = n
 		}
-		// The bound is tried first: most classes get every device they
-		// match.
-		n, err := framework.LargestFitting(1, int64(bound), fits)
-		if err != nil {
-			return nil, err
-		}
-		out[c.Name] = int(n)
 	}
 	return out, nil
+}
+
+// largestCount is the largest n in [1, bound] that fits, 0 if none. A
+// count that fits is cheap to prove and one that does not is dear (see
+// probeTimeout), so it doubles while counts fit and then steps up one at a
+// time: at most two probes that do not fit, where bisection takes about
+// log2(bound).
+func largestCount(bound int, fits func(int) (bool, error)) (int, error) {
+	n, fails := 0, bound+1
+	for step := 1; n < bound; step *= 2 {
+		next := min(n+step, bound)
+		ok, err := fits(next)
+		if err != nil {
+			return 0, err
+		}
+		if !ok {
+			fails = next
+			break
+		}
+		n = next
+	}
+	for n+1 < fails {
+		ok, err := fits(n + 1)
+		if err != nil || !ok {
+			return n, err
+		}
+		n++
+	}
+	return n, nil
 }
 
 // probe tells whether a pod whose one claim asks n devices of class fits
@@ -174,7 +205,14 @@ func (d *DeviceCounter) probe(ctx context.Context, class string, n int, node str
 			ResourceClaims: []v1.PodResourceClaim{{Name: "devices", ResourceClaimName: ptr.To(id)}},
 		},
 	}
-	res, err := d.runner.RunFilters(ctx, pod, []string{node})
+	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	res, err := d.runner.RunFilters(pctx, pod, []string{node})
+	if ctx.Err() == nil && pctx.Err() != nil {
+		d.TimedOut++
+		klog.FromContext(ctx).V(2).Info("Device count probe timed out; counting it as not fitting", "class", class, "count", n, "timeout", probeTimeout)
+		return false, nil
+	}
 	if err != nil {
 		return false, fmt.Errorf("probe %d device(s) of class %s: %w", n, class, err)
 	}
@@ -183,15 +221,23 @@ func (d *DeviceCounter) probe(ctx context.Context, class string, n int, node str
 
 // templateKey is what the counts depend on besides the classes: the
 // template's slices and its pods' claims (daemon pods may hold devices).
+// Node and pool names, which differ per group, are left out: pools are
+// numbered in the order they come.
 func templateKey(t *cloudprovider.NodeTemplate) (string, error) {
 	type shape struct {
 		Slices []any
 		Pods   []any
 	}
 	var sh shape
+	pools := map[string]string{}
 	for _, sl := range t.ResourceSlices {
 		spec := sl.Spec.DeepCopy()
 		spec.NodeName = nil
+		pool := spec.Driver + "/" + spec.Pool.Name
+		if _, ok := pools[pool]; !ok {
+			pools[pool] = strconv.Itoa(len(pools))
+		}
+		spec.Pool.Name = pools[pool]
 		sh.Slices = append(sh.Slices, spec)
 	}
 	for _, p := range t.Pods {

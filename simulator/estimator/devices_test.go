@@ -1,15 +1,18 @@
 package estimator
 
 import (
+	"fmt"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+	"github.com/dra-autoscaler/dra-autoscaler/test/scale"
 )
 
 // The devices of a class one request gets on a new node are the real
@@ -88,5 +91,76 @@ func TestDeviceCounter(t *testing.T) {
 	changed[0].ResourceVersion = "2"
 	if _, err := d.Count(ctx, "g", tmpl, changed); err != nil || d.Calls == calls {
 		t.Errorf("a changed class was not counted again (err %v)", err)
+	}
+}
+
+// largestCount finds every largest count with at most two probes that do
+// not fit, the dear kind, and never probes past the bound.
+func TestLargestCount(t *testing.T) {
+	for _, bound := range []int{1, 2, 7, 8, 24, 100} {
+		for max := 0; max <= bound; max++ {
+			misses := 0
+			got, err := largestCount(bound, func(n int) (bool, error) {
+				if n < 1 || n > bound {
+					t.Fatalf("bound %d: probed %d", bound, n)
+				}
+				if n > max {
+					misses++
+				}
+				return n <= max, nil
+			})
+			if err != nil || got != max || misses > 2 {
+				t.Errorf("bound %d, max %d: got %d (err %v) with %d probes that did not fit", bound, max, got, err, misses)
+			}
+		}
+	}
+}
+
+// Groups whose templates differ only in node and pool names share their
+// counts; a template whose devices differ is counted on its own. The
+// issue-16 L2 partitionable template gives its 16 halves, whether or not
+// the probes past them were cut short.
+func TestDeviceCounterSharesTemplates(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	r, err := framework.New(ctx, framework.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var classes []*resourceapi.DeviceClass
+	for _, o := range scale.Classes() {
+		c := o.(*resourceapi.DeviceClass)
+		classes = append(classes, c)
+		if err := r.Snapshot().SetDeviceClass(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tmpl := func(group string, kind scale.Kind) *cloudprovider.NodeTemplate {
+		node, slices := kwok.NodeObjects(scale.Group(group, "p", kind, 10), "template-"+group)
+		return &cloudprovider.NodeTemplate{Node: node, ResourceSlices: slices}
+	}
+	d := NewDeviceCounter(r)
+	for _, tc := range []struct {
+		group    string
+		kind     scale.Kind
+		want     map[string]int
+		newProbe bool
+	}{
+		{"a", scale.Partitionable, map[string]int{"gpu": 16}, true},
+		{"b", scale.Partitionable, map[string]int{"gpu": 16}, false},
+		{"c", scale.WithNICs, map[string]int{"gpu": 8, "nic": 8}, true},
+		{"d", scale.WithNICs, map[string]int{"gpu": 8, "nic": 8}, false},
+		{"e", scale.Plain, map[string]int{"gpu": 8}, true},
+	} {
+		calls := d.Calls
+		got, err := d.Count(ctx, tc.group, tmpl(tc.group, tc.kind), classes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+			t.Errorf("group %s: got %v, want %v", tc.group, got, tc.want)
+		}
+		if probed := d.Calls > calls; probed != tc.newProbe {
+			t.Errorf("group %s: probed %v, want %v", tc.group, probed, tc.newProbe)
+		}
 	}
 }
