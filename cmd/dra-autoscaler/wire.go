@@ -146,7 +146,8 @@ func (p *parts) runningLoop(opts *config.Options, client kubernetes.Interface, d
 	if opts.Nominations.Enabled {
 		// After act, so a pass's own scale-ups are recorded before their
 		// nodes can register.
-		n := nominate.New(client, nominate.Options{Timeout: opts.Nominations.Timeout, MaxWait: opts.MaxNodeProvisionTime}, m.Nominations())
+		n := nominate.New(client, nominate.Options{Timeout: opts.Nominations.Timeout, MaxWait: opts.MaxNodeProvisionTime,
+			MaxWrites: opts.Nominations.MaxWritesPerPass}, m.Nominations())
 		lp.Extensions = append(lp.Extensions, loop.Extension{After: loop.StageAct, Stage: nominate.Stage{N: n}})
 	}
 	l := loop.New(lp)

@@ -128,6 +128,7 @@ func TestParseErrorsNameTheFlag(t *testing.T) {
 		{[]string{"--max-node-provision-time=0s"}, []string{"--max-node-provision-time", "positive"}},
 		{[]string{"--max-nodegroup-binpacking-duration=-1s"}, []string{"--max-nodegroup-binpacking-duration", "positive"}},
 		{[]string{"--new-pod-scale-up-delay=-1s"}, []string{"--new-pod-scale-up-delay", "negative"}},
+		{[]string{"--max-nomination-writes-per-pass=-1"}, []string{"--max-nomination-writes-per-pass", "negative"}},
 		{[]string{"--initial-node-group-backoff-duration=1h"}, []string{"--max-node-group-backoff-duration", "--initial-node-group-backoff-duration"}},
 		{[]string{"--address=8085"}, []string{"--address"}},
 		{[]string{"--cloud-provider="}, []string{"--cloud-provider", "required"}},

@@ -62,6 +62,10 @@ type Options struct {
 	// MaxWait is how long a planned node may take to register and become
 	// usable (--max-node-provision-time): past it, nominations to it go.
 	MaxWait time.Duration
+	// MaxWrites bounds the pod writes (nominations set or cleared) of one
+	// pass (--max-nomination-writes-per-pass); 0: no bound. Each is an API
+	// call at the client's QPS, and one pass may place thousands of pods.
+	MaxWrites int
 }
 
 // Nominator remembers what the plans placed and keeps the pods'
@@ -77,6 +81,8 @@ type Nominator struct {
 	// declined are the pods whose nomination the scheduler did not follow,
 	// with that node: they are not nominated there again.
 	declined map[types.UID]string
+	// writes is what is left of the pass's MaxWrites (negative: no bound).
+	writes int
 }
 
 // New returns a nominator patching pods through client.
@@ -118,6 +124,9 @@ type nomination struct {
 	since, usable time.Time
 	// set: the pod has carried it.
 	set bool
+	// added: the node is one a scale-up added for the pod, whose room
+	// nothing else holds; such nominations are written first.
+	added bool
 }
 
 // Input is what one pass tells the nominator.
@@ -175,7 +184,7 @@ func (n *Nominator) Step(ctx context.Context, in Input) {
 	for _, pod := range pods {
 		// Only nodes usable now: a coming node's name is the simulation's.
 		if node := in.Placed[pod]; v.usable[node] {
-			n.want(ref(pod), node, v, in.Now)
+			n.want(ref(pod), node, false, v, in.Now)
 		}
 	}
 	n.settle(ctx, v, in.Now)
@@ -242,7 +251,7 @@ func (n *Nominator) match(v *view, now time.Time) {
 			pn.node, free = free[0], free[1:]
 			claimed[pn.node] = true
 			for _, p := range pn.pods {
-				n.want(p, pn.node, v, now)
+				n.want(p, pn.node, true, v, now)
 			}
 		}
 	}
@@ -251,7 +260,7 @@ func (n *Nominator) match(v *view, now time.Time) {
 
 // want starts a nomination of pod for node, unless the pod is not pending,
 // already has one of ours, or did not follow one to this node before.
-func (n *Nominator) want(p podRef, node string, v *view, now time.Time) {
+func (n *Nominator) want(p podRef, node string, added bool, v *view, now time.Time) {
 	pod := v.pods[p.uid]
 	if pod == nil || pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
 		return
@@ -259,7 +268,7 @@ func (n *Nominator) want(p podRef, node string, v *view, now time.Time) {
 	if n.noms[p.uid] != nil || n.declined[p.uid] == node {
 		return
 	}
-	n.noms[p.uid] = &nomination{pod: p, node: node, since: now}
+	n.noms[p.uid] = &nomination{pod: p, node: node, since: now, added: added}
 }
 
 func key(p podRef) string { return p.namespace + "/" + p.name }

@@ -58,6 +58,8 @@ func TestNominations(t *testing.T) {
 		pods  []string
 		steps []step
 		want  counts
+		// maxWrites bounds a pass's writes (0: none).
+		maxWrites int
 	}{
 		{
 			name: "pods planned on a new node are nominated once it registers and counted as followed when bound there",
@@ -218,6 +220,32 @@ func TestNominations(t *testing.T) {
 			want: counts{nominate.Followed: 1},
 		},
 		{
+			name:      "a pass writes at most maxWrites: nominations for added nodes first, the others in the next pass",
+			pods:      []string{"a", "b", "c", "d"},
+			maxWrites: 2,
+			steps: []step{
+				{ready: []string{"partly-used"}, up: [][]string{{"c", "d"}}, instances: []string{"n1"}},
+				{at: 10 * time.Second, ready: []string{"partly-used"}, booting: []string{"n1"}, placed: map[string]string{"a": "partly-used", "b": "partly-used"},
+					want: map[string]string{"c": "n1", "d": "n1"}},
+				{at: 20 * time.Second, ready: []string{"partly-used"}, booting: []string{"n1"}, placed: map[string]string{"a": "partly-used", "b": "partly-used"},
+					want: map[string]string{"a": "partly-used", "b": "partly-used", "c": "n1", "d": "n1"}},
+			},
+			want: counts{},
+		},
+		{
+			name:      "clears count as writes: those past maxWrites wait for the next pass",
+			pods:      []string{"a", "b"},
+			maxWrites: 1,
+			steps: []step{
+				{up: [][]string{{"a", "b"}}, instances: []string{"n1"}},
+				{at: 10 * time.Second, booting: []string{"n1"}, want: map[string]string{"a": "n1"}},
+				{at: 20 * time.Second, booting: []string{"n1"}, want: map[string]string{"a": "n1", "b": "n1"}},
+				{at: 30 * time.Second, booting: []string{"n1"}, stale: true, want: map[string]string{"b": "n1"}},
+				{at: 40 * time.Second, booting: []string{"n1"}, stale: true},
+			},
+			want: counts{nominate.Dropped: 2},
+		},
+		{
 			name: "a restarted autoscaler knows nothing of the old one's nominations and touches none",
 			pods: []string{"a"},
 			steps: []step{
@@ -235,7 +263,9 @@ func TestNominations(t *testing.T) {
 				create(t, c, builder.Pod(ns, name).CPU("1").Obj())
 			}
 			got := counts{}
-			n := nominate.New(c, opts, got)
+			o := opts
+			o.MaxWrites = tc.maxWrites
+			n := nominate.New(c, o, got)
 			for i, s := range tc.steps {
 				if s.do != nil {
 					s.do(t, c)

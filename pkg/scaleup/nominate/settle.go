@@ -17,18 +17,38 @@ import (
 // those that ended, clears ours that timed out, and sets those the pod
 // does not carry (the scheduler clears a nomination whenever a try of the
 // pod fails, which happens while a planned node boots: it is set again
-// each pass, so that it stands when the node becomes usable).
+// each pass, so that it stands when the node becomes usable). Writes stop
+// at MaxWrites: clears first, then nominations for added nodes, then the
+// rest; what is left waits, unchanged, for the next pass.
 func (n *Nominator) settle(ctx context.Context, v *view, now time.Time) {
+	n.writes = -1
+	if n.opts.MaxWrites > 0 {
+		n.writes = n.opts.MaxWrites
+	}
 	uids := make([]types.UID, 0, len(n.noms))
 	for uid := range n.noms {
 		uids = append(uids, uid)
 	}
 	sort.Slice(uids, func(i, j int) bool { return key(n.noms[uids[i]].pod) < key(n.noms[uids[j]].pod) })
+	var unset []*nomination
 	for _, uid := range uids {
 		nom := n.noms[uid]
-		if outcome, why := n.next(ctx, nom, v, now); outcome != "" {
+		outcome, why, set := n.next(ctx, nom, v, now)
+		if outcome != "" {
 			n.end(ctx, nom, outcome, why)
 		}
+		if set {
+			unset = append(unset, nom)
+		}
+	}
+	// Stable: pod order within each kind.
+	sort.SliceStable(unset, func(i, j int) bool { return unset[i].added && !unset[j].added })
+	for i, nom := range unset {
+		if n.writes == 0 {
+			logger(ctx).V(1).Info("Nominations left for later passes: the pass's writes are spent", "left", len(unset)-i, "maxWrites", n.opts.MaxWrites)
+			break
+		}
+		n.set(ctx, v.pods[nom.pod.uid], nom)
 	}
 	for uid, node := range n.declined {
 		if pod := v.pods[uid]; pod == nil || pod.Spec.NodeName != "" || v.nodes[node] == nil {
@@ -37,52 +57,63 @@ func (n *Nominator) settle(ctx context.Context, v *view, now time.Time) {
 	}
 }
 
-// next moves one nomination on; it returns the outcome when it ended.
-func (n *Nominator) next(ctx context.Context, nom *nomination, v *view, now time.Time) (outcome, why string) {
+// next moves one nomination on: it returns the outcome when it ended, and
+// set when the pod should carry it and does not.
+func (n *Nominator) next(ctx context.Context, nom *nomination, v *view, now time.Time) (outcome, why string, set bool) {
 	pod := v.pods[nom.pod.uid]
 	switch {
 	case pod == nil || pod.DeletionTimestamp != nil:
-		return Dropped, "the pod is gone"
+		return Dropped, "the pod is gone", false
 	case pod.Spec.NodeName == nom.node:
-		return Followed, "bound there"
+		return Followed, "bound there", false
 	case pod.Spec.NodeName != "":
-		return Ignored, "bound to " + pod.Spec.NodeName
+		return Ignored, "bound to " + pod.Spec.NodeName, false
 	case v.nodes[nom.node] == nil:
 		// A node that is gone names nothing; ours is cleared all the same.
-		n.clear(ctx, pod, nom)
-		return Dropped, "the node is gone"
+		if !n.clear(ctx, pod, nom) {
+			return "", "", false
+		}
+		return Dropped, "the node is gone", false
 	case pod.Status.NominatedNodeName != "" && pod.Status.NominatedNodeName != nom.node:
 		// Not ours (the scheduler's preemption, another component):
 		// never touched.
-		return Dropped, "nominated for " + pod.Status.NominatedNodeName + " by another component"
+		return Dropped, "nominated for " + pod.Status.NominatedNodeName + " by another component", false
 	}
 	if v.usable[nom.node] && nom.usable.IsZero() {
 		nom.usable = now
 	}
 	switch {
 	case !nom.usable.IsZero() && now.Sub(nom.usable) >= n.opts.Timeout:
-		n.clear(ctx, pod, nom)
+		if !n.clear(ctx, pod, nom) {
+			return "", "", false
+		}
 		n.declined[nom.pod.uid] = nom.node
-		return Ignored, fmt.Sprintf("not bound within %s of the node being usable", n.opts.Timeout)
+		return Ignored, fmt.Sprintf("not bound within %s of the node being usable", n.opts.Timeout), false
 	case nom.usable.IsZero() && (v.stale[nom.node] || now.Sub(nom.since) >= n.opts.MaxWait):
 		// A node that will not come holds no pod: the pass plans it
 		// again elsewhere.
-		n.clear(ctx, pod, nom)
-		return Dropped, fmt.Sprintf("the node did not become usable within %s", n.opts.MaxWait)
+		if !n.clear(ctx, pod, nom) {
+			return "", "", false
+		}
+		return Dropped, fmt.Sprintf("the node did not become usable within %s", n.opts.MaxWait), false
 	case pod.Status.NominatedNodeName == nom.node:
 		nom.set = true
-	default:
-		if err := n.patch(ctx, pod, nom.node); err != nil {
-			// Conflicts included: next pass looks again.
-			logger(ctx).V(2).Info("Could not nominate the pod; trying again next pass", "pod", klog.KObj(pod), "node", nom.node, "err", err)
-			return "", ""
-		}
-		if !nom.set {
-			logger(ctx).Info("Nominated the pod for the node the plan placed it on", "pod", klog.KObj(pod), "node", nom.node)
-		}
-		nom.set = true
+		return "", "", false
 	}
-	return "", ""
+	return "", "", true
+}
+
+// set writes the nomination on the pod.
+func (n *Nominator) set(ctx context.Context, pod *corev1.Pod, nom *nomination) {
+	if err := n.patch(ctx, pod, nom.node); err != nil {
+		// Conflicts included: next pass looks again.
+		logger(ctx).V(2).Info("Could not nominate the pod; trying again next pass", "pod", klog.KObj(pod), "node", nom.node, "err", err)
+		return
+	}
+	if !nom.set {
+		logger(ctx).Info("Nominated the pod for the node the plan placed it on", "pod", klog.KObj(pod), "node", nom.node)
+	}
+	nom.set = true
 }
 
 // end forgets a nomination and counts it if the pod ever carried it: one
@@ -96,21 +127,30 @@ func (n *Nominator) end(ctx context.Context, nom *nomination, outcome, why strin
 	logger(ctx).V(2).Info("Nomination ended", "pod", klog.KRef(nom.pod.namespace, nom.pod.name), "node", nom.node, "outcome", outcome, "why", why)
 }
 
-// clear removes the pod's nomination if it is still ours.
-func (n *Nominator) clear(ctx context.Context, pod *corev1.Pod, nom *nomination) {
+// clear removes the pod's nomination if it is still ours. It is false
+// when the pass's writes are spent: the nomination stays for the next
+// pass to clear.
+func (n *Nominator) clear(ctx context.Context, pod *corev1.Pod, nom *nomination) bool {
 	if pod.Status.NominatedNodeName != nom.node {
-		return
+		return true
+	}
+	if n.writes == 0 {
+		return false
 	}
 	if err := n.patch(ctx, pod, ""); err != nil {
 		// The scheduler clears it at the pod's next failed try anyway.
 		logger(ctx).V(2).Info("Could not clear the pod's nomination", "pod", klog.KObj(pod), "node", nom.node, "err", err)
 	}
+	return true
 }
 
 // patch sets (or, with "", clears) the pod's nominated node, on the
 // condition that the pod is as this pass saw it: a pod the scheduler or
 // anyone else changed since is left for the next pass to look at.
 func (n *Nominator) patch(ctx context.Context, pod *corev1.Pod, node string) error {
+	if n.writes > 0 {
+		n.writes--
+	}
 	var value any
 	if node != "" {
 		value = node
