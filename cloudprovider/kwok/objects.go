@@ -208,6 +208,20 @@ func (g *NodeGroupConfig) buildSlices(nodeName string) []*resourceapi.ResourceSl
 	return out
 }
 
+// sliceNames are the names of the slices buildSlices returns, in order,
+// without building them: adopting thousands of nodes checks names only.
+func (g *NodeGroupConfig) sliceNames(nodeName string) []string {
+	var out []string
+	for _, d := range g.Template.Drivers {
+		parts := (len(d.SharedCounters)+maxCounterSetsPerSlice-1)/maxCounterSetsPerSlice +
+			(len(d.Devices)+maxDevicesPerSlice-1)/maxDevicesPerSlice
+		for i := range parts {
+			out = append(out, sliceName(nodeName, d.Driver, i))
+		}
+	}
+	return out
+}
+
 // publishedSlices are the slices an instance's drivers actually publish.
 // With the incompletePool fault each driver's pool announces one slice
 // more than it publishes, so that consumers see the pool as incomplete

@@ -136,6 +136,9 @@ func (p *Provider) republishSlices(ctx context.Context, adopted map[*nodeGroup][
 			if inst == nil || inst.stop != nil || inst.faults.DriversNeverPublish {
 				continue
 			}
+			if existing.HasAll(g.cfg.sliceNames(node.Name)...) {
+				continue
+			}
 			missing := g.cfg.publishedSlices(node.Name, inst.faults)
 			n := 0
 			for _, s := range missing {

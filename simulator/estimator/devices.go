@@ -31,7 +31,7 @@ const countNamespace = "dra-autoscaler-device-count"
 // sharing counters takes about a second per probe (8 GPUs offered whole
 // or as halves: 5^8 sets). A probe cut short counts as not fitting, so a
 // count is never more than the allocator would grant.
-const probeTimeout = 100 * time.Millisecond
+const probeTimeout = 50 * time.Millisecond
 
 // maxMemo bounds the memo: templates are few and change rarely, so past
 // this many contents the memo starts again.

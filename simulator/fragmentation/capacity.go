@@ -8,7 +8,6 @@
 package fragmentation
 
 import (
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"maps"
@@ -225,7 +224,10 @@ func relativePool(pool, node string) string {
 func sliceContentKey(s *resourceapi.ResourceSlice) string {
 	spec := s.Spec
 	spec.NodeName, spec.Pool.Name = nil, ""
-	h := fnv.New128a()
-	_ = json.NewEncoder(h).Encode(&spec)
-	return fmt.Sprintf("%x", h.Sum(nil))
+	sum, err := snapshot.SpecDigest(&spec)
+	if err != nil {
+		// Unencodable: a key of its own, never shared.
+		return fmt.Sprintf("%p", s)
+	}
+	return string(sum[:])
 }

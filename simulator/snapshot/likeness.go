@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"crypto/sha256"
-	"encoding/json"
 	"slices"
 	"strconv"
 
@@ -63,6 +62,17 @@ func (s *Snapshot) LocalDevices(node string) (devs LocalDevices, ok bool) {
 	return devs, true
 }
 
+// SpecDigest hashes a slice spec as its protobuf encoding, which is
+// deterministic (map keys sorted, quantities canonical) and several times
+// cheaper than JSON: keys of thousands of nodes' slices are made per pass.
+func SpecDigest(spec *resourceapi.ResourceSliceSpec) ([sha256.Size]byte, error) {
+	b, err := spec.Marshal()
+	if err != nil {
+		return [sha256.Size]byte{}, err
+	}
+	return sha256.Sum256(b), nil
+}
+
 // sliceDigest hashes a slice's spec without what names its node. Slices
 // are never modified in place, so the digest is kept by pointer until
 // Reset.
@@ -76,11 +86,10 @@ func (s *Snapshot) sliceDigest(slice *resourceapi.ResourceSlice, node string) ([
 	if spec.Pool.Name == node {
 		spec.Pool.Name = ""
 	}
-	b, err := json.Marshal(&spec)
+	sum, err := SpecDigest(&spec)
 	if err != nil {
 		return [sha256.Size]byte{}, false
 	}
-	sum := sha256.Sum256(b)
 	if s.digests == nil {
 		s.digests = map[*resourceapi.ResourceSlice][sha256.Size]byte{}
 	}
