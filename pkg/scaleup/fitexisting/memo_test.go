@@ -120,21 +120,41 @@ func TestFitExistingMemoIsExact(t *testing.T) {
 		slices.Reverse(out)
 		return out, nil
 	}
+	// fullest ranks by what the nodes' state is, ties to the earlier, as
+	// RankFunc must with keys: nodes holding more pods first.
+	fullest := func(r *framework.Runner) fitexisting.RankFunc {
+		return func(_ context.Context, _ *corev1.Pod, c []string) ([]string, error) {
+			pods := func(n string) int {
+				ni, err := r.Snapshot().NodeInfos().Get(n)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return len(ni.GetPods())
+			}
+			out := slices.Clone(c)
+			slices.SortStableFunc(out, func(a, b string) int { return pods(b) - pods(a) })
+			return out, nil
+		}
+	}
 	tests := []struct {
 		name  string
-		rank  fitexisting.RankFunc
+		rank  func(*framework.Runner) fitexisting.RankFunc
 		alike bool // nodes in two kinds, and node keys on
 	}{
 		{"first fit", nil, false},
-		{"ranked", reversed, false},
+		{"ranked", func(*framework.Runner) fitexisting.RankFunc { return reversed }, false},
 		{"first fit, node keys", nil, true},
-		{"ranked, node keys", reversed, true},
+		{"ranked, node keys", fullest, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r, ctx, nodes, pods := memoClusterOf(t, tc.alike)
+			var rank fitexisting.RankFunc
+			if tc.rank != nil {
+				rank = tc.rank(r)
+			}
 			r.Snapshot().Fork()
-			want := reference(ctx, t, r, pods, nodes, tc.rank)
+			want := reference(ctx, t, r, pods, nodes, rank)
 			if err := r.Snapshot().Revert(); err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +162,7 @@ func TestFitExistingMemoIsExact(t *testing.T) {
 				t.Fatalf("reference placed %d of %d pods: the cluster tests nothing", len(want), len(pods))
 			}
 			est := estimator.New(r, estimator.Options{})
-			opts := fitexisting.Options{ClassOf: est.ClassKey, Memoizable: est.Memoizable, Rank: tc.rank, Sample: len(nodes)}
+			opts := fitexisting.Options{ClassOf: est.ClassKey, Memoizable: est.Memoizable, Rank: rank, Sample: len(nodes)}
 			if tc.alike {
 				keys, err := estimator.NewNodeKeys(r.Snapshot(), pods)
 				if err != nil || keys == nil {
