@@ -18,8 +18,9 @@ import (
 // someone else) are dropped. Instances still booting are kept.
 //
 // An adopted node whose slices are missing (the previous process stopped
-// during the driver delay) gets them published once the rest of its driver
-// delay, counted from the node's creation, has passed.
+// during the driver delay) gets them published, in the background, once
+// the rest of its driver delay, counted from the node's creation, has
+// passed.
 func (p *Provider) Refresh(ctx context.Context) error {
 	p.mu.Lock()
 	if p.closed {
@@ -112,7 +113,22 @@ func (p *Provider) Refresh(ctx context.Context) error {
 	if len(adopted) == 0 {
 		return nil
 	}
-	return p.republishSlices(ctx, adopted)
+	// In the background: the pass needs none of it (slices come after the
+	// driver delay anyway), and listing every slice to find the few
+	// missing held the first pass over 5,000 adopted nodes for a second.
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil
+	}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		if err := p.republishSlices(p.ctx, adopted); err != nil {
+			p.logger.Error(err, "Could not check adopted nodes for missing ResourceSlices; those missing stay missing until the provider restarts")
+		}
+	}()
+	return nil
 }
 
 // republishSlices publishes the slices adopted nodes lack.
