@@ -154,7 +154,7 @@ func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped []*v1.Pod) (*
 		}
 	}
 	found, checked := 0, ""
-	out.Unplaced, out.Limited = make([]Unplaced, 0, max(len(prev.Unplaced)-len(dropped), 0)), ""
+	out.Unplaced, out.Limited = make([]*Unplaced, 0, max(len(prev.Unplaced)-len(dropped), 0)), ""
 	for _, u := range prev.Unplaced {
 		if gone[u.Pod] {
 			found++

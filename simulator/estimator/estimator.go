@@ -69,8 +69,11 @@ type Estimate struct {
 	NewNodes []string
 	// Placements lists where each placed pod goes, in placement order.
 	Placements []Placement
-	// Unplaced lists the pods that got no node, in the order tried.
-	Unplaced []Unplaced
+	// Unplaced lists the pods that got no node, in the order tried. The
+	// entries are shared by the estimates carried or renamed from this
+	// one (thousands of pods, copied per group per planning round) and
+	// must not be modified.
+	Unplaced []*Unplaced
 	// Limited names the limit that stopped the estimate ("" if none).
 	Limited string
 	// DevicesUsed counts the distinct devices of the new nodes' own
@@ -277,12 +280,12 @@ func (r *run) binpack(ctx context.Context, order *ordering) error {
 		if !r.deadline.IsZero() && time.Now().After(r.deadline) {
 			r.res.Limited = LimitMaxDuration
 			for _, p := range order.pods[i:] {
-				r.res.Unplaced = append(r.res.Unplaced, Unplaced{Pod: p, Limit: LimitMaxDuration})
+				r.res.Unplaced = append(r.res.Unplaced, &Unplaced{Pod: p, Limit: LimitMaxDuration})
 			}
 			return nil
 		}
 		if cls.unplaceable != nil {
-			r.res.Unplaced = append(r.res.Unplaced, Unplaced{Pod: pod, Result: *cls.unplaceable})
+			r.res.Unplaced = append(r.res.Unplaced, &Unplaced{Pod: pod, Result: *cls.unplaceable})
 			continue
 		}
 		if !r.memo.usable(cls) {

@@ -158,7 +158,7 @@ func (r *run) openNode(ctx context.Context, pi *schedframework.PodInfo, cls *cla
 	pod := pi.Pod
 	if !r.mayOpen() {
 		r.res.Limited = LimitMaxNodes
-		r.res.Unplaced = append(r.res.Unplaced, Unplaced{Pod: pod, Limit: LimitMaxNodes})
+		r.res.Unplaced = append(r.res.Unplaced, &Unplaced{Pod: pod, Limit: LimitMaxNodes})
 		return nil
 	}
 	if t := r.memo.lookup(stateEmpty, cls); t != nil {
@@ -209,6 +209,6 @@ func (r *run) openNode(ctx context.Context, pi *schedframework.PodInfo, cls *cla
 // unplaceable records that pod's class does not fit an empty node.
 func (r *run) unplaceable(ctx context.Context, pod *v1.Pod, cls *class, verdict framework.NodeResult) {
 	cls.unplaceable = &verdict
-	r.res.Unplaced = append(r.res.Unplaced, Unplaced{Pod: pod, Result: verdict})
+	r.res.Unplaced = append(r.res.Unplaced, &Unplaced{Pod: pod, Result: verdict})
 	klog.FromContext(ctx).V(4).Info("Pod class does not fit an empty node", "pod", klog.KObj(pod), "plugin", verdict.Plugin, "reason", verdict.Message)
 }

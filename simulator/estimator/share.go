@@ -219,10 +219,12 @@ func renamed(res *Estimate, from, to string, snap *snapshot.Snapshot) (*Estimate
 		}
 		out.Placements[i] = Placement{Pod: p.Pod, Node: name}
 	}
-	out.Unplaced = make([]Unplaced, len(res.Unplaced))
+	out.Unplaced = make([]*Unplaced, len(res.Unplaced))
 	for i, u := range res.Unplaced {
 		if rest, ok := strings.CutPrefix(u.Result.Node, from+"-"); ok {
-			u.Result.Node = to + "-" + rest
+			renamed := *u
+			renamed.Result.Node = to + "-" + rest
+			u = &renamed
 		}
 		out.Unplaced[i] = u
 	}

@@ -30,7 +30,7 @@ type reasonEntry struct {
 	reason report.GroupReason
 	// cand and unplaced: an estimate's unplaced pods on cand's group.
 	cand     *candidate
-	unplaced []estimator.Unplaced
+	unplaced []*estimator.Unplaced
 }
 
 // all gives every pod of pods reason r.
@@ -44,7 +44,7 @@ func (l *reasonLog) except(pods []*corev1.Pod, keep map[types.UID]bool, r report
 }
 
 // left records the pods an estimate of c's group could not place.
-func (l *reasonLog) left(c candidate, unplaced []estimator.Unplaced) {
+func (l *reasonLog) left(c candidate, unplaced []*estimator.Unplaced) {
 	if len(unplaced) > 0 {
 		l.entries = append(l.entries, reasonEntry{group: c.info.Id, cand: &c, unplaced: unplaced})
 	}
@@ -90,7 +90,7 @@ func (p *Planner) reasons(ctx context.Context, l *reasonLog, want map[types.UID]
 		}
 		for _, u := range e.unplaced {
 			if want[u.Pod.UID] {
-				add(u.Pod.UID, p.unplacedReason(ctx, e.cand, u))
+				add(u.Pod.UID, p.unplacedReason(ctx, e.cand, *u))
 			}
 		}
 	}
