@@ -38,6 +38,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/load"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/stranded"
@@ -111,11 +112,13 @@ type Parts struct {
 type Loop struct {
 	Parts
 	statusBuilder status.Builder
+	// podInfos carries the placed pods' PodInfos from pass to pass.
+	podInfos *load.PodInfos
 }
 
 // New is the one way to assemble a loop: the binary, explain and the
 // tests all call it, so they run the same pass.
-func New(p Parts) *Loop { return &Loop{Parts: p} }
+func New(p Parts) *Loop { return &Loop{Parts: p, podInfos: load.NewPodInfos()} }
 
 // Pass is what one RunOnce saw and did, for tests and the status.
 type Pass struct {

@@ -177,7 +177,8 @@ func (l *Loop) track(ctx context.Context, p *Pass) error {
 // pass stops before anything acts.
 func (l *Loop) buildSnapshot(ctx context.Context, p *Pass) error {
 	start := time.Now()
-	built, err := load.Build(ctx, l.Runner.Snapshot(), p.cluster, p.Groups, load.Options{ExpendableCutoff: l.Options.ExpendablePodsPriorityCutoff, Runner: l.Runner})
+	built, err := load.Build(ctx, l.Runner.Snapshot(), p.cluster, p.Groups, load.Options{ExpendableCutoff: l.Options.ExpendablePodsPriorityCutoff, Runner: l.Runner,
+		PodInfos: l.podInfos})
 	l.Metrics.Observe("snapshot", start)
 	if err != nil {
 		return failed("snapshotError", fmt.Errorf("snapshot: %w", err))

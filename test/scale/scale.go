@@ -40,6 +40,9 @@ type Scenario struct {
 	// WantFit is how many pending pods fit existing nodes, WantPlanned
 	// how many new nodes the pass plans for the others.
 	WantFit, WantPlanned int
+	// Next asks a benchmark for the pass after the one that plans: the
+	// planned nodes are upcoming and take the pods planned for them.
+	Next bool
 }
 
 // Kind is what a node group's nodes offer.

@@ -46,6 +46,9 @@ type Options struct {
 	// the template pods that claim devices on each upcoming node through
 	// the framework, so their claims take that node's devices.
 	Runner *framework.Runner
+	// PodInfos, when set, keeps the PodInfos of placed pods for the next
+	// pass (the loop's); nil: made afresh, still in parallel.
+	PodInfos *PodInfos
 }
 
 // Prepare empties snap and loads what templates are judged against before
@@ -139,6 +142,10 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 	}
 	registered := observe.Registered(state.Nodes)
 	expendable, nominated := 0, 0
+	// Pods to place, with their nodes; their PodInfos are made (or kept
+	// from the last pass) up front, in parallel.
+	var place []*corev1.Pod
+	var on []string
 	for _, pod := range state.Pods {
 		held := ""
 		if pod.Spec.NodeName == "" {
@@ -149,12 +156,20 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 		case pod.Spec.NodeName != "" && observe.IsExpendable(pod, opts.ExpendableCutoff):
 			expendable++
 		case pod.Spec.NodeName != "":
-			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPod(pod, pod.Spec.NodeName))
+			place, on = append(place, pod), append(on, pod.Spec.NodeName)
 		case held != "":
 			nominated++
-			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPod(pod, held))
+			place, on = append(place, pod), append(on, held)
 		default:
 			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPendingPod(pod))
+		}
+	}
+	infos := opts.PodInfos.of(ctx, place)
+	for i, pod := range place {
+		if infos[i] != nil {
+			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPodCopy(pod, on[i], infos[i]))
+		} else {
+			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPod(pod, on[i]))
 		}
 	}
 	var errs []error

@@ -1,0 +1,79 @@
+package load
+
+import (
+	"context"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+	simsnapshot "github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+)
+
+// A pod's PodInfo is kept while the informer hands out the same object;
+// a changed pod (a new object) gets a new one, and pods gone are dropped.
+func TestPodInfosKeptByPointer(t *testing.T) {
+	ctx := context.Background()
+	a, b := builder.Pod("ns", "a").Node("n").CPU("1").Obj(), builder.Pod("ns", "b").Node("n").CPU("2").Obj()
+	c := NewPodInfos()
+	first := c.of(ctx, []*corev1.Pod{a, b})
+	if first[0] == nil || first[0].GetPod() != a || first[1].GetPod() != b {
+		t.Fatalf("PodInfos %v are not the pods'", first)
+	}
+	resized := b.DeepCopy()
+	resized.Spec.Containers[0].Resources.Requests = builder.Pod("ns", "b").CPU("3").Obj().Spec.Containers[0].Resources.Requests
+	second := c.of(ctx, []*corev1.Pod{a, resized})
+	if second[0] != first[0] {
+		t.Error("an unchanged pod's PodInfo was made again")
+	}
+	if second[1] == first[1] || second[1].GetPod() != resized {
+		t.Error("a changed pod kept the old PodInfo")
+	}
+	if got := second[1].CalculateResource().Resource.GetMilliCPU(); got != 3000 {
+		t.Errorf("the changed pod requests %dm CPU, want 3000m", got)
+	}
+	if _, kept := c.kept[b]; kept || len(c.kept) != 2 {
+		t.Errorf("kept %d PodInfos (old b among them: %v), want a's and the new b's", len(c.kept), kept)
+	}
+}
+
+// A snapshot built with PodInfos kept from the last pass is the one built
+// afresh: the nodes' requests and pods match.
+func TestBuildWithKeptPodInfos(t *testing.T) {
+	ctx := klog.NewContext(context.Background(), klog.Background())
+	state := &observe.ClusterState{
+		Nodes: []*corev1.Node{builder.Node("a").CPU("8").Obj(), builder.Node("b").CPU("8").Obj()},
+		Pods: []*corev1.Pod{builder.Pod("ns", "on-a").Node("a").CPU("1").Obj(), builder.Pod("ns", "on-b").Node("b").CPU("2").Obj(),
+			builder.Pod("ns", "nominated-to-b").CPU("3").Nominated("b").Obj(), builder.Pod("ns", "pending").CPU("1").Obj()},
+	}
+	requested := func(infos *PodInfos) map[string]int64 {
+		snap := simsnapshot.New(klog.Background())
+		if err := Prepare(ctx, snap, state); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Build(ctx, snap, state, nil, Options{PodInfos: infos}); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, n := range []string{"a", "b"} {
+			ni, err := snap.NodeInfos().Get(n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[n] = ni.GetRequested().GetMilliCPU()*10 + int64(len(ni.GetPods()))
+		}
+		return out
+	}
+	want := requested(nil)
+	if want["a"] != 10001 || want["b"] != 50002 {
+		t.Fatalf("fresh build: %v, want a 1000m/1 pod and b 5000m/2 pods", want)
+	}
+	infos := NewPodInfos()
+	for pass := range 2 {
+		if got := requested(infos); got["a"] != want["a"] || got["b"] != want["b"] {
+			t.Errorf("pass %d with kept PodInfos: %v, want %v", pass, got, want)
+		}
+	}
+}
