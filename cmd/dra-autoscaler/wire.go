@@ -44,6 +44,11 @@ import (
 // run wires everything and blocks until ctx ends or leadership is lost.
 // Every piece of bad configuration fails here, before any scaling.
 func run(ctx context.Context, opts *config.Options) error {
+	if limit, err := setMemoryLimit(cgroupMemoryFiles); err != nil {
+		klog.FromContext(ctx).Error(err, "No memory limit for the garbage collector; it keeps its default target")
+	} else if limit > 0 {
+		klog.FromContext(ctx).Info("Memory limit for the garbage collector set to 90% of the container's (GOMEMLIMIT overrides it)", "bytes", limit)
+	}
 	restConfig, client, err := clients(opts)
 	if err != nil {
 		return err
