@@ -407,7 +407,11 @@ func (s *sweeper) scan(cs *classState, open []string, fits map[string]bool) (fea
 		}
 		key := ""
 		if !ok {
-			fit, ok, key = s.byKey(cs, n)
+			if fit, ok, key = s.byKey(cs, n); ok && fit && cs.fits != nil {
+				// Known by key at this generation: the next scans read
+				// it off the cheaper memo.
+				cs.fits[n] = snap.NodeGen(n)
+			}
 		}
 		switch {
 		case ok && fit:
