@@ -37,6 +37,12 @@ const probeTimeout = 50 * time.Millisecond
 // this many contents the memo starts again.
 const maxMemo = 256
 
+// recountAfter is how long counts that a cut probe decided stand. A probe
+// that fits is cut only on a machine stalled for probeTimeout, which would
+// undercount until the template changed; counting such templates again
+// now and then (a tenth of a second each) heals that.
+const recountAfter = 10 * time.Minute
+
 // DeviceCounter says how many devices of each DeviceClass one request can
 // get on a new node of a group: the largest exact count the real
 // scheduler framework (the DynamicResources plugin and its allocator, with
@@ -51,17 +57,27 @@ type DeviceCounter struct {
 	mu     sync.Mutex
 	// memo holds, per template content, the counts by class name and
 	// version.
-	memo map[string]map[string]int
+	memo map[string]*deviceMemo
 	seq  int
 	// Calls counts probes run through the framework (memo misses);
-	// TimedOut those that probeTimeout cut short.
+	// TimedOut those that the probe timeout cut short.
 	Calls, TimedOut int
+	// now and timeout are time.Now and probeTimeout but for tests.
+	now     func() time.Time
+	timeout time.Duration
+}
+
+// deviceMemo is one template content's counts; until, when set, is when
+// counts that a cut probe decided are made again.
+type deviceMemo struct {
+	counts map[string]int
+	until  time.Time
 }
 
 // NewDeviceCounter returns a counter on runner's snapshot, which must
 // hold the cluster's DeviceClasses.
 func NewDeviceCounter(runner *framework.Runner) *DeviceCounter {
-	return &DeviceCounter{runner: runner, memo: map[string]map[string]int{}}
+	return &DeviceCounter{runner: runner, memo: map[string]*deviceMemo{}, now: time.Now, timeout: probeTimeout}
 }
 
 // Count returns, by class name, the devices of each of classes that one
@@ -84,14 +100,18 @@ func (d *DeviceCounter) Count(ctx context.Context, group string, tmpl *cloudprov
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	counts, ok := d.memo[key]
+	m, ok := d.memo[key]
+	if ok && !m.until.IsZero() && !d.now().Before(m.until) {
+		ok = false
+	}
 	if !ok {
 		if len(d.memo) >= maxMemo {
-			d.memo = map[string]map[string]int{}
+			d.memo = map[string]*deviceMemo{}
 		}
-		counts = map[string]int{}
-		d.memo[key] = counts
+		m = &deviceMemo{counts: map[string]int{}}
+		d.memo[key] = m
 	}
+	counts := m.counts
 	var todo []*resourceapi.DeviceClass
 	for _, c := range classes {
 		if _, ok := counts[classKey(c)]; !ok {
@@ -99,9 +119,13 @@ func (d *DeviceCounter) Count(ctx context.Context, group string, tmpl *cloudprov
 		}
 	}
 	if len(todo) > 0 {
+		cut := d.TimedOut
 		counted, err := d.count(ctx, group, tmpl, todo, bound)
 		if err != nil {
 			return nil, fmt.Errorf("count devices of group %s: %w", group, err)
+		}
+		if d.TimedOut > cut && m.until.IsZero() {
+			m.until = d.now().Add(recountAfter)
 		}
 		for _, c := range todo {
 			counts[classKey(c)] = counted[c.Name]
@@ -205,12 +229,12 @@ func (d *DeviceCounter) probe(ctx context.Context, class string, n int, node str
 			ResourceClaims: []v1.PodResourceClaim{{Name: "devices", ResourceClaimName: ptr.To(id)}},
 		},
 	}
-	pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	pctx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
 	res, err := d.runner.RunFilters(pctx, pod, []string{node})
 	if ctx.Err() == nil && pctx.Err() != nil {
 		d.TimedOut++
-		klog.FromContext(ctx).V(2).Info("Device count probe timed out; counting it as not fitting", "class", class, "count", n, "timeout", probeTimeout)
+		klog.FromContext(ctx).V(2).Info("Device count probe timed out; counting it as not fitting", "class", class, "count", n, "timeout", d.timeout)
 		return false, nil
 	}
 	if err != nil {

@@ -3,6 +3,7 @@ package estimator
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2/ktesting"
@@ -162,5 +163,54 @@ func TestDeviceCounterSharesTemplates(t *testing.T) {
 		if probed := d.Calls > calls; probed != tc.newProbe {
 			t.Errorf("group %s: probed %v, want %v", tc.group, probed, tc.newProbe)
 		}
+	}
+}
+
+// Counts that a cut probe decided are made again after recountAfter;
+// the others stand.
+func TestDeviceCounterRecountsCutProbes(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	r, err := framework.New(ctx, framework.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	class := builder.DeviceClass("gpu").Driver(gpuDriver).Obj()
+	if err := r.Snapshot().SetDeviceClass(class); err != nil {
+		t.Fatal(err)
+	}
+	n := template.PlaceholderNodeName
+	tmpl := &cloudprovider.NodeTemplate{Node: builder.Node(n).CPU("8").Obj(), ResourceSlices: []*resourceapi.ResourceSlice{
+		builder.ResourceSlice("g", n, gpuDriver, n).Devices(builder.Device("gpu-0")).Obj()}}
+	for _, tc := range []struct {
+		name      string
+		timeout   time.Duration
+		recounted bool
+	}{
+		{"every probe cut", time.Nanosecond, true},
+		{"no probe cut", time.Minute, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			now := time.Date(2026, 12, 4, 10, 0, 0, 0, time.UTC)
+			d := NewDeviceCounter(r)
+			d.timeout, d.now = tc.timeout, func() time.Time { return now }
+			if _, err := d.Count(ctx, "g", tmpl, []*resourceapi.DeviceClass{class}); err != nil {
+				t.Fatal(err)
+			}
+			if cut := d.TimedOut > 0; cut != tc.recounted {
+				t.Fatalf("%d probes cut", d.TimedOut)
+			}
+			calls := d.Calls
+			now = now.Add(recountAfter - time.Second)
+			if _, err := d.Count(ctx, "g", tmpl, []*resourceapi.DeviceClass{class}); err != nil || d.Calls != calls {
+				t.Fatalf("counted again before recountAfter (%d -> %d calls, err %v)", calls, d.Calls, err)
+			}
+			now = now.Add(time.Second)
+			if _, err := d.Count(ctx, "g", tmpl, []*resourceapi.DeviceClass{class}); err != nil {
+				t.Fatal(err)
+			}
+			if again := d.Calls > calls; again != tc.recounted {
+				t.Errorf("counted again after recountAfter: %v, want %v", again, tc.recounted)
+			}
+		})
 	}
 }
