@@ -4,11 +4,6 @@ import (
 	"context"
 	"testing"
 
-	resourceapi "k8s.io/api/resource/v1"
-
-	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
-	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/test/scale"
 )
 
@@ -24,20 +19,8 @@ func BenchmarkDeviceCounter(b *testing.B) {
 	}{{"plain", scale.Plain}, {"nics", scale.WithNICs}, {"partitionable", scale.Partitionable}} {
 		b.Run(tc.name, func(b *testing.B) {
 			ctx := context.Background()
-			r, err := framework.New(ctx, framework.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			var classes []*resourceapi.DeviceClass
-			for _, o := range scale.Classes() {
-				c := o.(*resourceapi.DeviceClass)
-				classes = append(classes, c)
-				if err := r.Snapshot().SetDeviceClass(c); err != nil {
-					b.Fatal(err)
-				}
-			}
-			node, slices := kwok.NodeObjects(scale.Group("g", "p", tc.kind, 10), "template-g")
-			tmpl := &cloudprovider.NodeTemplate{Node: node, ResourceSlices: slices}
+			r, classes := scaleRunner(ctx, b)
+			tmpl := scaleTemplate("g", tc.kind)
 			for b.Loop() {
 				if _, err := NewDeviceCounter(r).Count(ctx, "g", tmpl, classes); err != nil {
 					b.Fatal(err)

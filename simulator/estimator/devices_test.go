@@ -1,6 +1,7 @@
 package estimator
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -123,22 +124,7 @@ func TestLargestCount(t *testing.T) {
 // the probes past them were cut short.
 func TestDeviceCounterSharesTemplates(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	r, err := framework.New(ctx, framework.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var classes []*resourceapi.DeviceClass
-	for _, o := range scale.Classes() {
-		c := o.(*resourceapi.DeviceClass)
-		classes = append(classes, c)
-		if err := r.Snapshot().SetDeviceClass(c); err != nil {
-			t.Fatal(err)
-		}
-	}
-	tmpl := func(group string, kind scale.Kind) *cloudprovider.NodeTemplate {
-		node, slices := kwok.NodeObjects(scale.Group(group, "p", kind, 10), "template-"+group)
-		return &cloudprovider.NodeTemplate{Node: node, ResourceSlices: slices}
-	}
+	r, classes := scaleRunner(ctx, t)
 	d := NewDeviceCounter(r)
 	for _, tc := range []struct {
 		group    string
@@ -153,7 +139,7 @@ func TestDeviceCounterSharesTemplates(t *testing.T) {
 		{"e", scale.Plain, map[string]int{"gpu": 8}, true},
 	} {
 		calls := d.Calls
-		got, err := d.Count(ctx, tc.group, tmpl(tc.group, tc.kind), classes)
+		got, err := d.Count(ctx, tc.group, scaleTemplate(tc.group, tc.kind), classes)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,4 +199,28 @@ func TestDeviceCounterRecountsCutProbes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// scaleRunner is a runner whose snapshot holds test/scale's device
+// classes, which it returns.
+func scaleRunner(ctx context.Context, tb testing.TB) (*framework.Runner, []*resourceapi.DeviceClass) {
+	r, err := framework.New(ctx, framework.Options{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var classes []*resourceapi.DeviceClass
+	for _, o := range scale.Classes() {
+		c := o.(*resourceapi.DeviceClass)
+		classes = append(classes, c)
+		if err := r.Snapshot().SetDeviceClass(c); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return r, classes
+}
+
+// scaleTemplate is the template of a test/scale group of kind.
+func scaleTemplate(group string, kind scale.Kind) *cloudprovider.NodeTemplate {
+	node, slices := kwok.NodeObjects(scale.Group(group, "p", kind, 10), "template-"+group)
+	return &cloudprovider.NodeTemplate{Node: node, ResourceSlices: slices}
 }
