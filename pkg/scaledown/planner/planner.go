@@ -34,6 +34,10 @@ const (
 	NoPlaceToMovePods       = "NoPlaceToMovePods"
 	NotEvaluated            = "NotUnneededOtherReason"
 	UnexpectedError         = "UnexpectedError"
+	// PodsNominated: a pending pod is nominated for the node (by the
+	// scheduler's preemption or by this autoscaler's plan), so the
+	// scheduler means to bind it there.
+	PodsNominated = "PodsNominated"
 )
 
 // Options are the planner's knobs.
@@ -265,6 +269,13 @@ func (p *RemovalPlanner) screen(plan *RemovalPlan, pdbs *drainability.PDBs, g *R
 		bound, isReal := real[pod.UID]
 		delete(real, pod.UID)
 		if !isReal {
+			if pod.Status.NominatedNodeName == node.Name && pod.DeletionTimestamp == nil {
+				// The scheduler is placing it here, and the devices it
+				// will claim are not in the snapshot yet (its claims are
+				// unallocated until it binds): moving it on paper could
+				// remove a new node a gang is landing on.
+				return unremovable(PodsNominated, fmt.Sprintf("pod %s/%s is nominated for it", pod.Namespace, pod.Name))
+			}
 			// Placed by this loop's simulation (a pending pod that fits
 			// here): it needs room elsewhere, there is nothing to evict.
 			c.moving = append(c.moving, pod)

@@ -400,3 +400,41 @@ func TestPlanEvictsPodsLeftOutOfTheSnapshot(t *testing.T) {
 		})
 	}
 }
+
+// A node a pending pod is nominated for stays: the scheduler means to
+// bind the pod there, and the devices it will claim are not in the
+// snapshot yet. A node whose pending pods the simulation alone put there
+// may go, its pods placed elsewhere.
+func TestPlanKeepsNodesWithNominatedPods(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	r, err := framework.New(ctx, framework.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := world{nodes: []*corev1.Node{node("n1"), node("n2")}}
+	snapshottest.Load(t, r.Snapshot(), w.nodes[0], w.nodes[1])
+	landing := builder.Pod("app", "landing").CPU("1").OwnedBy("apps/v1", "ReplicaSet", "rs").Nominated("n1").Obj()
+	placed := builder.Pod("app", "placed").CPU("1").OwnedBy("apps/v1", "ReplicaSet", "rs").Obj()
+	if err := r.Snapshot().AddPod(landing, "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Snapshot().AddPod(placed, "n2"); err != nil {
+		t.Fatal(err)
+	}
+	p := New(r, Options{Thresholds: eligibility.Thresholds{Utilization: 0.5, GPU: 0.5}, UnneededTime: unneededTime, MaxParallelism: 10, MaxNonEmptyCandidates: 30})
+	for _, at := range []time.Time{t0, t0.Add(unneededTime)} {
+		plan, err := p.Plan(ctx, w.input(at))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if u := plan.Unremovable["n1"]; u.Reason != PodsNominated {
+			t.Errorf("at %s: n1 unremovable for %q (%s), want %s", at, u.Reason, u.Detail, PodsNominated)
+		}
+		if u, ok := plan.Unremovable["n2"]; ok {
+			t.Errorf("at %s: n2 unremovable for %s: %s", at, u.Reason, u.Detail)
+		}
+		if at.After(t0) && names(plan.Empty)+names(plan.Drain) != "n2" {
+			t.Errorf("removed %q and drained %q, want n2 alone", names(plan.Empty), names(plan.Drain))
+		}
+	}
+}
