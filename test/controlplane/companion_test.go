@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // StopAutoscaler stops the recorded process only if it is a dra-autoscaler,
@@ -31,6 +32,16 @@ func TestStopAutoscaler(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		// Start returns once the exec began; the kernel shows the new
+		// command line a moment later (an empty one until then).
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			if c, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline"); err == nil && len(c) > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: no command line after 10s", bin)
+			}
+		}
 		return cmd
 	}
 	record := filepath.Join(dir, AutoscalerPIDFile)
