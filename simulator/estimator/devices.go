@@ -18,6 +18,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
 )
 
@@ -132,11 +133,16 @@ func (d *DeviceCounter) Count(ctx context.Context, group string, tmpl *cloudprov
 		}
 	}
 	out := map[string]int{}
+	current := make(map[string]int, len(classes))
 	for _, c := range classes {
-		if n := counts[classKey(c)]; n > 0 {
+		n := counts[classKey(c)]
+		current[classKey(c)] = n
+		if n > 0 {
 			out[c.Name] = n
 		}
 	}
+	// Versions of classes no longer listed go.
+	m.counts = current
 	return out, nil
 }
 
@@ -249,20 +255,24 @@ func (d *DeviceCounter) probe(ctx context.Context, class string, n int, node str
 // numbered in the order they come.
 func templateKey(t *cloudprovider.NodeTemplate) (string, error) {
 	type shape struct {
-		Slices []any
+		Slices [][sha256.Size]byte
 		Pods   []any
 	}
 	var sh shape
 	pools := map[string]string{}
 	for _, sl := range t.ResourceSlices {
-		spec := sl.Spec.DeepCopy()
+		spec := sl.Spec // a shallow copy: only top-level fields change
 		spec.NodeName = nil
 		pool := spec.Driver + "/" + spec.Pool.Name
 		if _, ok := pools[pool]; !ok {
 			pools[pool] = strconv.Itoa(len(pools))
 		}
 		spec.Pool.Name = pools[pool]
-		sh.Slices = append(sh.Slices, spec)
+		sum, err := snapshot.SpecDigest(&spec)
+		if err != nil {
+			return "", err
+		}
+		sh.Slices = append(sh.Slices, sum)
 	}
 	for _, p := range t.Pods {
 		sh.Pods = append(sh.Pods, p.Spec.ResourceClaims)
