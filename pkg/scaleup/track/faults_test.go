@@ -352,48 +352,65 @@ func TestReleasedNodeIsJudgedOnce(t *testing.T) {
 // gang attempt takes the group's instances created since its request and
 // before another unnamed request of the group, never one that was there
 // before, never the other request's; the busy one is still released.
+// Creation times are whole seconds, as an API server writes them: an
+// instance made in its request's second reads as made before it.
 func TestGangUndoOfAnUnnamedScaleUp(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	f := newFleet("gpu")
-	tr := track.New(maxProvision, newBackoff()).WithClient(f.client)
-	before := f.existing(cloudprovider.InstanceRunning, t0.Add(-time.Hour))
-	f.register(t, before, t0.Add(-time.Hour), "")
-	attempt := tr.StartGang("team/train", t0)
-	ids, err := f.g.IncreaseSize(t.Context(), 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr.Launched(track.Request{Group: f.g.Id(), Delta: 3, Gang: "team/train", Attempt: attempt}, t0)
-	for _, id := range ids {
-		f.g.SetCreatedAt(id, t0.Add(time.Second))
-	}
-	f.register(t, ids[0], t0.Add(time.Minute), "")
-	busy := f.register(t, ids[1], t0.Add(time.Minute), "")
-	f.run(t, "other-0", busy)
-	// Another gang's unnamed request, later: its instance is not ours.
-	otherAttempt := tr.StartGang("team/other", t0.Add(10*time.Second))
-	other, err := f.g.IncreaseSize(t.Context(), 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr.Launched(track.Request{Group: f.g.Id(), Delta: 1, Gang: "team/other", Attempt: otherAttempt}, t0.Add(10*time.Second))
-	f.g.SetCreatedAt(other[0], t0.Add(11*time.Second))
-	// A pass before the deadline counts the two usable nodes against the
-	// request: they are still the attempt's.
-	if got := tr.Update(ctx, []*nodegroups.Info{f.info()}, t0.Add(maxProvision/2)); len(got) != 0 {
-		t.Fatalf("failures before the deadline: %+v", got)
-	}
+	for _, tc := range []struct {
+		name string
+		// asked and created offset the attempt's request and its
+		// instances' creation from t0; otherAsked and otherCreated the
+		// later request of another gang and its instance.
+		asked, created, otherAsked, otherCreated time.Duration
+	}{
+		{name: "created a second later", created: time.Second, otherAsked: 10 * time.Second, otherCreated: 11 * time.Second},
+		{name: "created in the request's second", asked: 300 * time.Millisecond, otherAsked: 10 * time.Second, otherCreated: 11 * time.Second},
+		{name: "the other created in its request's second", created: time.Second, otherAsked: 10600 * time.Millisecond, otherCreated: 10 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			f := newFleet("gpu")
+			tr := track.New(maxProvision, newBackoff()).WithClient(f.client)
+			before := f.existing(cloudprovider.InstanceRunning, t0.Add(-time.Hour))
+			f.register(t, before, t0.Add(-time.Hour), "")
+			asked := t0.Add(tc.asked)
+			attempt := tr.StartGang("team/train", asked)
+			ids, err := f.g.IncreaseSize(t.Context(), 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr.Launched(track.Request{Group: f.g.Id(), Delta: 3, Gang: "team/train", Attempt: attempt}, asked)
+			for _, id := range ids {
+				f.g.SetCreatedAt(id, t0.Add(tc.created))
+			}
+			f.register(t, ids[0], t0.Add(time.Minute), "")
+			busy := f.register(t, ids[1], t0.Add(time.Minute), "")
+			f.run(t, "other-0", busy)
+			// Another gang's unnamed request, later: its instance is not ours.
+			otherAttempt := tr.StartGang("team/other", t0.Add(tc.otherAsked))
+			other, err := f.g.IncreaseSize(t.Context(), 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tr.Launched(track.Request{Group: f.g.Id(), Delta: 1, Gang: "team/other", Attempt: otherAttempt}, t0.Add(tc.otherAsked))
+			f.g.SetCreatedAt(other[0], t0.Add(tc.otherCreated))
+			// A pass before the deadline counts the two usable nodes against the
+			// request: they are still the attempt's.
+			if got := tr.Update(ctx, []*nodegroups.Info{f.info()}, asked.Add(maxProvision/2)); len(got) != 0 {
+				t.Fatalf("failures before the deadline: %+v", got)
+			}
 
-	failures := tr.Update(ctx, []*nodegroups.Info{f.info()}, t0.Add(maxProvision+time.Second))
-	if len(failures) != 1 || failures[0].Reason != track.ReasonGangTimeout || failures[0].Deleted != 2 {
-		t.Fatalf("failures = %+v, want one gang timeout removing 2", failures)
-	}
-	if diff := cmp.Diff([]string{ids[0], ids[2]}, slices.Sorted(slices.Values(deleted(f.g)))); diff != "" {
-		t.Errorf("removed (-want +got):\n%s", diff)
-	}
-	for _, r := range tr.InFlight() {
-		if r.Gang != "team/other" {
-			t.Errorf("still in flight: %+v", r)
-		}
+			failures := tr.Update(ctx, []*nodegroups.Info{f.info()}, asked.Add(maxProvision+time.Second))
+			if len(failures) != 1 || failures[0].Reason != track.ReasonGangTimeout || failures[0].Deleted != 2 {
+				t.Fatalf("failures = %+v, want one gang timeout removing 2", failures)
+			}
+			if diff := cmp.Diff([]string{ids[0], ids[2]}, slices.Sorted(slices.Values(deleted(f.g)))); diff != "" {
+				t.Errorf("removed (-want +got):\n%s", diff)
+			}
+			for _, r := range tr.InFlight() {
+				if r.Gang != "team/other" {
+					t.Errorf("still in flight: %+v", r)
+				}
+			}
+		})
 	}
 }

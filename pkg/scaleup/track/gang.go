@@ -252,18 +252,31 @@ func (t *Tracker) unclaimed(v *view, others []*Request, since time.Time, n int) 
 	}
 	named := map[string]bool{}
 	var until time.Time
+	// Creation times come from the provider's API, in whole seconds (a
+	// Machine's creationTimestamp): an instance made in the second of the
+	// request reads as made before it. So the window is taken in whole
+	// seconds, and a second another unnamed request of the group shares
+	// is nobody's for sure, so it is left out.
+	from := since.Truncate(time.Second)
 	for _, r := range others {
 		for _, id := range r.Instances {
 			named[id] = true
 		}
-		if r.anonymous() > 0 && !r.Time.Before(since) && (until.IsZero() || r.Time.Before(until)) {
+		if r.anonymous() == 0 {
+			continue
+		}
+		if !r.Time.Before(since) && (until.IsZero() || r.Time.Before(until)) {
 			until = r.Time
 		}
+		if r.Time.Before(since) && !r.Time.Before(from) {
+			from = from.Add(time.Second)
+		}
 	}
+	until = until.Truncate(time.Second)
 	var picked []*instance
 	for _, x := range v.byID {
 		switch {
-		case x.gone || named[x.id] || x.created.IsZero() || x.created.Before(since):
+		case x.gone || named[x.id] || x.created.IsZero() || x.created.Before(from):
 		case !until.IsZero() && !x.created.Before(until):
 		case t.isReleased(v.info.Id, x.id):
 		default:
