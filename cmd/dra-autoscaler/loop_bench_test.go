@@ -37,6 +37,8 @@ import (
 // 16). Only RunOnce is timed: the clientset, the parts and the informer
 // sync are built anew per iteration, since a pass launches nodes that the
 // next would see as upcoming. Each pass must decide what its scenario says.
+// The informer sync includes what the binary does as pods arrive (their
+// PodInfos, Loop.WarmPod): its time is reported as sync-s.
 //
 //	go test -run '^$' -bench 'LoopPass/L1' -benchtime 1x -benchmem ./cmd/dra-autoscaler/
 //
@@ -87,7 +89,7 @@ func benchPass(b *testing.B, gen func() scale.Scenario) {
 	quiet(b)
 	ctx := klog.NewContext(context.Background(), klog.Background())
 	var stages, perStage map[string]float64
-	var unranked, live float64
+	var unranked, live, synced float64
 	first := true
 	for b.Loop() {
 		b.StopTimer()
@@ -98,7 +100,7 @@ func benchPass(b *testing.B, gen func() scale.Scenario) {
 		var pass *loop.Pass
 		var held int
 		next := sc.Next
-		pass, held, stages, perStage, unranked, live = runPass(ctx, b, opts, &sc.Objects, func(first *loop.Pass) {
+		pass, held, stages, perStage, unranked, live, synced = runPass(ctx, b, opts, &sc.Objects, func(first *loop.Pass) {
 			check(b, first, sc.WantFit, sc.WantPlanned)
 			// The pods the first pass nominated are held on their nodes,
 			// not pending.
@@ -121,6 +123,9 @@ func benchPass(b *testing.B, gen func() scale.Scenario) {
 	// snapshot, provider, loop), the fake API server's copy of the cluster
 	// aside.
 	b.ReportMetric(live, "live-MB")
+	// The informers' start, OnPods' handlers included: what a restart
+	// costs before its first pass.
+	b.ReportMetric(synced, "sync-s")
 	logStages(b, perStage)
 }
 
@@ -164,9 +169,9 @@ func check(b *testing.B, pass *loop.Pass, fit, nodes int) {
 // and returns the timed pass, how many pending pods were nominated before
 // it (held on their nodes, not pending), its seconds per upstream
 // function and per stage, the pods it left unranked, and the heap the
-// autoscaler's parts hold after it, in MB.
+// autoscaler's parts hold after it, in MB, and the informers' start in seconds.
 func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs *[]runtime.Object, first func(*loop.Pass), next bool) (
-	_ *loop.Pass, held int, functions, stages map[string]float64, unranked, live float64) {
+	_ *loop.Pass, held int, functions, stages map[string]float64, unranked, live, synced float64) {
 	client := fake.NewClientset(*objs...)
 	*objs = nil
 	base := liveHeap()
@@ -184,11 +189,16 @@ func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs *[]ru
 	l, crs := p.runningLoop(opts, client, dyn, &record.FakeRecorder{}, m)
 	informers, stop := context.WithCancel(ctx)
 	l.Observer = observe.New(client, observe.Served{})
+	if err := l.Observer.OnPods(l.WarmPod); err != nil {
+		b.Fatal(err)
+	}
 	// The informers stop only once their context is done.
 	defer func() { stop(); l.Observer.Shutdown() }()
+	start := time.Now()
 	if err := l.Observer.Start(informers, time.Minute); err != nil {
 		b.Fatal(err)
 	}
+	synced = time.Since(start).Seconds()
 	if err := crs.Start(informers, time.Minute); err != nil {
 		b.Fatal(err)
 	}
@@ -244,7 +254,7 @@ func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs *[]ru
 	for k := range stages {
 		stages[k] -= s0[k]
 	}
-	return pass, held, functions, stages, unranked - u0, live
+	return pass, held, functions, stages, unranked - u0, live, synced
 }
 
 // liveHeap is the heap in use after a full collection.

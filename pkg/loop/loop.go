@@ -120,6 +120,10 @@ type Loop struct {
 // tests all call it, so they run the same pass.
 func New(p Parts) *Loop { return &Loop{Parts: p, podInfos: load.NewPodInfos()} }
 
+// WarmPod is for the Observer's OnPods: a bound pod's scheduler PodInfo is
+// made when the pod changes, not in the next pass.
+func (l *Loop) WarmPod(pod *corev1.Pod) { l.podInfos.Warm(pod) }
+
 // Pass is what one RunOnce saw and did, for tests and the status.
 type Pass struct {
 	Groups    []*nodegroups.Info

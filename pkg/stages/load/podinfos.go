@@ -27,6 +27,28 @@ type PodInfos struct {
 // NewPodInfos returns an empty cache.
 func NewPodInfos() *PodInfos { return &PodInfos{} }
 
+// Warm makes the PodInfo of a pod bound to a node now, for the next pass
+// to find: an informer handler calls it as pods arrive, so a pass (the
+// first after a start above all) does not make 20,000 of them while the
+// user waits. A pass keeps only the pods it placed, so what Warm adds for
+// pods gone or changed by then is dropped there.
+func (c *PodInfos) Warm(pod *corev1.Pod) {
+	if c == nil || pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return
+	}
+	pi, err := schedframework.NewPodInfo(pod)
+	if err != nil {
+		return
+	}
+	pi.CalculateResource()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.kept == nil {
+		c.kept = map[*corev1.Pod]fwk.PodInfo{}
+	}
+	c.kept[pod] = pi
+}
+
 // of returns a PodInfo for each of pods whose PodInfo could be made (by
 // the same index; nil for the others), made in parallel for the pods not
 // kept from the last call, and keeps only these pods' for the next call.

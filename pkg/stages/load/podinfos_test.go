@@ -77,3 +77,32 @@ func TestBuildWithKeptPodInfos(t *testing.T) {
 		}
 	}
 }
+
+// Warm makes the PodInfos of bound pods ahead of a pass, which then uses
+// them; pending and finished pods get none, and the pass drops what it
+// did not place.
+func TestPodInfosWarm(t *testing.T) {
+	ctx := context.Background()
+	bound := builder.Pod("ns", "bound").Node("n").CPU("1").Obj()
+	gone := builder.Pod("ns", "gone").Node("n").CPU("1").Obj()
+	pending := builder.Pod("ns", "pending").CPU("1").Obj()
+	done := builder.Pod("ns", "done").Node("n").CPU("1").Obj()
+	done.Status.Phase = corev1.PodSucceeded
+	c := NewPodInfos()
+	for _, p := range []*corev1.Pod{bound, gone, pending, done} {
+		c.Warm(p)
+	}
+	if len(c.kept) != 2 || c.kept[bound] == nil || c.kept[gone] == nil {
+		t.Fatalf("warmed %d PodInfos, want the two bound pods'", len(c.kept))
+	}
+	warm := c.kept[bound]
+	got := c.of(ctx, []*corev1.Pod{bound})
+	if got[0] != warm {
+		t.Error("the pass made a bound pod's PodInfo again instead of using the warmed one")
+	}
+	if _, kept := c.kept[gone]; kept || len(c.kept) != 1 {
+		t.Errorf("kept %d PodInfos after the pass (the unplaced pod's among them: %v), want only the placed pod's", len(c.kept), kept)
+	}
+	var none *PodInfos
+	none.Warm(bound) // a loop without a cache warms nothing, and does not panic
+}

@@ -57,6 +57,8 @@ type Observer struct {
 	listers listers
 	// scaleDown are scale-down's own informers (scaledown.go).
 	scaleDown scaleDownListers
+	// handlers are OnPods' registrations, which Start waits for.
+	handlers []cache.ResourceEventHandlerRegistration
 }
 
 // Served says which optional APIs the cluster serves; informers for APIs
@@ -127,7 +129,29 @@ func New(client kubernetes.Interface, served Served) *Observer {
 	return o
 }
 
-// Start starts the informers and waits for their caches.
+// OnPods has fn told of every pod the informers add or update, from the
+// first list on, so that work on a pod can be done when it changes rather
+// than in a pass. Call it before Start, which waits until fn has seen the
+// first list. fn runs on the informer's goroutine: it must not block.
+func (o *Observer) OnPods(fn func(*corev1.Pod)) error {
+	call := func(obj any) {
+		if pod, ok := obj.(*corev1.Pod); ok {
+			fn(pod)
+		}
+	}
+	reg, err := o.factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    call,
+		UpdateFunc: func(_, obj any) { call(obj) },
+	})
+	if err != nil {
+		return fmt.Errorf("pod handler: %w", err)
+	}
+	o.handlers = append(o.handlers, reg)
+	return nil
+}
+
+// Start starts the informers and waits for their caches, and for OnPods'
+// handlers to have seen them.
 func (o *Observer) Start(ctx context.Context, timeout time.Duration) error {
 	o.factory.Start(ctx.Done())
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -135,6 +159,11 @@ func (o *Observer) Start(ctx context.Context, timeout time.Duration) error {
 	for typ, ok := range o.factory.WaitForCacheSync(ctx.Done()) {
 		if !ok {
 			return fmt.Errorf("informer cache of %v did not sync within %s", typ, timeout)
+		}
+	}
+	for _, reg := range o.handlers {
+		if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
+			return fmt.Errorf("pod handlers did not see the pods within %s", timeout)
 		}
 	}
 	klog.FromContext(ctx).V(2).Info("Informers synced", "served", o.served)

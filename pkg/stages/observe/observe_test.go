@@ -3,6 +3,7 @@ package observe_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -162,5 +164,55 @@ func TestObserve(t *testing.T) {
 				t.Error("no trigger for an unschedulable pod")
 			}
 		})
+	}
+}
+
+// OnPods' handler has seen every pod of the first list when Start
+// returns, the very objects Observe lists, and then hears of updates.
+func TestOnPods(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	client := fake.NewClientset(builder.Pod("ns", "a").Node("n").Obj(), builder.Pod("ns", "b").Obj())
+	o := observe.New(client, observe.Served{})
+	defer o.Shutdown()
+	defer cancel()
+	var mu sync.Mutex
+	seen := map[*corev1.Pod]bool{}
+	if err := o.OnPods(func(p *corev1.Pod) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen[p] = true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Start(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	s, err := o.Observe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	for _, p := range s.Pods {
+		if !seen[p] {
+			t.Errorf("pod %s listed but not handed to the handler before Start returned", p.Name)
+		}
+	}
+	mu.Unlock()
+	updated := builder.Pod("ns", "b").Node("n").Obj()
+	if _, err := client.CoreV1().Pods("ns").Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		for p := range seen {
+			if p.Name == "b" && p.Spec.NodeName == "n" {
+				return true, nil
+			}
+		}
+		return false, nil
+	}); err != nil {
+		t.Errorf("the update was not handed to the handler: %v", err)
 	}
 }
