@@ -23,6 +23,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/load"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/fragmentation"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
@@ -38,6 +39,7 @@ type parts struct {
 	groups   []cloudprovider.NodeGroup
 	runner   *framework.Runner
 	est      *estimator.Estimator
+	podInfos *load.PodInfos
 	analyzer *fragmentation.Analyzer
 	shapes   *fragmentation.Shapes
 	placer   *placement.Placer
@@ -77,6 +79,10 @@ func newParts(ctx context.Context, opts *config.Options, client kubernetes.Inter
 		return nil, nil, fmt.Errorf("simulated scheduler: %w", err)
 	}
 	p.est = estimator.New(p.runner, estimator.Options{})
+	// One PodInfo per pod, kept across passes, for the snapshot,
+	// fit-existing and the estimator alike.
+	p.podInfos = load.NewPodInfos()
+	p.est.UsePodInfos(p.podInfos.Of)
 	p.analyzer = fragmentation.NewAnalyzer(p.runner)
 	p.shapes = fragmentation.NewShapes(opts.Sharing.RequestShapeRetention)
 	p.placer = placement.New(p.runner, p.analyzer, p.shapes, opts.Sharing)
@@ -121,6 +127,7 @@ func (p *parts) loopParts(opts *config.Options, b *backoff.Backoff, tracker *tra
 		NodeKeys:     nodeKeys,
 		Placement:    p.placer,
 		Reservations: reserved,
+		PodInfos:     p.podInfos,
 	}
 }
 

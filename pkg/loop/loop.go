@@ -106,23 +106,30 @@ type Parts struct {
 	Status   *status.Writer
 	// NodeGroupObjects writes a NodeGroup object per group; optional.
 	NodeGroupObjects *objects.Publisher
+	// PodInfos keeps pods' scheduler PodInfos from pass to pass, for the
+	// snapshot and fit-existing (and whatever else the caller gave it
+	// to, the estimator); New makes one when nil.
+	PodInfos *load.PodInfos
 }
 
 // Loop runs passes over its parts.
 type Loop struct {
 	Parts
 	statusBuilder status.Builder
-	// podInfos carries the placed pods' PodInfos from pass to pass.
-	podInfos *load.PodInfos
 }
 
 // New is the one way to assemble a loop: the binary, explain and the
 // tests all call it, so they run the same pass.
-func New(p Parts) *Loop { return &Loop{Parts: p, podInfos: load.NewPodInfos()} }
+func New(p Parts) *Loop {
+	if p.PodInfos == nil {
+		p.PodInfos = load.NewPodInfos()
+	}
+	return &Loop{Parts: p}
+}
 
-// WarmPod is for the Observer's OnPods: a bound pod's scheduler PodInfo is
-// made when the pod changes, not in the next pass.
-func (l *Loop) WarmPod(pod *corev1.Pod) { l.podInfos.Warm(pod) }
+// WarmPod is for the Observer's OnPods: a pod's scheduler PodInfo is made
+// when the pod changes, not in the next pass.
+func (l *Loop) WarmPod(pod *corev1.Pod) { l.PodInfos.Warm(pod) }
 
 // Pass is what one RunOnce saw and did, for tests and the status.
 type Pass struct {

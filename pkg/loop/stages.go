@@ -178,7 +178,7 @@ func (l *Loop) track(ctx context.Context, p *Pass) error {
 func (l *Loop) buildSnapshot(ctx context.Context, p *Pass) error {
 	start := time.Now()
 	built, err := load.Build(ctx, l.Runner.Snapshot(), p.cluster, p.Groups, load.Options{ExpendableCutoff: l.Options.ExpendablePodsPriorityCutoff, Runner: l.Runner,
-		PodInfos: l.podInfos})
+		PodInfos: l.PodInfos})
 	l.Metrics.Observe("snapshot", start)
 	if err != nil {
 		return failed("snapshotError", fmt.Errorf("snapshot: %w", err))
@@ -262,7 +262,7 @@ func (l *Loop) planGangs(ctx context.Context, p *Pass) error {
 func (l *Loop) fitExisting(ctx context.Context, p *Pass) error {
 	start := time.Now()
 	l.Placement.StartPass()
-	opts := fitexisting.Options{ClassOf: l.ClassOf, Memoizable: l.Memoizable, Rank: l.Placement.RankFeasible}
+	opts := fitexisting.Options{ClassOf: l.ClassOf, Memoizable: l.Memoizable, Rank: l.Placement.RankFeasible, PodInfo: l.PodInfos.Of}
 	if l.NodeKeys != nil {
 		keys, err := l.NodeKeys(l.Runner.Snapshot(), p.loose)
 		if err != nil {

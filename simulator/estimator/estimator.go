@@ -12,6 +12,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
@@ -59,6 +60,12 @@ func (e *Estimator) WithLimits(opts Options) *Estimator {
 	opts.DisableMemo, opts.DisableSharing = e.opts.DisableMemo, e.opts.DisableSharing
 	return &Estimator{runner: e.runner, opts: opts, cache: e.cache}
 }
+
+// UsePodInfos has e (and the estimators WithLimits made of it) take pods'
+// PodInfos from podInfo, a cache the caller keeps across passes and
+// shares with its other placements, instead of making its own; a nil
+// result or one not made by the scheduler's NewPodInfo is made here.
+func (e *Estimator) UsePodInfos(podInfo func(*v1.Pod) fwk.PodInfo) { e.cache.podInfo = podInfo }
 
 // Estimate is the outcome of one estimate.
 type Estimate struct {

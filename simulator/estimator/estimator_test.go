@@ -14,6 +14,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 	"k8s.io/utils/ptr"
 
@@ -205,6 +206,16 @@ func TestEstimateIsDeterministicAndLeavesSnapshot(t *testing.T) {
 		if !reflect.DeepEqual(outcomeOf(first), outcomeOf(again)) {
 			t.Fatalf("run %d differs:\n%+v\n%+v", i, outcomeOf(first), outcomeOf(again))
 		}
+	}
+	// PodInfos from the caller's cache (UsePodInfos) change nothing.
+	shared := New(r, Options{})
+	asked := map[*v1.Pod]bool{}
+	shared.UsePodInfos(func(p *v1.Pod) fwk.PodInfo { asked[p] = true; return newPodInfo(p) })
+	if again, err := shared.Estimate(ctx, pods, gpuTemplate(8, nil), "g"); err != nil || !reflect.DeepEqual(outcomeOf(first), outcomeOf(again)) {
+		t.Fatalf("with the caller's PodInfos: %+v, %v; want %+v", outcomeOf(again), err, outcomeOf(first))
+	}
+	if len(asked) != len(pods) {
+		t.Errorf("the caller's cache was asked for %d pods' PodInfos, want %d", len(asked), len(pods))
 	}
 	groups, err := e.EstimateGroups(ctx, pods, []TemplateGroup{{Name: "g", Template: gpuTemplate(8, nil)}, {Name: "h", Template: gpuTemplate(4, nil), MaxNodes: 1}})
 	if err != nil || !reflect.DeepEqual(outcomeOf(groups[0]), outcomeOf(first)) {

@@ -9,6 +9,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	fwk "k8s.io/kube-scheduler/framework"
 	schedframework "k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
@@ -32,6 +33,8 @@ type ordering struct {
 // it stores) and the pod is the same object.
 type classCache struct {
 	entries map[*v1.Pod]cacheEntry
+	// podInfo, when set, is where pods' PodInfos come from (UsePodInfos).
+	podInfo func(*v1.Pod) fwk.PodInfo
 }
 
 type cacheEntry struct {
@@ -89,7 +92,7 @@ func (cc *classCache) classify(snap *snapshot.Snapshot, pods []*v1.Pod, evict bo
 			entry = cacheEntry{refs: refs, key: key, memoizable: memoizable, devices: devices, info: entry.info}
 		}
 		if entry.info == nil {
-			entry.info = newPodInfo(p)
+			entry.info = cc.newPodInfo(p)
 		}
 		next[p] = entry
 		c := byKey[entry.key]
@@ -128,6 +131,15 @@ func (cc *classCache) classify(snap *snapshot.Snapshot, pods []*v1.Pod, evict bo
 // newPodInfo returns the scheduler's PodInfo of pod with its resources
 // computed now: the PodInfo caches them on first use, and computing them
 // here, once, keeps that write out of whatever later reads it.
+func (cc *classCache) newPodInfo(pod *v1.Pod) *schedframework.PodInfo {
+	if cc.podInfo != nil {
+		if info, ok := cc.podInfo(pod).(*schedframework.PodInfo); ok && info != nil {
+			return info
+		}
+	}
+	return newPodInfo(pod)
+}
+
 func newPodInfo(pod *v1.Pod) *schedframework.PodInfo {
 	// The error is about affinity terms the API server accepted but the
 	// scheduler cannot parse; the scheduler's own cache ignores it too

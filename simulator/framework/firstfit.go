@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 	schedframework "k8s.io/kubernetes/pkg/scheduler/framework"
 )
 
@@ -78,7 +79,20 @@ func (r *Runner) FilterUntil(ctx context.Context, pod *v1.Pod, nodes []string, e
 // of one node (a ranked order's first node is usually known to fit).
 // Results hold the verdicts of the candidates filtered, a prefix of
 // candidates.
-func (r *Runner) SchedulePodFirstFit(ctx context.Context, pod *v1.Pod, candidates []string) (_ *ScheduleResult, err error) {
+func (r *Runner) SchedulePodFirstFit(ctx context.Context, pod *v1.Pod, candidates []string) (*ScheduleResult, error) {
+	return r.schedulePodFirstFit(ctx, pod, nil, candidates)
+}
+
+// SchedulePodInfoFirstFit is SchedulePodFirstFit for a pod whose PodInfo
+// the caller keeps (see SchedulePodInfo): the placed pod shares it.
+func (r *Runner) SchedulePodInfoFirstFit(ctx context.Context, info fwk.PodInfo, candidates []string) (*ScheduleResult, error) {
+	if info == nil {
+		return nil, fmt.Errorf("schedule pod: nil pod info")
+	}
+	return r.schedulePodFirstFit(ctx, info.GetPod(), info, candidates)
+}
+
+func (r *Runner) schedulePodFirstFit(ctx context.Context, pod *v1.Pod, info fwk.PodInfo, candidates []string) (_ *ScheduleResult, err error) {
 	logger := klog.FromContext(ctx)
 	r.snap.Fork()
 	keep := false
@@ -111,7 +125,7 @@ func (r *Runner) SchedulePodFirstFit(ctx context.Context, pod *v1.Pod, candidate
 				logger.V(4).Info("Reserve failed, trying next node", "pod", klog.KObj(pod), "node", node, "plugin", st.Plugin(), "reason", st.Message())
 				continue
 			}
-			placed, err := r.bind(prepared, nil, node)
+			placed, err := r.bind(prepared, info, node)
 			if err != nil {
 				return true, fmt.Errorf("schedule pod %s/%s on %s: %w", pod.Namespace, pod.Name, node, err)
 			}

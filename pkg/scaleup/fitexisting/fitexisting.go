@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
@@ -51,6 +52,10 @@ type Options struct {
 	// a memoizable, keyable pod, one node's verdict stands for every node
 	// with its key. Nil: each node is asked about.
 	Keys Keys
+	// PodInfo returns a pod's scheduler PodInfo, kept across passes, for
+	// the placed pod to share; nil or a nil result: the framework makes
+	// one when the pod is placed.
+	PodInfo func(*corev1.Pod) fwk.PodInfo
 }
 
 // Keys tells nodes apart by what the filters read of them.
@@ -281,7 +286,17 @@ func (s *sweeper) firstFit(ctx context.Context, pod *corev1.Pod, cs *classState,
 	if len(nodes) == 0 {
 		return "", nil
 	}
-	p, err := s.runner.SchedulePodFirstFit(ctx, pod, nodes)
+	var info fwk.PodInfo
+	if s.opts.PodInfo != nil {
+		info = s.opts.PodInfo(pod)
+	}
+	var p *framework.ScheduleResult
+	var err error
+	if info != nil {
+		p, err = s.runner.SchedulePodInfoFirstFit(ctx, info, nodes)
+	} else {
+		p, err = s.runner.SchedulePodFirstFit(ctx, pod, nodes)
+	}
 	if err != nil {
 		return "", err
 	}

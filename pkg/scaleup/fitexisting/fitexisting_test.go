@@ -1,11 +1,14 @@
 package fitexisting_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+	schedframework "k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
@@ -56,38 +59,62 @@ func TestFit(t *testing.T) {
 		wantRest:   []string{"ns/huge", "ns/small"},
 		wantPlaced: map[string]string{"free": "n1"},
 	}}
+	// Each case runs with the framework making the placed pods' PodInfos
+	// and with the caller's kept ones (Options.PodInfo): the same fits,
+	// each placed with the caller's.
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			_, ctx := ktesting.NewTestContext(t)
-			runner, err := framework.New(ctx, framework.Options{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := runner.Snapshot().AddNode(builder.Node("n1").CPU("4").Obj()); err != nil {
-				t.Fatal(err)
-			}
-			rest, placed, err := fitexisting.Fit(ctx, runner, tc.pods, tc.candidates, tc.classOf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(tc.wantRest, names(rest)); diff != "" {
-				t.Errorf("rest (-want +got):\n%s", diff)
-			}
-			gotPlaced := map[string]string{}
-			for p, n := range placed {
-				gotPlaced[p.Name] = n
-			}
-			if diff := cmp.Diff(tc.wantPlaced, gotPlaced); diff != "" {
-				t.Errorf("placed (-want +got):\n%s", diff)
-			}
-			// The placements stay in the snapshot for the stages after.
-			n1, err := runner.Snapshot().NodeInfos().Get("n1")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := len(n1.GetPods()); got != len(tc.wantPlaced) {
-				t.Errorf("n1 holds %d pods, want %d", got, len(tc.wantPlaced))
-			}
-		})
+		for _, kept := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/kept PodInfos %v", tc.name, kept), func(t *testing.T) {
+				_, ctx := ktesting.NewTestContext(t)
+				runner, err := framework.New(ctx, framework.Options{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := runner.Snapshot().AddNode(builder.Node("n1").CPU("4").Obj()); err != nil {
+					t.Fatal(err)
+				}
+				opts := fitexisting.Options{ClassOf: tc.classOf}
+				infos := map[*corev1.Pod]fwk.PodInfo{}
+				if kept {
+					opts.PodInfo = func(p *corev1.Pod) fwk.PodInfo {
+						if infos[p] == nil {
+							info, err := schedframework.NewPodInfo(p)
+							if err != nil {
+								t.Fatal(err)
+							}
+							infos[p] = info
+						}
+						return infos[p]
+					}
+				}
+				rest, placed, err := fitexisting.FitWith(ctx, runner, tc.pods, tc.candidates, opts)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(tc.wantRest, names(rest)); diff != "" {
+					t.Errorf("rest (-want +got):\n%s", diff)
+				}
+				gotPlaced := map[string]string{}
+				for p, n := range placed {
+					gotPlaced[p.Name] = n
+				}
+				if diff := cmp.Diff(tc.wantPlaced, gotPlaced); diff != "" {
+					t.Errorf("placed (-want +got):\n%s", diff)
+				}
+				// The placements stay in the snapshot for the stages after.
+				n1, err := runner.Snapshot().NodeInfos().Get("n1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := len(n1.GetPods()); got != len(tc.wantPlaced) {
+					t.Errorf("n1 holds %d pods, want %d", got, len(tc.wantPlaced))
+				}
+				for p := range placed {
+					if kept && infos[p] == nil {
+						t.Errorf("pod %s placed without the kept PodInfo", p.Name)
+					}
+				}
+			})
+		}
 	}
 }

@@ -18,13 +18,13 @@ func TestPodInfosKeptByPointer(t *testing.T) {
 	ctx := context.Background()
 	a, b := builder.Pod("ns", "a").Node("n").CPU("1").Obj(), builder.Pod("ns", "b").Node("n").CPU("2").Obj()
 	c := NewPodInfos()
-	first := c.of(ctx, []*corev1.Pod{a, b})
+	first := c.of(ctx, []*corev1.Pod{a, b}, []*corev1.Pod{a, b})
 	if first[0] == nil || first[0].GetPod() != a || first[1].GetPod() != b {
 		t.Fatalf("PodInfos %v are not the pods'", first)
 	}
 	resized := b.DeepCopy()
 	resized.Spec.Containers[0].Resources.Requests = builder.Pod("ns", "b").CPU("3").Obj().Spec.Containers[0].Resources.Requests
-	second := c.of(ctx, []*corev1.Pod{a, resized})
+	second := c.of(ctx, []*corev1.Pod{a, resized}, []*corev1.Pod{a, resized})
 	if second[0] != first[0] {
 		t.Error("an unchanged pod's PodInfo was made again")
 	}
@@ -78,9 +78,9 @@ func TestBuildWithKeptPodInfos(t *testing.T) {
 	}
 }
 
-// Warm makes the PodInfos of bound pods ahead of a pass, which then uses
-// them; pending and finished pods get none, and the pass drops what it
-// did not place.
+// Warm makes PodInfos ahead of a pass, which then uses them, for pending
+// pods too (fit-existing and the estimator take theirs with Of); finished
+// pods get none. The pass drops what belongs to no pod it lists.
 func TestPodInfosWarm(t *testing.T) {
 	ctx := context.Background()
 	bound := builder.Pod("ns", "bound").Node("n").CPU("1").Obj()
@@ -92,17 +92,28 @@ func TestPodInfosWarm(t *testing.T) {
 	for _, p := range []*corev1.Pod{bound, gone, pending, done} {
 		c.Warm(p)
 	}
-	if len(c.kept) != 2 || c.kept[bound] == nil || c.kept[gone] == nil {
-		t.Fatalf("warmed %d PodInfos, want the two bound pods'", len(c.kept))
+	if len(c.kept) != 3 || c.kept[bound] == nil || c.kept[gone] == nil || c.kept[pending] == nil {
+		t.Fatalf("warmed %d PodInfos, want the three unfinished pods'", len(c.kept))
 	}
-	warm := c.kept[bound]
-	got := c.of(ctx, []*corev1.Pod{bound})
-	if got[0] != warm {
+	warmBound, warmPending := c.kept[bound], c.kept[pending]
+	got := c.of(ctx, []*corev1.Pod{bound}, []*corev1.Pod{bound, pending})
+	if got[0] != warmBound {
 		t.Error("the pass made a bound pod's PodInfo again instead of using the warmed one")
 	}
-	if _, kept := c.kept[gone]; kept || len(c.kept) != 1 {
-		t.Errorf("kept %d PodInfos after the pass (the unplaced pod's among them: %v), want only the placed pod's", len(c.kept), kept)
+	if _, kept := c.kept[gone]; kept || len(c.kept) != 2 {
+		t.Errorf("kept %d PodInfos after the pass (the gone pod's among them: %v), want the listed pods'", len(c.kept), kept)
+	}
+	if c.Of(pending) != warmPending {
+		t.Error("Of made a pending pod's PodInfo again instead of using the warmed one")
+	}
+	late := builder.Pod("ns", "late").CPU("2").Obj()
+	first := c.Of(late)
+	if first == nil || first.GetPod() != late || c.Of(late) != first {
+		t.Error("Of did not keep the PodInfo it made")
 	}
 	var none *PodInfos
 	none.Warm(bound) // a loop without a cache warms nothing, and does not panic
+	if none.Of(bound) == nil {
+		t.Error("a nil cache made no PodInfo")
+	}
 }

@@ -164,7 +164,7 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPendingPod(pod))
 		}
 	}
-	infos := opts.PodInfos.of(ctx, place)
+	infos := opts.PodInfos.of(ctx, place, state.Pods)
 	for i, pod := range place {
 		if infos[i] != nil {
 			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPodCopy(pod, on[i], infos[i]))
