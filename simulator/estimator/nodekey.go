@@ -3,7 +3,6 @@ package estimator
 import (
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/hex"
 	"hash"
 	"io"
 	"maps"
@@ -126,7 +125,7 @@ func (k *NodeKeys) compute(name string) string {
 		h.bytes(d[:])
 	}
 	h.strs(devices.Used)
-	return hex.EncodeToString(h.h.Sum(nil))
+	return string(h.h.Sum(nil)) // raw bytes: a map key, never shown
 }
 
 // hasher writes length-prefixed fields into a hash.

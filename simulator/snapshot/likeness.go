@@ -27,7 +27,7 @@ type LocalDevices struct {
 // slices not bound to a node exist (any node may draw on them), a pool
 // of the node spans generations, or a device may be shared between
 // claims (its shares and consumed capacity are not described here).
-// Not safe for concurrent use: it memoises slice digests.
+// Not safe for concurrent use: it memoises what it reads of each slice.
 func (s *Snapshot) LocalDevices(node string) (devs LocalDevices, ok bool) {
 	if len(s.slicesOfNode[""]) > 0 {
 		return LocalDevices{}, false
@@ -45,22 +45,66 @@ func (s *Snapshot) LocalDevices(node string) (devs LocalDevices, ok bool) {
 			return LocalDevices{}, false
 		}
 		generation[pool.Name] = pool.Generation
-		for _, d := range slice.Spec.Devices {
-			if ptr.Deref(d.AllowMultipleAllocations, false) {
-				return LocalDevices{}, false
-			}
-			if s.alloc.dedicated.Has(structured.MakeDeviceID(slice.Spec.Driver, pool.Name, d.Name)) {
-				devs.Used = append(devs.Used, strconv.Itoa(i)+"/"+d.Name)
-			}
-		}
-		sum, ok := s.sliceDigest(slice, node)
+		f, ok := s.facts.of(slice, node)
 		if !ok {
 			return LocalDevices{}, false
 		}
-		devs.Slices = append(devs.Slices, sum)
+		for j, id := range f.ids {
+			if s.alloc.dedicated.Has(id) {
+				devs.Used = append(devs.Used, strconv.Itoa(i)+"/"+slice.Spec.Devices[j].Name)
+			}
+		}
+		devs.Slices = append(devs.Slices, f.digest)
 	}
 	return devs, true
 }
+
+// sliceFacts memoises what LocalDevices reads of a slice: its digest and
+// its devices' ids, which cost a protobuf encoding and an interned
+// string per device to make, for every node key made again after a
+// placement. Slices are never modified in place, so they are kept by
+// pointer, and across Reset for the slices the next build adds again (an
+// informer hands out the same object while a slice is unchanged): what a
+// build does not use is dropped at the Reset after it.
+type sliceFacts struct {
+	cur, prev map[*resourceapi.ResourceSlice]sliceFact
+}
+
+type sliceFact struct {
+	digest [sha256.Size]byte
+	ids    []structured.DeviceID
+}
+
+// of returns slice's facts; ok is false when a device may be shared
+// between claims or the slice cannot be digested.
+func (m *sliceFacts) of(slice *resourceapi.ResourceSlice, node string) (sliceFact, bool) {
+	if f, ok := m.cur[slice]; ok {
+		return f, true
+	}
+	f, ok := m.prev[slice]
+	if !ok {
+		for _, d := range slice.Spec.Devices {
+			if ptr.Deref(d.AllowMultipleAllocations, false) {
+				return sliceFact{}, false
+			}
+		}
+		if f.digest, ok = sliceDigest(slice, node); !ok {
+			return sliceFact{}, false
+		}
+		f.ids = make([]structured.DeviceID, len(slice.Spec.Devices))
+		for j, d := range slice.Spec.Devices {
+			f.ids[j] = structured.MakeDeviceID(slice.Spec.Driver, slice.Spec.Pool.Name, d.Name)
+		}
+	}
+	if m.cur == nil {
+		m.cur = map[*resourceapi.ResourceSlice]sliceFact{}
+	}
+	m.cur[slice] = f
+	return f, true
+}
+
+// reset starts a new build: what the last one used is kept for this one.
+func (m *sliceFacts) reset() { m.prev, m.cur = m.cur, nil }
 
 // SpecDigest hashes a slice spec as its protobuf encoding, which is
 // deterministic (map keys sorted, quantities canonical) and several times
@@ -73,13 +117,8 @@ func SpecDigest(spec *resourceapi.ResourceSliceSpec) ([sha256.Size]byte, error) 
 	return sha256.Sum256(b), nil
 }
 
-// sliceDigest hashes a slice's spec without what names its node. Slices
-// are never modified in place, so the digest is kept by pointer until
-// Reset.
-func (s *Snapshot) sliceDigest(slice *resourceapi.ResourceSlice, node string) ([sha256.Size]byte, bool) {
-	if sum, ok := s.digests[slice]; ok {
-		return sum, true
-	}
+// sliceDigest hashes a slice's spec without what names its node.
+func sliceDigest(slice *resourceapi.ResourceSlice, node string) ([sha256.Size]byte, bool) {
 	spec := slice.Spec // a shallow copy: only the top-level fields change
 	spec.NodeName = nil
 	spec.Pool.Generation = 0
@@ -90,9 +129,5 @@ func (s *Snapshot) sliceDigest(slice *resourceapi.ResourceSlice, node string) ([
 	if err != nil {
 		return [sha256.Size]byte{}, false
 	}
-	if s.digests == nil {
-		s.digests = map[*resourceapi.ResourceSlice][sha256.Size]byte{}
-	}
-	s.digests[slice] = sum
 	return sum, true
 }

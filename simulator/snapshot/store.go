@@ -1,7 +1,6 @@
 package snapshot
 
 import (
-	"crypto/sha256"
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
@@ -94,8 +93,9 @@ type Snapshot struct {
 	gens   map[string]uint64
 	genSeq uint64
 
-	// digests memoises LocalDevices' slice digests (not content).
-	digests map[*resourceapi.ResourceSlice][sha256.Size]byte
+	// facts memoises what LocalDevices reads of slices (not content); it
+	// outlives Reset.
+	facts *sliceFacts
 }
 
 type placedPod struct {
@@ -116,6 +116,7 @@ func New(logger klog.Logger) *Snapshot {
 			compositePodGroup:  gate.Enabled(features.CompositePodGroup),
 		},
 		logger:        logger,
+		facts:         &sliceFacts{},
 		nodes:         map[string]*framework.NodeInfo{},
 		all:           newOrderedList[fwk.NodeInfo](),
 		affinity:      newOrderedList[fwk.NodeInfo](),
@@ -177,7 +178,10 @@ func (s *Snapshot) Reset() error {
 	if s.j.depth() != 0 {
 		return fmt.Errorf("reset snapshot: %d forks still open", s.j.depth())
 	}
+	facts := s.facts
 	*s = *New(s.logger)
+	s.facts = facts
+	s.facts.reset()
 	return nil
 }
 
