@@ -14,12 +14,15 @@ import (
 	"testing"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
@@ -66,10 +69,11 @@ func BenchmarkLoopPass(b *testing.B) {
 
 // benchPass runs one pass per iteration over the scenario gen makes. The
 // generated objects are made anew each time and dropped once the fake
-// clientset holds its copy, so that the benchmark's peak RSS counts no
-// copy of the cluster that a real autoscaler would not have (the fake
-// API server's copy stays: it stands for the real one's watch cache
-// only in part, as the informers hold their own).
+// clientset holds them, so that the benchmark's peak RSS counts no copy
+// of the cluster that a real autoscaler would not have. The fake API
+// server keeps its own copy of every object but the ResourceSlices and
+// ResourceClaims (see newClient): the pods and nodes, which a real
+// autoscaler does not hold either.
 func benchPass(b *testing.B, gen func() scale.Scenario) {
 	sc := gen()
 	data, err := json.Marshal(sc.Config)
@@ -88,8 +92,7 @@ func benchPass(b *testing.B, gen func() scale.Scenario) {
 	}
 	quiet(b)
 	ctx := klog.NewContext(context.Background(), klog.Background())
-	var stages, perStage map[string]float64
-	var unranked, live, synced float64
+	var r passResult
 	first := true
 	for b.Loop() {
 		b.StopTimer()
@@ -97,10 +100,8 @@ func benchPass(b *testing.B, gen func() scale.Scenario) {
 			sc = gen()
 		}
 		first = false
-		var pass *loop.Pass
-		var held int
 		next := sc.Next
-		pass, held, stages, perStage, unranked, live, synced = runPass(ctx, b, opts, &sc.Objects, func(first *loop.Pass) {
+		r = runPass(ctx, b, opts, &sc.Objects, func(first *loop.Pass) {
 			check(b, first, sc.WantFit, sc.WantPlanned)
 			// The pods the first pass nominated are held on their nodes,
 			// not pending.
@@ -111,22 +112,22 @@ func benchPass(b *testing.B, gen func() scale.Scenario) {
 			}
 		}, next)
 		b.StartTimer()
-		check(b, pass, sc.WantFit-held, sc.WantPlanned)
+		check(b, r.pass, sc.WantFit-r.held, sc.WantPlanned)
 	}
 	for _, s := range []string{"filterOutSchedulable", "scaleUp", "strandedCapacity"} {
-		b.ReportMetric(stages[s], s+"-s")
+		b.ReportMetric(r.functions[s], s+"-s")
 	}
 	// Pods the ranking budget left to first fit: placement quality the
 	// pass gave up for time.
-	b.ReportMetric(unranked, "unranked-pods")
+	b.ReportMetric(r.unranked, "unranked-pods")
 	// What the autoscaler holds after the pass (informer caches,
 	// snapshot, provider, loop), the fake API server's copy of the cluster
 	// aside.
-	b.ReportMetric(live, "live-MB")
+	b.ReportMetric(r.live, "live-MB")
 	// The informers' start, OnPods' handlers included: what a restart
 	// costs before its first pass.
-	b.ReportMetric(synced, "sync-s")
-	logStages(b, perStage)
+	b.ReportMetric(r.synced, "sync-s")
+	logStages(b, r.stages)
 }
 
 // logStages logs the last pass's stages from the slowest, those over 10 ms.
@@ -162,17 +163,27 @@ func check(b *testing.B, pass *loop.Pass, fit, nodes int) {
 	}
 }
 
+// passResult is what runPass saw of the timed pass.
+type passResult struct {
+	pass *loop.Pass
+	// held is how many pending pods were nominated before it (held on
+	// their nodes, not pending).
+	held int
+	// functions and stages are its seconds per upstream function and
+	// per stage.
+	functions, stages map[string]float64
+	// unranked counts the pods it left unranked; live is the heap the
+	// autoscaler's parts hold after it, in MB; synced is the informers'
+	// start, in seconds.
+	unranked, live, synced float64
+}
+
 // runPass builds a fresh cluster and loop, syncs the informers and runs
 // one pass with the timer on; with next, an untimed pass first, which
 // first is given (the timed one is the pass after it, with what the
-// first kept). It empties *objs once the fake clientset has copied them,
-// and returns the timed pass, how many pending pods were nominated before
-// it (held on their nodes, not pending), its seconds per upstream
-// function and per stage, the pods it left unranked, and the heap the
-// autoscaler's parts hold after it, in MB, and the informers' start in seconds.
-func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs *[]runtime.Object, first func(*loop.Pass), next bool) (
-	_ *loop.Pass, held int, functions, stages map[string]float64, unranked, live, synced float64) {
-	client := fake.NewClientset(*objs...)
+// first kept). It empties *objs once the fake clientset has them.
+func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs *[]runtime.Object, first func(*loop.Pass), next bool) (r passResult) {
+	client := newClient(*objs)
 	*objs = nil
 	base := liveHeap()
 	p, cleanup, err := newParts(ctx, opts, client, nil)
@@ -198,7 +209,7 @@ func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs *[]ru
 	if err := l.Observer.Start(informers, time.Minute); err != nil {
 		b.Fatal(err)
 	}
-	synced = time.Since(start).Seconds()
+	r.synced = time.Since(start).Seconds()
 	if err := crs.Start(informers, time.Minute); err != nil {
 		b.Fatal(err)
 	}
@@ -214,7 +225,7 @@ func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs *[]ru
 		}
 		for _, p := range pods.Items {
 			if p.Spec.NodeName == "" && p.Status.NominatedNodeName != "" {
-				held++
+				r.held++
 			}
 		}
 		// The informers see the nominations before the timed pass.
@@ -229,7 +240,7 @@ func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs *[]ru
 					seen++
 				}
 			}
-			return seen == held, nil
+			return seen == r.held, nil
 		}); err != nil {
 			b.Fatal(err)
 		}
@@ -245,16 +256,64 @@ func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs *[]ru
 	if err != nil {
 		b.Fatal(err)
 	}
-	live = float64(liveHeap()-base) / 1e6
+	r.pass, r.live = pass, float64(liveHeap()-base)/1e6
 	goruntime.KeepAlive(l)
-	functions, stages, unranked = stageSeconds(b, m)
-	for k := range functions {
-		functions[k] -= f0[k]
+	var unranked float64
+	r.functions, r.stages, unranked = stageSeconds(b, m)
+	for k := range r.functions {
+		r.functions[k] -= f0[k]
 	}
-	for k := range stages {
-		stages[k] -= s0[k]
+	for k := range r.stages {
+		r.stages[k] -= s0[k]
 	}
-	return pass, held, functions, stages, unranked - u0, live, synced
+	r.unranked = unranked - u0
+	return r
+}
+
+// newClient is a fake clientset holding objs. The ResourceSlices and
+// ResourceClaims, most of a GPU cluster's bytes and never written by the
+// autoscaler, are served from objs themselves rather than from the
+// tracker's deep copy: the informers' copies share their content, as the
+// only copy a real autoscaler holds is its informers'. Objects of these
+// kinds created later (kwok publishes slices for the nodes it makes) live
+// in the tracker and are listed with them.
+func newClient(objs []runtime.Object) *fake.Clientset {
+	static := map[string][]runtime.Object{}
+	var rest []runtime.Object
+	for _, o := range objs {
+		switch o.(type) {
+		case *resourceapi.ResourceSlice:
+			static["resourceslices"] = append(static["resourceslices"], o)
+		case *resourceapi.ResourceClaim:
+			static["resourceclaims"] = append(static["resourceclaims"], o)
+		default:
+			rest = append(rest, o)
+		}
+	}
+	client := fake.NewClientset(rest...)
+	for resource, objs := range static {
+		client.PrependReactor("list", resource, func(a clienttesting.Action) (bool, runtime.Object, error) {
+			list := a.(clienttesting.ListActionImpl)
+			tracked, err := client.Tracker().List(list.GetResource(), list.GetKind(), list.GetNamespace(), list.ListOptions)
+			if err != nil {
+				return true, nil, err
+			}
+			items, err := meta.ExtractList(tracked)
+			if err != nil {
+				return true, nil, err
+			}
+			all := make([]runtime.Object, 0, len(objs)+len(items))
+			for _, o := range objs {
+				if ns := list.GetNamespace(); ns == "" || o.(metav1.Object).GetNamespace() == ns {
+					all = append(all, o)
+				}
+			}
+			// SetList copies each object shallowly: the content is
+			// shared, and never modified.
+			return true, tracked, meta.SetList(tracked, append(all, items...))
+		})
+	}
+	return client
 }
 
 // liveHeap is the heap in use after a full collection.
