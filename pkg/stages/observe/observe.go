@@ -132,7 +132,7 @@ func New(client kubernetes.Interface, served Served) *Observer {
 // OnPods has fn told of every pod the informers add or update, from the
 // first list on, so that work on a pod can be done when it changes rather
 // than in a pass. Call it before Start, which waits until fn has seen the
-// first list. fn runs on the informer's goroutine: it must not block.
+// first list. fn runs on the informer's goroutine: it must be quick.
 func (o *Observer) OnPods(fn func(*corev1.Pod)) error {
 	call := func(obj any) {
 		if pod, ok := obj.(*corev1.Pod); ok {
