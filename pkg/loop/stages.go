@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
@@ -205,13 +206,20 @@ func (l *Loop) reservationUpkeep(ctx context.Context, p *Pass) error {
 
 // pendingSelection is how the pass picks the pods to scale for.
 func (l *Loop) pendingSelection(p *Pass) observe.PendingSelection {
-	return observe.PendingSelection{
+	sel := observe.PendingSelection{
 		NewPodScaleUpDelay: l.Options.NewPodScaleUpDelay,
 		PriorityCutoff:     l.Options.ExpendablePodsPriorityCutoff,
 		SchedulerName:      corev1.DefaultSchedulerName,
 		Nodes:              observe.Registered(p.cluster.Nodes),
 		VolumeBindings:     p.cluster.VolumeBindings,
 	}
+	if p.built != nil && len(p.built.Unheld) > 0 {
+		sel.Unheld = map[types.UID]bool{}
+		for _, pod := range p.built.Unheld {
+			sel.Unheld[pod.UID] = true
+		}
+	}
+	return sel
 }
 
 // pending picks the pods to scale for and splits them into gangs and

@@ -5,10 +5,13 @@
 package load
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -29,6 +32,11 @@ type Loaded struct {
 	Upcoming []string
 	// GroupOf maps every upcoming or booting node to its group.
 	GroupOf map[string]string
+	// Unheld are pending pods held on a node (nominated there, or their
+	// volume provisioned for it) whose claims the node's devices cannot
+	// take in the snapshot any more: pods held there before them took
+	// the devices. They are pending in the snapshot, like any other.
+	Unheld []*corev1.Pod
 }
 
 // Candidates are all nodes a pending pod may go to without a scale-up.
@@ -79,6 +87,55 @@ func loadDefinitions(ctx context.Context, snap *simsnapshot.Snapshot, state *obs
 	for _, t := range state.ResourceClaimTemplates {
 		skip("resourceclaimtemplate/"+t.Namespace+"/"+t.Name, snap.SetResourceClaimTemplate(t))
 	}
+}
+
+type heldPod struct {
+	pod  *corev1.Pod
+	node string
+}
+
+// placeHeld places pending pods with claims on the nodes they are held on
+// through the framework, so that their claims hold the devices they will
+// get there: placed as they are, with their claims unallocated, the
+// devices would look free to every other pod, and a pod nominated for a
+// node could be planned onto devices another held pod has. A pod its node
+// cannot take any more stays pending in the snapshot. Pods go in
+// namespace/name order, so the same pods win every pass. It returns how
+// many were placed.
+func placeHeld(ctx context.Context, opts Options, holding []heldPod) (int, error) {
+	if len(holding) == 0 {
+		return 0, nil
+	}
+	slices.SortFunc(holding, func(a, b heldPod) int {
+		return cmp.Or(strings.Compare(a.pod.Namespace, b.pod.Namespace), strings.Compare(a.pod.Name, b.pod.Name))
+	})
+	snap, placed := opts.Runner.Snapshot(), 0
+	for _, h := range holding {
+		if err := snap.AddPendingPod(h.pod); err != nil {
+			klog.FromContext(ctx).V(4).Info("Left out of the snapshot", "object", "pod/"+h.pod.Namespace+"/"+h.pod.Name, "err", err)
+			continue
+		}
+		var r *framework.ScheduleResult
+		var err error
+		if info := opts.PodInfos.Of(h.pod); info != nil {
+			r, err = opts.Runner.SchedulePodInfo(ctx, info, []string{h.node})
+		} else {
+			r, err = opts.Runner.SchedulePod(ctx, h.pod, []string{h.node})
+		}
+		if err != nil {
+			return placed, fmt.Errorf("pod %s/%s held on %s: %w", h.pod.Namespace, h.pod.Name, h.node, err)
+		}
+		if r.Node != "" {
+			placed++
+			continue
+		}
+		why := ""
+		if len(r.Results) > 0 {
+			why = r.Results[0].Message
+		}
+		klog.FromContext(ctx).V(2).Info("A pod held on a node does not fit there any more; it is pending", "pod", klog.KObj(h.pod), "node", h.node, "why", why)
+	}
+	return placed, nil
 }
 
 // Build empties snap and fills it from the observed state and the groups.
@@ -146,6 +203,7 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 	// from the last pass) up front, in parallel.
 	var place []*corev1.Pod
 	var on []string
+	var holding []heldPod
 	for _, pod := range state.Pods {
 		held := ""
 		if pod.Spec.NodeName == "" {
@@ -157,6 +215,8 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 			expendable++
 		case pod.Spec.NodeName != "":
 			place, on = append(place, pod), append(on, pod.Spec.NodeName)
+		case held != "" && opts.Runner != nil && len(pod.Spec.ResourceClaims) > 0:
+			holding = append(holding, heldPod{pod, held}) // placed with their claims, below
 		case held != "":
 			nominated++
 			place, on = append(place, pod), append(on, held)
@@ -170,6 +230,16 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPodCopy(pod, on[i], infos[i]))
 		} else {
 			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPod(pod, on[i]))
+		}
+	}
+	held, err := placeHeld(ctx, opts, holding)
+	if err != nil {
+		return nil, err
+	}
+	nominated += held
+	for _, h := range holding {
+		if placed, ok := snap.PlacedPod(h.pod.Namespace, h.pod.Name); !ok || placed.Spec.NodeName != h.node {
+			res.Unheld = append(res.Unheld, h.pod)
 		}
 	}
 	var errs []error

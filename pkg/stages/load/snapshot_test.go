@@ -6,11 +6,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/klog/v2/ktesting"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	simsnapshot "github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
@@ -109,5 +112,67 @@ func TestBuildStaleBootingNodeAsItIs(t *testing.T) {
 	}
 	if len(n.Node().Spec.Taints) != 1 || res.GroupOf["gpu-dead"] != "" {
 		t.Errorf("stale node simulated as template: taints %v, group %q", n.Node().Spec.Taints, res.GroupOf["gpu-dead"])
+	}
+}
+
+// Pending pods held on a node with claims are placed through the
+// framework, so their claims hold the node's devices: the second pod
+// nominated for a node with one GPU does not fit there any more and is
+// pending (Unheld), instead of both looking placed while the GPU looks
+// free to every other pod. Held pods without claims keep their place.
+func TestBuildPlacesHeldPodsWithTheirClaims(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	runner, err := framework.New(ctx, framework.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpuPod := func(name, claim, node string) *corev1.Pod {
+		return builder.Pod("ns", name).UID(types.UID(name)).Claim("gpu", claim).Nominated(node).Obj()
+	}
+	state := &observe.ClusterState{
+		Nodes: []*corev1.Node{builder.Node("a").CPU("8").Obj(), builder.Node("b").CPU("8").Obj()},
+		// Listed out of order: the first by name wins the node.
+		Pods: []*corev1.Pod{gpuPod("second", "c2", "a"), gpuPod("first", "c1", "a"),
+			builder.Pod("ns", "cpu-only").CPU("1").Nominated("b").Obj()},
+		ResourceSlices: []*resourceapi.ResourceSlice{
+			builder.ResourceSlice("a-gpus", "a", "gpu.example.com", "a").Devices(builder.Device("gpu-0")).Obj(),
+			builder.ResourceSlice("b-gpus", "b", "gpu.example.com", "b").Devices(builder.Device("gpu-0")).Obj(),
+		},
+		ResourceClaims: []*resourceapi.ResourceClaim{
+			builder.Claim("ns", "c1").Request(builder.Request("gpu", "gpu")).Obj(),
+			builder.Claim("ns", "c2").Request(builder.Request("gpu", "gpu")).Obj(),
+		},
+		DeviceClasses: []*resourceapi.DeviceClass{builder.DeviceClass("gpu").Driver("gpu.example.com").Obj()},
+	}
+	snap := runner.Snapshot()
+	if err := Prepare(ctx, snap, state); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Build(ctx, snap, state, nil, Options{Runner: runner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if placed, ok := snap.PlacedPod("ns", "first"); !ok || placed.Spec.NodeName != "a" {
+		t.Errorf("the first held pod is not on its node a: %v", placed)
+	}
+	if c, _ := snap.ResourceClaim("ns", "c1"); c == nil || c.Status.Allocation == nil {
+		t.Errorf("the first held pod's claim holds no device: %+v", c)
+	}
+	if len(res.Unheld) != 1 || res.Unheld[0].Name != "second" {
+		t.Errorf("unheld = %v, want the second pod", res.Unheld)
+	}
+	if _, ok := snap.PendingPod("ns", "second"); !ok {
+		t.Error("the second pod is not pending in the snapshot")
+	}
+	if placed, ok := snap.PlacedPod("ns", "cpu-only"); !ok || placed.Spec.NodeName != "b" {
+		t.Errorf("the held pod without claims lost its place on b: %v", placed)
+	}
+	// What the unheld pod needs is free on b, not on a.
+	verdicts, err := runner.RunFilters(ctx, state.Pods[0], []string{"a", "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if verdicts[0].Fits || !verdicts[1].Fits {
+		t.Errorf("the second pod fits a: %v, b: %v; want only b", verdicts[0].Fits, verdicts[1].Fits)
 	}
 }

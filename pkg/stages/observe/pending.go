@@ -6,6 +6,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // PendingSelection are the knobs of Pending.
@@ -23,6 +24,10 @@ type PendingSelection struct {
 	// VolumeBindings are ClusterState's: a pod whose volume is being
 	// provisioned for a registered node waits for the scheduler's binding.
 	VolumeBindings map[string]string
+	// Unheld are held pods (HeldNode) whose node cannot take them any
+	// more, by UID (the snapshot found its devices taken): they are
+	// pending like any other.
+	Unheld map[types.UID]bool
 }
 
 // Registered is the set of the nodes' names, for NominatedNode and
@@ -90,7 +95,7 @@ func (sel PendingSelection) Skip(p *corev1.Pod, now time.Time) string {
 			*p.Spec.Priority, sel.PriorityCutoff)
 	case !IsUnschedulable(p):
 		return "the scheduler has not found it unschedulable yet"
-	case HeldNode(p, sel.Nodes, sel.VolumeBindings) != "":
+	case HeldNode(p, sel.Nodes, sel.VolumeBindings) != "" && !sel.Unheld[p.UID]:
 		return "the scheduler is placing it on a node already"
 	case now.Sub(p.CreationTimestamp.Time) < sel.NewPodScaleUpDelay:
 		return "it is younger than --new-pod-scale-up-delay"

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
@@ -65,6 +66,12 @@ func TestSelect(t *testing.T) {
 	bindings := map[string]string{"ns/for-n1": "n1", "ns/for-gone": "gone"}
 	sel := observe.PendingSelection{NewPodScaleUpDelay: 10 * time.Second, PriorityCutoff: -10, SchedulerName: corev1.DefaultSchedulerName,
 		Nodes: registered, VolumeBindings: bindings}
+	unheld := sel
+	for _, p := range pods {
+		if p.Name == "nominated" {
+			unheld.Unheld = map[types.UID]bool{p.UID: true}
+		}
+	}
 	tests := []struct {
 		name string
 		sel  observe.PendingSelection
@@ -72,6 +79,9 @@ func TestSelect(t *testing.T) {
 	}{
 		{"filtered and ordered: priority, then age, then name", sel, []string{
 			"ns/urgent", "ns/oldest", "ns/a-old", "ns/b-old", "ns/named-default", "ns/nominated-to-gone", "ns/scheduler-error", "ns/volume-for-gone", "other/a-old", "ns/just-old-enough", "ns/at-cutoff",
+		}},
+		{"a held pod its node cannot take any more is pending", unheld, []string{
+			"ns/urgent", "ns/oldest", "ns/a-old", "ns/b-old", "ns/named-default", "ns/nominated", "ns/nominated-to-gone", "ns/scheduler-error", "ns/volume-for-gone", "other/a-old", "ns/just-old-enough", "ns/at-cutoff",
 		}},
 		{"any scheduler when none is set", observe.PendingSelection{NewPodScaleUpDelay: 10 * time.Second, PriorityCutoff: -10, Nodes: registered, VolumeBindings: bindings}, []string{
 			"ns/urgent", "ns/oldest", "ns/a-old", "ns/b-old", "ns/named-default", "ns/nominated-to-gone", "ns/other-scheduler", "ns/scheduler-error", "ns/volume-for-gone", "other/a-old", "ns/just-old-enough", "ns/at-cutoff",
