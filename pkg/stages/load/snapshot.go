@@ -98,23 +98,33 @@ type heldPod struct {
 // through the framework, so that their claims hold the devices they will
 // get there: placed as they are, with their claims unallocated, the
 // devices would look free to every other pod, and a pod nominated for a
-// node could be planned onto devices another held pod has. A pod its node
-// cannot take any more stays pending in the snapshot. Pods go in
-// namespace/name order, so the same pods win every pass. It returns how
-// many were placed.
-func placeHeld(ctx context.Context, opts Options, holding []heldPod) (int, error) {
-	if len(holding) == 0 {
-		return 0, nil
-	}
+// node could be planned onto devices another held pod has. A pod that
+// fits its node alone but not after the held pods before it (in
+// namespace/name order, so the same pods win every pass) stays pending in
+// the snapshot, and is returned. A pod that does not fit its node even
+// alone waits for what the snapshot cannot show (preemption's victims
+// terminating, say): it holds its place as before, its claims
+// unallocated.
+func placeHeld(ctx context.Context, opts Options, holding []heldPod) (unheld []*corev1.Pod) {
+	logger := klog.FromContext(ctx)
 	slices.SortFunc(holding, func(a, b heldPod) int {
 		return cmp.Or(strings.Compare(a.pod.Namespace, b.pod.Namespace), strings.Compare(a.pod.Name, b.pod.Name))
 	})
-	snap, placed := opts.Runner.Snapshot(), 0
+	snap := opts.Runner.Snapshot()
+	var waiting []heldPod
+	try := holding[:0:0]
 	for _, h := range holding {
 		if err := snap.AddPendingPod(h.pod); err != nil {
-			klog.FromContext(ctx).V(4).Info("Left out of the snapshot", "object", "pod/"+h.pod.Namespace+"/"+h.pod.Name, "err", err)
+			logger.V(4).Info("Left out of the snapshot", "object", "pod/"+h.pod.Namespace+"/"+h.pod.Name, "err", err)
 			continue
 		}
+		if v, err := opts.Runner.RunFilters(ctx, h.pod, []string{h.node}); err != nil || len(v) != 1 || !v[0].Fits {
+			waiting = append(waiting, h)
+			continue
+		}
+		try = append(try, h)
+	}
+	for _, h := range try {
 		var r *framework.ScheduleResult
 		var err error
 		if info := opts.PodInfos.Of(h.pod); info != nil {
@@ -122,20 +132,31 @@ func placeHeld(ctx context.Context, opts Options, holding []heldPod) (int, error
 		} else {
 			r, err = opts.Runner.SchedulePod(ctx, h.pod, []string{h.node})
 		}
-		if err != nil {
-			return placed, fmt.Errorf("pod %s/%s held on %s: %w", h.pod.Namespace, h.pod.Name, h.node, err)
+		switch {
+		case err != nil:
+			logger.Error(err, "Placing a pod held on a node failed; it holds its place without its claims", "pod", klog.KObj(h.pod), "node", h.node)
+			waiting = append(waiting, h)
+		case r.Node == "":
+			why := ""
+			if len(r.Results) > 0 {
+				why = r.Results[0].Message
+			}
+			logger.V(2).Info("A pod held on a node no longer fits there after the pods held before it; it is pending", "pod", klog.KObj(h.pod), "node", h.node, "why", why)
+			unheld = append(unheld, h.pod)
 		}
-		if r.Node != "" {
-			placed++
-			continue
-		}
-		why := ""
-		if len(r.Results) > 0 {
-			why = r.Results[0].Message
-		}
-		klog.FromContext(ctx).V(2).Info("A pod held on a node does not fit there any more; it is pending", "pod", klog.KObj(h.pod), "node", h.node, "why", why)
 	}
-	return placed, nil
+	for _, h := range waiting {
+		err := snap.RemovePendingPod(h.pod.Namespace, h.pod.Name)
+		if info := opts.PodInfos.Of(h.pod); err == nil && info != nil {
+			err = snap.AddPodCopy(h.pod, h.node, info)
+		} else if err == nil {
+			err = snap.AddPod(h.pod, h.node)
+		}
+		if err != nil {
+			logger.V(4).Info("Left out of the snapshot", "object", "pod/"+h.pod.Namespace+"/"+h.pod.Name, "err", err)
+		}
+	}
+	return unheld
 }
 
 // Build empties snap and fills it from the observed state and the groups.
@@ -232,15 +253,9 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPod(pod, on[i]))
 		}
 	}
-	held, err := placeHeld(ctx, opts, holding)
-	if err != nil {
-		return nil, err
-	}
-	nominated += held
-	for _, h := range holding {
-		if placed, ok := snap.PlacedPod(h.pod.Namespace, h.pod.Name); !ok || placed.Spec.NodeName != h.node {
-			res.Unheld = append(res.Unheld, h.pod)
-		}
+	if len(holding) > 0 {
+		res.Unheld = placeHeld(ctx, opts, holding)
+		nominated += len(holding) - len(res.Unheld)
 	}
 	var errs []error
 	for _, g := range groups {

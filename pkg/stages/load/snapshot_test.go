@@ -119,7 +119,9 @@ func TestBuildStaleBootingNodeAsItIs(t *testing.T) {
 // framework, so their claims hold the node's devices: the second pod
 // nominated for a node with one GPU does not fit there any more and is
 // pending (Unheld), instead of both looking placed while the GPU looks
-// free to every other pod. Held pods without claims keep their place.
+// free to every other pod. Held pods without claims keep their place, and
+// so does a pod its node cannot take even alone (it waits for a
+// preemption's victim to go).
 func TestBuildPlacesHeldPodsWithTheirClaims(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	runner, err := framework.New(ctx, framework.Options{})
@@ -129,18 +131,26 @@ func TestBuildPlacesHeldPodsWithTheirClaims(t *testing.T) {
 	gpuPod := func(name, claim, node string) *corev1.Pod {
 		return builder.Pod("ns", name).UID(types.UID(name)).Claim("gpu", claim).Nominated(node).Obj()
 	}
+	// A running pod holds c's only GPU; the scheduler nominated a pod
+	// for c that preempts it.
+	victim := builder.Pod("ns", "victim").UID("victim").Claim("gpu", "cv").Node("c").Obj()
 	state := &observe.ClusterState{
-		Nodes: []*corev1.Node{builder.Node("a").CPU("8").Obj(), builder.Node("b").CPU("8").Obj()},
+		Nodes: []*corev1.Node{builder.Node("a").CPU("8").Obj(), builder.Node("b").CPU("8").Obj(), builder.Node("c").CPU("8").Obj()},
 		// Listed out of order: the first by name wins the node.
 		Pods: []*corev1.Pod{gpuPod("second", "c2", "a"), gpuPod("first", "c1", "a"),
-			builder.Pod("ns", "cpu-only").CPU("1").Nominated("b").Obj()},
+			builder.Pod("ns", "cpu-only").CPU("1").Nominated("b").Obj(),
+			victim, gpuPod("preemptor", "cp", "c")},
 		ResourceSlices: []*resourceapi.ResourceSlice{
 			builder.ResourceSlice("a-gpus", "a", "gpu.example.com", "a").Devices(builder.Device("gpu-0")).Obj(),
 			builder.ResourceSlice("b-gpus", "b", "gpu.example.com", "b").Devices(builder.Device("gpu-0")).Obj(),
+			builder.ResourceSlice("c-gpus", "c", "gpu.example.com", "c").Devices(builder.Device("gpu-0")).Obj(),
 		},
 		ResourceClaims: []*resourceapi.ResourceClaim{
 			builder.Claim("ns", "c1").Request(builder.Request("gpu", "gpu")).Obj(),
 			builder.Claim("ns", "c2").Request(builder.Request("gpu", "gpu")).Obj(),
+			builder.Claim("ns", "cv").Request(builder.Request("gpu", "gpu")).
+				Allocated("c", builder.AllocatedDevice("gpu", "gpu.example.com", "c", "gpu-0")).ReservedFor(victim).Obj(),
+			builder.Claim("ns", "cp").Request(builder.Request("gpu", "gpu")).Obj(),
 		},
 		DeviceClasses: []*resourceapi.DeviceClass{builder.DeviceClass("gpu").Driver("gpu.example.com").Obj()},
 	}
@@ -166,6 +176,9 @@ func TestBuildPlacesHeldPodsWithTheirClaims(t *testing.T) {
 	}
 	if placed, ok := snap.PlacedPod("ns", "cpu-only"); !ok || placed.Spec.NodeName != "b" {
 		t.Errorf("the held pod without claims lost its place on b: %v", placed)
+	}
+	if placed, ok := snap.PlacedPod("ns", "preemptor"); !ok || placed.Spec.NodeName != "c" {
+		t.Errorf("the pod waiting for a preemption on c lost its place: %v", placed)
 	}
 	// What the unheld pod needs is free on b, not on a.
 	verdicts, err := runner.RunFilters(ctx, state.Pods[0], []string{"a", "b"})
