@@ -28,6 +28,10 @@ func (l *Loop) Explain(ctx context.Context, key types.NamespacedName) (*explain.
 	pass := &Pass{StartedAt: l.Clock.Now()}
 	var rep *explain.Report
 	var pod *corev1.Pod
+	// heldOn is the node the pod is held on (HeldNode), binding whether it
+	// is held there by its volume rather than a nomination.
+	var heldOn string
+	var binding bool
 	errScheduled := errors.New("scheduled")
 	stages, err := l.Stages()
 	if err != nil {
@@ -46,17 +50,28 @@ func (l *Loop) Explain(ctx context.Context, key types.NamespacedName) (*explain.
 				return errScheduled
 			}
 			registered := observe.Registered(pass.cluster.Nodes)
-			if node := observe.HeldNode(pod, registered, pass.cluster.VolumeBindings); node != "" {
+			if heldOn = observe.HeldNode(pod, registered, pass.cluster.VolumeBindings); heldOn != "" {
+				// Judged once the snapshot says whether the node still
+				// takes it (load.Loaded.Unheld).
+				binding = observe.NominatedNode(pod, registered) == ""
+				return nil
+			}
+			pass.extra = []*corev1.Pod{pod}
+		case StageSnapshot:
+			if heldOn != "" && !containsPod(pass.built.Unheld, pod) {
 				// The pass holds its place there, as the loop does.
-				rep.State, rep.Node = "Nominated", node
-				rep.Summary = "the scheduler is placing it on node " + node + " (preemption or volume provisioning under way): no scale-up is needed"
-				if observe.NominatedNode(pod, registered) == "" {
+				rep.State, rep.Node = "Nominated", heldOn
+				rep.Summary = "the scheduler is placing it on node " + heldOn + " (preemption or volume provisioning under way): no scale-up is needed"
+				if binding {
 					rep.State = "Binding"
 				}
 				return errScheduled
 			}
-			pass.extra = []*corev1.Pod{pod}
-		case StageSnapshot:
+			if heldOn != "" {
+				// Pods held on the node before it took what it needs
+				// there: it is planned like any pending pod.
+				pass.extra = []*corev1.Pod{pod}
+			}
 			verdicts, err := l.Runner.RunFilters(ctx, pod, pass.built.Candidates())
 			if err != nil {
 				return fmt.Errorf("filter pod %s on existing nodes: %w", key, err)

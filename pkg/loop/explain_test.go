@@ -100,3 +100,33 @@ func TestRunOnceWritesStatus(t *testing.T) {
 		t.Errorf("pods not helped %+v", s.PodsNotHelped)
 	}
 }
+
+// A pod held on a node (nominated there) is explained as held while the
+// node takes it; one the pods held there before it crowd out of the
+// node's only GPU is pending, as the loop plans it (load.Loaded.Unheld).
+func TestExplainHeldPods(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	held := func(name, claim string) *corev1.Pod {
+		pod := unschedulablePod(name, "1")
+		withClaim := builder.Pod("ns", name).Claim("gpu", claim).Obj()
+		pod.Spec.ResourceClaims, pod.Spec.Containers[0].Resources.Claims = withClaim.Spec.ResourceClaims, withClaim.Spec.Containers[0].Resources.Claims
+		pod.Status.NominatedNodeName = "n1"
+		return pod
+	}
+	l := newLoop(t, ctx, testclock.NewFakeClock(t0), record.NewFakeRecorder(10), fakeprovider.New(cpuGroup("small", "4")),
+		builder.Node("n1").CPU("8").Obj(),
+		builder.ResourceSlice("n1-gpus", "n1", "gpu.example.com", "n1").Devices(builder.Device("gpu-0")).Obj(),
+		builder.DeviceClass("gpu").Driver("gpu.example.com").Obj(),
+		builder.Claim("ns", "c1").Request(builder.Request("gpu", "gpu")).Obj(),
+		builder.Claim("ns", "c2").Request(builder.Request("gpu", "gpu")).Obj(),
+		held("first", "c1"), held("second", "c2"))
+	for name, want := range map[string]string{"first": "Nominated", "second": "Unschedulable"} {
+		r, err := l.Explain(ctx, types.NamespacedName{Namespace: "ns", Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.State != want {
+			t.Errorf("%s: state %s (%s), want %s", name, r.State, r.Summary, want)
+		}
+	}
+}

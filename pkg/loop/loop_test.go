@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -62,6 +63,12 @@ func newLoop(t *testing.T, ctx context.Context, clock *testclock.FakeClock, reco
 			_, err = client.CoreV1().Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
 		case *corev1.Node:
 			_, err = client.CoreV1().Nodes().Create(ctx, o, metav1.CreateOptions{})
+		case *resourceapi.ResourceSlice:
+			_, err = client.ResourceV1().ResourceSlices().Create(ctx, o, metav1.CreateOptions{})
+		case *resourceapi.ResourceClaim:
+			_, err = client.ResourceV1().ResourceClaims(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
+		case *resourceapi.DeviceClass:
+			_, err = client.ResourceV1().DeviceClasses().Create(ctx, o, metav1.CreateOptions{})
 		default:
 			err = fmt.Errorf("newLoop: unexpected %T", o)
 		}
