@@ -111,8 +111,7 @@ func placeHeld(ctx context.Context, opts Options, holding []heldPod) (unheld []*
 		return cmp.Or(strings.Compare(a.pod.Namespace, b.pod.Namespace), strings.Compare(a.pod.Name, b.pod.Name))
 	})
 	snap := opts.Runner.Snapshot()
-	var waiting []heldPod
-	try := holding[:0:0]
+	var waiting, try []heldPod
 	for _, h := range holding {
 		if err := snap.AddPendingPod(h.pod); err != nil {
 			logger.V(4).Info("Left out of the snapshot", "object", "pod/"+h.pod.Namespace+"/"+h.pod.Name, "err", err)
