@@ -121,7 +121,7 @@ func (e *Estimator) KeptLocal(m Mark, res *Estimate, tmpl *cloudprovider.NodeTem
 // top of this file). The caller vouches for the rest: every pod of prev
 // is Independent, dropped are pods of prev, and the snapshot changed only
 // by keeps that KeptLocal approved.
-func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped []*v1.Pod) (*Estimate, bool) {
+func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped Dropped) (*Estimate, bool) {
 	if prev == nil || prev.Limited == LimitMaxDuration || prev.group != g.Name || !sameCap(prev.maxNodes, e.maxNodes(g), prev.NodeCount) {
 		return nil, false
 	}
@@ -141,22 +141,15 @@ func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped []*v1.Pod) (*
 	if len(dropped) == 0 {
 		return &out, true
 	}
-	// Pods are matched by pointer (cheaper than by UID, and this runs for
-	// every group every round); the count proves that every dropped pod
-	// was found, each among the unplaced.
-	gone := make(map[*v1.Pod]bool, len(dropped))
-	for _, p := range dropped {
-		gone[p] = true
-	}
 	for _, pl := range prev.Placements {
-		if gone[pl.Pod] {
+		if dropped[pl.Pod] {
 			return nil, false
 		}
 	}
 	found, checked := 0, ""
 	out.Unplaced, out.Limited = make([]*Unplaced, 0, max(len(prev.Unplaced)-len(dropped), 0)), ""
 	for _, u := range prev.Unplaced {
-		if gone[u.Pod] {
+		if dropped[u.Pod] {
 			found++
 			continue
 		}
@@ -171,10 +164,24 @@ func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped []*v1.Pod) (*
 		}
 		out.Unplaced = append(out.Unplaced, u)
 	}
-	if found != len(gone) || len(gone) != len(dropped) {
+	if found != len(dropped) {
 		return nil, false
 	}
 	return &out, true
+}
+
+// Dropped is a set of pods, matched by pointer (cheaper than by UID): the
+// pods gone from a round's input, made once for the hundred groups Carry
+// is asked about.
+type Dropped map[*v1.Pod]bool
+
+// DroppedOf is the set of pods.
+func DroppedOf(pods []*v1.Pod) Dropped {
+	d := make(Dropped, len(pods))
+	for _, p := range pods {
+		d[p] = true
+	}
+	return d
 }
 
 // sameCap reports whether caps a and b (0: none) answer "may one more node

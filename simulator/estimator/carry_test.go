@@ -61,7 +61,7 @@ func TestCarryMatchesEstimatingAgain(t *testing.T) {
 					left := without(pods, dropped)
 					for _, now := range []int{cap, cap + 1, 0, prev[0].NodeCount, prev[0].NodeCount + 1} {
 						g := TemplateGroup{Name: "g", Template: tmpl, MaxNodes: now}
-						got, ok := e.Carry(prev[0], g, dropped)
+						got, ok := e.Carry(prev[0], g, DroppedOf(dropped))
 						if what == "a placed pod" && ok {
 							t.Fatalf("cap %d→%d: carried with a placed pod dropped", cap, now)
 						}

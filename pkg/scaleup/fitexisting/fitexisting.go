@@ -158,6 +158,26 @@ type sweeper struct {
 	candidates []string
 	placed     map[*corev1.Pod]string
 	classes    map[string]*classState
+	// scratch is reused from pod to pod: one pod's scan lists hundreds
+	// of nodes, and thousands of pods made these a third of the stage's
+	// allocations.
+	scratch scratch
+}
+
+// scratch holds buffers valid while one pod is fitted.
+type scratch struct {
+	fits, asked, seen     map[string]bool
+	feasible, unknown     []string
+	first, others, unsamp []string
+}
+
+// reuse empties m (made on first use) for another pod.
+func reuse(m *map[string]bool) map[string]bool {
+	if *m == nil {
+		*m = map[string]bool{}
+	}
+	clear(*m)
+	return *m
 }
 
 // sweep tries pods in order, recording fits in placed, and returns the
@@ -267,7 +287,9 @@ func (s *sweeper) fit(ctx context.Context, pod *corev1.Pod, cs *classState) (str
 // earlier: ranking only the first of each key picks the same node at a
 // fraction of the cost (5,000 nodes come in a few kinds and states).
 func (s *sweeper) firstOfKeys(nodes []string) (first, others []string) {
-	seen := map[string]bool{}
+	seen := reuse(&s.scratch.seen)
+	first, others = s.scratch.first[:0], s.scratch.others[:0]
+	defer func() { s.scratch.first, s.scratch.others = first[:0], others[:0] }()
 	for _, n := range nodes {
 		k := s.opts.Keys.Of(n)
 		if k != "" && seen[k] {
@@ -348,7 +370,7 @@ func (s *sweeper) byKey(cs *classState, node string) (fits, known bool, key stri
 // the first is filtered; the next scan reads the others' verdict off it.
 func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState, open []string) (feasible []string, unsampled func() []string, err error) {
 	snap := s.runner.Snapshot()
-	fits := map[string]bool{} // verdicts of this call's filtering
+	fits := reuse(&s.scratch.fits) // verdicts of this call's filtering
 	for early := false; ; {
 		var unknown []string
 		if feasible, unknown = s.scan(cs, open, fits); len(unknown) == 0 || early {
@@ -375,11 +397,12 @@ func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState,
 		early = len(results) < len(unknown)
 	}
 	unsampled = func() []string {
-		taken := map[string]bool{}
+		taken := reuse(&s.scratch.seen)
 		for _, n := range feasible {
 			taken[n] = true
 		}
-		var rest []string
+		rest := s.scratch.unsamp[:0]
+		defer func() { s.scratch.unsamp = rest[:0] }()
 		for _, n := range open {
 			if f, seen := fits[n]; taken[n] || (seen && !f) || (cs != nil && cs.closed[n]) {
 				continue
@@ -402,7 +425,9 @@ func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState,
 // closed.
 func (s *sweeper) scan(cs *classState, open []string, fits map[string]bool) (feasible, unknown []string) {
 	snap := s.runner.Snapshot()
-	asked := map[string]bool{} // keys with a node in unknown
+	asked := reuse(&s.scratch.asked) // keys with a node in unknown
+	feasible, unknown = s.scratch.feasible[:0], s.scratch.unknown[:0]
+	defer func() { s.scratch.feasible, s.scratch.unknown = feasible[:0], unknown[:0] }()
 	known := 0
 	for _, n := range open {
 		if cs != nil && cs.closed[n] {

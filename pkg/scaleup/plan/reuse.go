@@ -36,8 +36,10 @@ type carry struct {
 	off bool
 	// prev holds the estimates of the last round, by group.
 	prev map[string]carried
-	// last is the last round's pods; removed, those gone since.
+	// last is the last round's pods; removed, those gone since, and
+	// gone their set, made when first asked for.
 	last, removed []*corev1.Pod
+	gone          estimator.Dropped
 	// dependent counts the pods left that are not Independent; while
 	// any is left, nothing is carried.
 	dependent map[types.UID]bool
@@ -72,9 +74,12 @@ func (c *carry) get(est *estimator.Estimator, g estimator.TemplateGroup, pods, o
 	if !ok {
 		return nil
 	}
-	var dropped []*corev1.Pod
+	var dropped estimator.Dropped
 	if prev.pods == nil && own == nil {
-		dropped = c.removed
+		if c.gone == nil {
+			c.gone = estimator.DroppedOf(c.removed)
+		}
+		dropped = c.gone
 	} else {
 		before := prev.pods
 		if before == nil {
@@ -84,10 +89,11 @@ func (c *carry) get(est *estimator.Estimator, g estimator.TemplateGroup, pods, o
 		if now == nil {
 			now = pods
 		}
-		var subset bool
-		if dropped, subset = minus(before, now); !subset {
+		less, subset := minus(before, now)
+		if !subset {
 			return nil
 		}
+		dropped = estimator.DroppedOf(less)
 	}
 	res, ok := est.Carry(prev.res, g, dropped)
 	if !ok {
@@ -107,7 +113,7 @@ func (c *carry) put(pods []*corev1.Pod, cands []candidate, results []*estimator.
 	for i, cand := range cands {
 		c.prev[cand.info.Id] = carried{res: results[i], pods: cand.pods}
 	}
-	c.last, c.removed = pods, nil
+	c.last, c.removed, c.gone = pods, nil, nil
 }
 
 // kept records the round's choice: the pods it took and whether the keep
@@ -119,7 +125,7 @@ func (c *carry) kept(took []*corev1.Pod, local bool) {
 	if !local {
 		c.prev = nil
 	}
-	c.removed = append(c.removed, took...)
+	c.removed, c.gone = append(c.removed, took...), nil
 	for _, p := range took {
 		delete(c.dependent, p.UID)
 	}
