@@ -131,9 +131,11 @@ func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped Dropped) (*Es
 		}
 	}
 	snap := e.runner.Snapshot()
-	for _, n := range prev.NewNodes {
-		if snap.HasNode(n) {
-			return nil, false
+	for _, names := range [][]string{prev.NewNodes, prev.droppedNodes} {
+		for _, n := range names {
+			if snap.HasNode(n) {
+				return nil, false
+			}
 		}
 	}
 	out := *prev
@@ -146,18 +148,12 @@ func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped Dropped) (*Es
 			return nil, false
 		}
 	}
-	found, checked := 0, ""
+	found := 0
 	out.Unplaced, out.Limited = make([]*Unplaced, 0, max(len(prev.Unplaced)-len(dropped), 0)), ""
 	for _, u := range prev.Unplaced {
 		if dropped[u.Pod] {
 			found++
 			continue
-		}
-		if n := u.Result.Node; n != "" && n != checked {
-			if snap.HasNode(n) {
-				return nil, false
-			}
-			checked = n
 		}
 		if u.Limit != "" {
 			out.Limited = u.Limit

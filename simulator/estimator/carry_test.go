@@ -16,7 +16,7 @@ import (
 func carriedOutcome(r *Estimate) (outcome, []string) {
 	var verdicts []string
 	for _, u := range r.Unplaced {
-		verdicts = append(verdicts, fmt.Sprintf("%s %s %s %s %s", u.Pod.Name, u.Result.Node, u.Result.Plugin, u.Result.Message, u.Limit))
+		verdicts = append(verdicts, fmt.Sprintf("%s %s %s %s", u.Pod.Name, u.Result.Plugin, u.Result.Message, u.Limit))
 	}
 	return outcomeOf(r), verdicts
 }
@@ -86,6 +86,29 @@ func TestCarryMatchesEstimatingAgain(t *testing.T) {
 			}
 			t.Logf("%d carried estimates checked", accepted)
 		})
+	}
+}
+
+// The unplaced pods' verdicts were given on a node the estimate dropped:
+// once a node of that name exists, the estimate is not carried.
+func TestCarryNeedsTheDroppedNodesFree(t *testing.T) {
+	r, ctx := newRunner(t)
+	pods := []*v1.Pod{builder.Pod(ns, "huge").CPU("1000").OwnedBy("apps/v1", "ReplicaSet", "huge").Obj()}
+	e := New(r, Options{})
+	g := TemplateGroup{Name: "g", Template: gpuTemplate(8, nil)}
+	prev, err := e.EstimateGroups(ctx, pods, []TemplateGroup{g})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(prev[0].Unplaced) != 1 || len(prev[0].droppedNodes) != 1 || prev[0].Unplaced[0].Result.Node != "" {
+		t.Fatalf("unplaced %+v, dropped nodes %q: want one verdict naming no node, one dropped node", prev[0].Unplaced, prev[0].droppedNodes)
+	}
+	if _, ok := e.Carry(prev[0], g, nil); !ok {
+		t.Fatal("not carried with the dropped node's name free")
+	}
+	snapshottest.Load(t, r.Snapshot(), builder.Node(prev[0].droppedNodes[0]).Obj())
+	if _, ok := e.Carry(prev[0], g, nil); ok {
+		t.Fatalf("carried with node %s in the snapshot", prev[0].droppedNodes[0])
 	}
 }
 

@@ -93,6 +93,10 @@ type Estimate struct {
 	// estimate ran with (0: none), for Carry.
 	group    string
 	maxNodes int
+	// droppedNodes name the new nodes a class did not fit and that were
+	// dropped again: the unplaced pods' verdicts were given there, so
+	// Carry needs the names still free.
+	droppedNodes []string
 }
 
 // Placement is one pod on one new node.
@@ -104,9 +108,10 @@ type Placement struct {
 // Unplaced is a pod without a node and why.
 type Unplaced struct {
 	Pod *v1.Pod
-	// Estimate is the scheduler's verdict on an empty new node of the group
+	// Result is the scheduler's verdict on an empty new node of the group
 	// (a node the estimate then dropped again), when the pod's class does
-	// not fit there. Zero when a limit stopped the pod.
+	// not fit there; its Node is empty, the node being gone. Zero when a
+	// limit stopped the pod.
 	Result framework.NodeResult
 	// Limit is LimitMaxNodes or LimitMaxDuration when a limit stopped the
 	// pod, "" otherwise.

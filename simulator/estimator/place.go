@@ -3,6 +3,7 @@ package estimator
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -206,8 +207,15 @@ func (r *run) openNode(ctx context.Context, pi *schedframework.PodInfo, cls *cla
 	return nil
 }
 
-// unplaceable records that pod's class does not fit an empty node.
+// unplaceable records that pod's class does not fit an empty node. The
+// node, dropped again, is named in the estimate once (droppedNodes), not
+// in each pod's verdict: an estimate shared with an alike group is
+// renamed per node, not per unplaced pod.
 func (r *run) unplaceable(ctx context.Context, pod *v1.Pod, cls *class, verdict framework.NodeResult) {
+	if n := verdict.Node; n != "" && !slices.Contains(r.res.droppedNodes, n) {
+		r.res.droppedNodes = append(r.res.droppedNodes, n)
+	}
+	verdict.Node = ""
 	cls.unplaceable = &verdict
 	r.res.Unplaced = append(r.res.Unplaced, &Unplaced{Pod: pod, Result: verdict})
 	klog.FromContext(ctx).V(4).Info("Pod class does not fit an empty node", "pod", klog.KObj(pod), "plugin", verdict.Plugin, "reason", verdict.Message)

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -219,30 +220,16 @@ func renamed(res *Estimate, from, to string, snap *snapshot.Snapshot) (*Estimate
 		}
 		out.Placements[i] = Placement{Pod: p.Pod, Node: name}
 	}
-	// Most unplaced pods carry the verdict of the same dropped node: each
-	// distinct name is renamed once, and the renamed entries share one
-	// allocation (a hundred alike groups with thousands of pods each
-	// made this a tenth of a pass's allocations).
-	renames, need := map[string]string{}, 0
-	for _, u := range res.Unplaced {
-		if strings.HasPrefix(u.Result.Node, from+"-") {
-			need++
+	// The unplaced pods' verdicts name no node (droppedNodes does): the
+	// entries are shared, not copied per pod for every alike group.
+	out.Unplaced = slices.Clip(res.Unplaced)
+	out.droppedNodes = make([]string, len(res.droppedNodes))
+	for i, n := range res.droppedNodes {
+		rest, ok := strings.CutPrefix(n, from+"-")
+		if !ok {
+			return nil, false
 		}
-	}
-	slab := make([]Unplaced, 0, need)
-	out.Unplaced = make([]*Unplaced, len(res.Unplaced))
-	for i, u := range res.Unplaced {
-		if rest, ok := strings.CutPrefix(u.Result.Node, from+"-"); ok {
-			name, done := renames[u.Result.Node]
-			if !done {
-				name = to + "-" + rest
-				renames[u.Result.Node] = name
-			}
-			slab = append(slab, *u)
-			u = &slab[len(slab)-1]
-			u.Result.Node = name
-		}
-		out.Unplaced[i] = u
+		out.droppedNodes[i] = to + "-" + rest
 	}
 	out.FrameworkCalls, out.MemoHits, out.group = 0, 0, to
 	return &out, true

@@ -2,11 +2,13 @@ package estimator
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
 // Groups that differ only in a label nothing selects on share one
@@ -28,6 +30,8 @@ func TestEstimateGroupsShareIdenticalTemplates(t *testing.T) {
 		selecting[i] = p.DeepCopy()
 		selecting[i].Spec.NodeSelector = map[string]string{groupLabel: "b"}
 	}
+	huge := append(slices.Clip(pods), builder.Pod(ns, "huge-0").CPU("1000").OwnedBy("apps/v1", "ReplicaSet", "huge").Obj(),
+		builder.Pod(ns, "huge-1").CPU("1000").OwnedBy("apps/v1", "ReplicaSet", "huge").Obj())
 	tests := []struct {
 		name       string
 		pods       []*v1.Pod
@@ -35,6 +39,7 @@ func TestEstimateGroupsShareIdenticalTemplates(t *testing.T) {
 	}{
 		{"a name label nobody reads", pods, []string{"b", "e"}},
 		{"a label the pods select on", selecting, nil},
+		{"pods no group fits", huge, []string{"b", "e"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -52,6 +57,16 @@ func TestEstimateGroupsShareIdenticalTemplates(t *testing.T) {
 			for i, g := range groups {
 				if !reflect.DeepEqual(outcomeOf(got[i]), outcomeOf(alone[i])) {
 					t.Errorf("group %s: shared estimate %+v, alone %+v", g.Name, outcomeOf(got[i]), outcomeOf(alone[i]))
+				}
+				// The dropped nodes, named after the group, are what
+				// Carry checks; the verdicts themselves name none.
+				if !slices.Equal(got[i].droppedNodes, alone[i].droppedNodes) {
+					t.Errorf("group %s: shared estimate dropped nodes %q, alone %q", g.Name, got[i].droppedNodes, alone[i].droppedNodes)
+				}
+				for _, u := range got[i].Unplaced {
+					if u.Result.Plugin != "" && len(got[i].droppedNodes) == 0 {
+						t.Errorf("group %s: pod %s has a verdict, but no dropped node is named", g.Name, u.Pod.Name)
+					}
 				}
 				if got[i].FrameworkCalls == 0 && got[i].MemoHits == 0 && alone[i].FrameworkCalls > 0 {
 					shared = append(shared, g.Name)
