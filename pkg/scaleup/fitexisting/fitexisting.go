@@ -133,11 +133,19 @@ type classState struct {
 	open        []string
 	stale       bool
 	closedSince int
-	fits        map[string]snapshot.Gen // memoizable classes only
+	fits        map[string]memoFit // memoizable classes only
 	// byKey holds the verdicts per node key (see Options.Keys), for
 	// memoizable, keyable classes only; each stands while the snapshot's
 	// shared generation is the one it was found at.
 	byKey map[string]keyVerdict
+}
+
+// memoFit is a node a memoizable class fits at gen, and the node's key
+// there (Options.Keys; "" without), read back by firstOfKeys without
+// asking Keys again.
+type memoFit struct {
+	gen snapshot.Gen
+	key string
 }
 
 type keyVerdict struct {
@@ -166,9 +174,9 @@ type sweeper struct {
 
 // scratch holds buffers valid while one pod is fitted.
 type scratch struct {
-	fits, asked, seen     map[string]bool
-	feasible, unknown     []string
-	first, others, unsamp []string
+	fits, asked, seen       map[string]bool
+	feasible, keys, unknown []string
+	first, others, unsamp   []string
 }
 
 // reuse empties m (made on first use) for another pod.
@@ -196,7 +204,7 @@ func (s *sweeper) sweep(ctx context.Context, pods []*corev1.Pod, retry bool) ([]
 			if cs = s.classes[class]; cs == nil {
 				cs = &classState{closed: map[string]bool{}, open: s.candidates}
 				if s.opts.Memoizable != nil && s.opts.Memoizable(pod) {
-					cs.fits = map[string]snapshot.Gen{}
+					cs.fits = map[string]memoFit{}
 					if s.opts.Keys != nil && s.opts.Keys.Keyable(pod) {
 						cs.byKey = map[string]keyVerdict{}
 					}
@@ -259,14 +267,14 @@ func (s *sweeper) fit(ctx context.Context, pod *corev1.Pod, cs *classState) (str
 	if s.opts.Rank == nil {
 		return s.firstFit(ctx, pod, cs, open)
 	}
-	feasible, unsampled, err := s.feasible(ctx, pod, cs, open)
+	feasible, keys, unsampled, err := s.feasible(ctx, pod, cs, open)
 	if err != nil {
 		return "", err
 	}
 	if len(feasible) > 0 {
 		reps, alike := feasible, []string(nil)
 		if cs != nil && cs.byKey != nil {
-			reps, alike = s.firstOfKeys(feasible)
+			reps, alike = s.firstOfKeys(feasible, keys)
 		}
 		order, err := s.opts.Rank(ctx, pod, reps)
 		if err != nil {
@@ -286,12 +294,13 @@ func (s *sweeper) fit(ctx context.Context, pod *corev1.Pod, cs *classState) (str
 // state, so a ranking scores them alike and, on a tie, prefers the
 // earlier: ranking only the first of each key picks the same node at a
 // fraction of the cost (5,000 nodes come in a few kinds and states).
-func (s *sweeper) firstOfKeys(nodes []string) (first, others []string) {
+// keys are the nodes' keys, in order.
+func (s *sweeper) firstOfKeys(nodes, keys []string) (first, others []string) {
 	seen := reuse(&s.scratch.seen)
 	first, others = s.scratch.first[:0], s.scratch.others[:0]
 	defer func() { s.scratch.first, s.scratch.others = first[:0], others[:0] }()
-	for _, n := range nodes {
-		k := s.opts.Keys.Of(n)
+	for i, n := range nodes {
+		k := keys[i]
 		if k != "" && seen[k] {
 			others = append(others, n)
 			continue
@@ -333,14 +342,16 @@ func (s *sweeper) firstFit(ctx context.Context, pod *corev1.Pod, cs *classState,
 	return p.Node, nil
 }
 
-// learn records node's verdict for its key.
-func (s *sweeper) learn(cs *classState, node string, fits bool) {
+// learn records node's verdict for its key, and returns the key.
+func (s *sweeper) learn(cs *classState, node string, fits bool) string {
 	if cs == nil || cs.byKey == nil {
-		return
+		return ""
 	}
-	if k := s.opts.Keys.Of(node); k != "" {
+	k := s.opts.Keys.Of(node)
+	if k != "" {
 		cs.byKey[k] = keyVerdict{fits: fits, shared: s.runner.Snapshot().NodeGen(node).Shared}
 	}
+	return k
 }
 
 // byKey returns the verdict node's key has (known is false without one),
@@ -368,12 +379,13 @@ func (s *sweeper) byKey(cs *classState, node string) (fits, known bool, key stri
 // pods went to are ranked too. Without Sample known fits, the others are
 // filtered until enough fit. Of nodes sharing a key not known yet, only
 // the first is filtered; the next scan reads the others' verdict off it.
-func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState, open []string) (feasible []string, unsampled func() []string, err error) {
+// keys are the feasible nodes' keys for a keyed class (see scan).
+func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState, open []string) (feasible, keys []string, unsampled func() []string, err error) {
 	snap := s.runner.Snapshot()
 	fits := reuse(&s.scratch.fits) // verdicts of this call's filtering
 	for early := false; ; {
 		var unknown []string
-		if feasible, unknown = s.scan(cs, open, fits); len(unknown) == 0 || early {
+		if feasible, keys, unknown = s.scan(cs, open, fits); len(unknown) == 0 || early {
 			break
 		}
 		// Short of Sample, stop at enough fits; else filter every
@@ -382,14 +394,14 @@ func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState,
 		// them have a verdict now.
 		results, err := s.runner.FilterUntil(ctx, pod, unknown, s.opts.Sample-len(feasible))
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		for _, r := range results {
-			s.learn(cs, r.Node, r.Fits)
+			key := s.learn(cs, r.Node, r.Fits)
 			fits[r.Node] = r.Fits
 			switch {
 			case r.Fits && cs != nil && cs.fits != nil:
-				cs.fits[r.Node] = snap.NodeGen(r.Node)
+				cs.fits[r.Node] = memoFit{gen: snap.NodeGen(r.Node), key: key}
 			case !r.Fits && cs != nil:
 				cs.close(r.Node)
 			}
@@ -414,7 +426,7 @@ func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState,
 		}
 		return rest
 	}
-	return feasible, unsampled, nil
+	return feasible, keys, unsampled, nil
 }
 
 // scan walks open in order and returns the nodes known to fit and the
@@ -422,42 +434,57 @@ func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState,
 // filtering (fits; its fits are taken but not counted, as filtering may
 // find a few more than it was asked for): one node per key with no
 // verdict yet, every node without a key. Nodes a key rules out are
-// closed.
-func (s *sweeper) scan(cs *classState, open []string, fits map[string]bool) (feasible, unknown []string) {
+// closed. keys holds the feasible nodes' keys, read off the memo, when
+// the class has keys (cs.byKey); nil otherwise.
+func (s *sweeper) scan(cs *classState, open []string, fits map[string]bool) (feasible, keys, unknown []string) {
 	snap := s.runner.Snapshot()
 	asked := reuse(&s.scratch.asked) // keys with a node in unknown
-	feasible, unknown = s.scratch.feasible[:0], s.scratch.unknown[:0]
-	defer func() { s.scratch.feasible, s.scratch.unknown = feasible[:0], unknown[:0] }()
+	keyed := cs != nil && cs.byKey != nil
+	feasible, keys, unknown = s.scratch.feasible[:0], s.scratch.keys[:0], s.scratch.unknown[:0]
+	defer func() {
+		s.scratch.feasible, s.scratch.keys, s.scratch.unknown = feasible[:0], keys[:0], unknown[:0]
+	}()
+	if !keyed {
+		keys = nil
+	}
+	add := func(n, key string) {
+		feasible = append(feasible, n)
+		if keyed {
+			keys = append(keys, key)
+		}
+	}
 	known := 0
 	for _, n := range open {
 		if cs != nil && cs.closed[n] {
 			continue
 		}
-		if fit, filtered := fits[n]; filtered {
-			if fit {
-				feasible = append(feasible, n)
+		if len(fits) > 0 {
+			if fit, filtered := fits[n]; filtered {
+				if fit {
+					// Filtered this call: a keyed class memoised it.
+					add(n, cs.fitsKey(n))
+				}
+				continue
 			}
-			continue
 		}
-		fit, ok := false, false
+		fit, ok, key := false, false, ""
 		if cs != nil && cs.fits != nil {
-			if g, memo := cs.fits[n]; memo && g == snap.NodeGen(n) {
-				fit, ok = true, true
+			if m, memo := cs.fits[n]; memo && m.gen == snap.NodeGen(n) {
+				fit, ok, key = true, true, m.key
 			}
 		}
-		key := ""
 		if !ok {
 			if fit, ok, key = s.byKey(cs, n); ok && fit && cs.fits != nil {
 				// Known by key at this generation: the next scans read
 				// it off the cheaper memo.
-				cs.fits[n] = snap.NodeGen(n)
+				cs.fits[n] = memoFit{gen: snap.NodeGen(n), key: key}
 			}
 		}
 		switch {
 		case ok && fit:
-			feasible = append(feasible, n)
+			add(n, key)
 			if known++; known >= s.opts.Sample {
-				return feasible, unknown
+				return feasible, keys, unknown
 			}
 		case ok:
 			cs.close(n)
@@ -468,5 +495,13 @@ func (s *sweeper) scan(cs *classState, open []string, fits map[string]bool) (fea
 			unknown = append(unknown, n)
 		}
 	}
-	return feasible, unknown
+	return feasible, keys, unknown
+}
+
+// fitsKey is the key memoised with node's fit, "" without one.
+func (cs *classState) fitsKey(node string) string {
+	if cs == nil {
+		return ""
+	}
+	return cs.fits[node].key
 }
