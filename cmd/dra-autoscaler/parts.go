@@ -125,6 +125,7 @@ func (p *parts) loopParts(opts *config.Options, b *backoff.Backoff, tracker *tra
 		ClassOf:      p.est.ClassKey,
 		Memoizable:   p.est.Memoizable,
 		NodeKeys:     nodeKeys,
+		Copier:       p.est,
 		Placement:    p.placer,
 		Reservations: reserved,
 		PodInfos:     p.podInfos,

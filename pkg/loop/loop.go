@@ -88,6 +88,9 @@ type Parts struct {
 	// NodeKeys (optional) tells the stage, per pass, which nodes look
 	// alike to the filters, so it asks about one node of each kind.
 	NodeKeys func(*snapshot.Snapshot, []*corev1.Pod) (fitexisting.Keys, error)
+	// Copier (optional, with NodeKeys) copies placements between nodes
+	// with equal keys instead of scheduling each pod again.
+	Copier fitexisting.Copier
 	// Stranded measures stranded DRA capacity; Placement ranks the nodes
 	// pods fit and applies the prioritized-list policy. Both optional.
 	Stranded  *stranded.Meter

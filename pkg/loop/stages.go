@@ -276,7 +276,7 @@ func (l *Loop) fitExisting(ctx context.Context, p *Pass) error {
 		if err != nil {
 			return failed("simulationError", err)
 		}
-		opts.Keys = keys
+		opts.Keys, opts.Copier = keys, l.Copier
 	}
 	rest, fits, err := fitexisting.FitWith(ctx, l.Runner, p.loose, p.built.Candidates(), opts)
 	l.Placement.EndPass(ctx)

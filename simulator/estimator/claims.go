@@ -21,7 +21,8 @@ import (
 // stores. Nil without error when the controller decided no claim is
 // needed. Memoizable pods own no claims yet (see resolve), so unlike the
 // framework there is no orphan to look for first.
-func (r *run) claimFor(pod *v1.Pod, podClaim *v1.PodResourceClaim) (claim *resourceapi.ResourceClaim, made bool, err error) {
+func claimFor(runner *framework.Runner, pod *v1.Pod, podClaim *v1.PodResourceClaim) (claim *resourceapi.ResourceClaim, made bool, err error) {
+	snap := runner.Snapshot()
 	if !framework.ClaimNotMadeYet(pod, podClaim) {
 		// Checked first: resourceclaim.Name reports a claim not made yet
 		// with an error, which costs more to build than the check.
@@ -30,15 +31,15 @@ func (r *run) claimFor(pod *v1.Pod, podClaim *v1.PodResourceClaim) (claim *resou
 		case err == nil && name == nil:
 			return nil, false, nil
 		case err == nil:
-			claim, err := r.snap.ResourceClaims().Get(pod.Namespace, *name)
+			claim, err := snap.ResourceClaims().Get(pod.Namespace, *name)
 			return claim, false, err
 		default:
 			return nil, false, err
 		}
 	}
-	tmpl, ok := r.snap.ResourceClaimTemplate(pod.Namespace, *podClaim.ResourceClaimTemplateName)
+	tmpl, ok := snap.ResourceClaimTemplate(pod.Namespace, *podClaim.ResourceClaimTemplateName)
 	if !ok {
 		return nil, false, fmt.Errorf("claim template %s/%s not in the snapshot", pod.Namespace, *podClaim.ResourceClaimTemplateName)
 	}
-	return r.e.runner.TemplateClaim(pod, podClaim, tmpl), true, nil
+	return runner.TemplateClaim(pod, podClaim, tmpl), true, nil
 }

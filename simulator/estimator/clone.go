@@ -155,7 +155,7 @@ func (r *run) writeCopy(pi *schedframework.PodInfo, s *slot, n *hnode) error {
 	for i := range pod.Spec.ResourceClaims {
 		podClaim := &pod.Spec.ResourceClaims[i]
 		sc := s.claims[i]
-		claim, made, err := r.claimFor(placed, podClaim)
+		claim, made, err := claimFor(r.e.runner, placed, podClaim)
 		if err != nil {
 			return fmt.Errorf("copy placement of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
@@ -189,16 +189,24 @@ func (r *run) writeCopy(pi *schedframework.PodInfo, s *slot, n *hnode) error {
 // on n: defaulted, with the DRA finalizer, the slot's allocation moved to
 // n's pools and node, and pod in reservedFor. Only what changes is copied.
 func (r *run) allocatedCopy(claim *resourceapi.ResourceClaim, sc *slotClaim, n *hnode, pod *v1.Pod) *resourceapi.ResourceClaim {
+	return allocatedCopyOf(claim, sc.alloc, func(k int) string { return template.PoolName(r.tmpl.Node.Name, sc.pools[k], n.name) },
+		r.nodeSelector(n), pod)
+}
+
+// allocatedCopyOf is claim as the framework leaves it after binding pod
+// with src's allocation, its k-th device taken from pool(k) and the
+// allocation pinned by sel.
+func allocatedCopyOf(claim *resourceapi.ResourceClaim, src *resourceapi.AllocationResult, pool func(k int) string, sel *v1.NodeSelector, pod *v1.Pod) *resourceapi.ResourceClaim {
 	c := *claim
 	c.Spec = framework.DefaultedSpec(claim)
 	if !slices.Contains(c.Finalizers, resourceapi.Finalizer) {
 		c.Finalizers = append(slices.Clip(c.Finalizers), resourceapi.Finalizer)
 	}
-	alloc := *sc.alloc
-	alloc.NodeSelector = r.nodeSelector(n)
-	alloc.Devices.Results = make([]resourceapi.DeviceRequestAllocationResult, len(sc.alloc.Devices.Results))
-	for k, res := range sc.alloc.Devices.Results {
-		res.Pool = template.PoolName(r.tmpl.Node.Name, sc.pools[k], n.name)
+	alloc := *src
+	alloc.NodeSelector = sel
+	alloc.Devices.Results = make([]resourceapi.DeviceRequestAllocationResult, len(src.Devices.Results))
+	for k, res := range src.Devices.Results {
+		res.Pool = pool(k)
 		if res.ShareID != nil {
 			// The allocator gives every share a fresh ID too.
 			id := types.UID(uuid.NewUUID())

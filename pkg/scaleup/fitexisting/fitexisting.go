@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
@@ -56,6 +57,22 @@ type Options struct {
 	// the placed pod to share; nil or a nil result: the framework makes
 	// one when the pod is placed.
 	PodInfo func(*corev1.Pod) fwk.PodInfo
+	// Copier, with Keys, copies the placement the framework made for a
+	// pod of a memoizable, keyable class to the next node of the same
+	// key a pod of the class goes to, instead of scheduling it again
+	// (estimator.Estimator; the copy is exact, TestCopyPlacementIsExact).
+	// Nil: every placement is the framework's.
+	Copier Copier
+}
+
+// Copier copies placements between nodes with equal keys.
+type Copier interface {
+	// CapturePlacement returns placed's placement on node, ok false
+	// when it cannot be copied exactly.
+	CapturePlacement(placed *corev1.Pod, node string) (*estimator.NodePlacement, bool)
+	// CopyPlacement places pod on node as p says, node's key being the
+	// one p's node had; false, with nothing changed, when it declines.
+	CopyPlacement(pod *corev1.Pod, info fwk.PodInfo, p *estimator.NodePlacement, node string) (bool, error)
 }
 
 // Keys tells nodes apart by what the filters read of them.
@@ -138,6 +155,15 @@ type classState struct {
 	// memoizable, keyable classes only; each stands while the snapshot's
 	// shared generation is the one it was found at.
 	byKey map[string]keyVerdict
+	// placements holds, per node key, a placement of a pod of the class
+	// on a node with that key (Options.Copier), with the shared
+	// generation it was made at.
+	placements map[string]keptPlacement
+}
+
+type keptPlacement struct {
+	p      *estimator.NodePlacement
+	shared uint64
 }
 
 // memoFit is a node a memoizable class fits at gen, and the node's key
@@ -207,6 +233,7 @@ func (s *sweeper) sweep(ctx context.Context, pods []*corev1.Pod, retry bool) ([]
 					cs.fits = map[string]memoFit{}
 					if s.opts.Keys != nil && s.opts.Keys.Keyable(pod) {
 						cs.byKey = map[string]keyVerdict{}
+						cs.placements = map[string]keptPlacement{}
 					}
 				}
 				s.classes[class] = cs
@@ -234,6 +261,7 @@ func (s *sweeper) sweep(ctx context.Context, pods []*corev1.Pod, retry bool) ([]
 			for _, c := range s.classes {
 				clear(c.fits)
 				clear(c.byKey)
+				clear(c.placements)
 			}
 		}
 		logger.V(4).Info("Pod fits existing or upcoming capacity", "pod", klog.KObj(pod), "node", node)
@@ -321,8 +349,14 @@ func (s *sweeper) firstFit(ctx context.Context, pod *corev1.Pod, cs *classState,
 	if s.opts.PodInfo != nil {
 		info = s.opts.PodInfo(pod)
 	}
+	copied, key, shared, err := s.copyPlacement(pod, info, cs, nodes[0])
+	if err != nil {
+		return "", err
+	}
+	if copied {
+		return nodes[0], nil
+	}
 	var p *framework.ScheduleResult
-	var err error
 	if info != nil {
 		p, err = s.runner.SchedulePodInfoFirstFit(ctx, info, nodes)
 	} else {
@@ -339,7 +373,38 @@ func (s *sweeper) firstFit(ctx context.Context, pod *corev1.Pod, cs *classState,
 			}
 		}
 	}
+	if key != "" && p.Node == nodes[0] {
+		// The node took the pod in the state its key names: so does every
+		// node of that key (first fit learns nothing else of fits).
+		cs.byKey[key] = keyVerdict{fits: true, shared: shared}
+		if np, ok := s.opts.Copier.CapturePlacement(p.Pod, p.Node); ok {
+			cs.placements[key] = keptPlacement{p: np, shared: shared}
+		}
+	}
 	return p.Node, nil
+}
+
+// copyPlacement places pod on node by copying its class's placement on a
+// node of node's key, when the class has one and node is known by its key
+// to take the pod: the framework, asked, would place the pod on node (the
+// first it is given) just so. Otherwise it returns node's key ("" when
+// placements are not copied for the class) and the shared generation,
+// for the framework's placement to be kept under.
+func (s *sweeper) copyPlacement(pod *corev1.Pod, info fwk.PodInfo, cs *classState, node string) (copied bool, key string, shared uint64, err error) {
+	if cs == nil || cs.placements == nil || s.opts.Copier == nil {
+		return false, "", 0, nil
+	}
+	fits, known, key := s.byKey(cs, node)
+	if key == "" {
+		return false, "", 0, nil
+	}
+	shared = s.runner.Snapshot().NodeGen(node).Shared
+	if kp, ok := cs.placements[key]; ok && known && fits && kp.shared == shared {
+		if copied, err = s.opts.Copier.CopyPlacement(pod, info, kp.p, node); copied || err != nil {
+			return copied, key, shared, err
+		}
+	}
+	return false, key, shared, nil
 }
 
 // learn records node's verdict for its key, and returns the key.

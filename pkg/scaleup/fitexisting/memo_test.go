@@ -4,10 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
@@ -140,11 +143,14 @@ func TestFitExistingMemoIsExact(t *testing.T) {
 		name  string
 		rank  func(*framework.Runner) fitexisting.RankFunc
 		alike bool // nodes in two kinds, and node keys on
+		copy  bool // placements copied between nodes of a key
 	}{
-		{"first fit", nil, false},
-		{"ranked", func(*framework.Runner) fitexisting.RankFunc { return reversed }, false},
-		{"first fit, node keys", nil, true},
-		{"ranked, node keys", fullest, true},
+		{"first fit", nil, false, false},
+		{"ranked", func(*framework.Runner) fitexisting.RankFunc { return reversed }, false, false},
+		{"first fit, node keys", nil, true, false},
+		{"ranked, node keys", fullest, true, false},
+		{"first fit, node keys, placements copied", nil, true, true},
+		{"ranked, node keys, placements copied", fullest, true, true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -155,6 +161,7 @@ func TestFitExistingMemoIsExact(t *testing.T) {
 			}
 			r.Snapshot().Fork()
 			want := reference(ctx, t, r, pods, nodes, rank)
+			wantState := placedState(t, r)
 			if err := r.Snapshot().Revert(); err != nil {
 				t.Fatal(err)
 			}
@@ -173,9 +180,19 @@ func TestFitExistingMemoIsExact(t *testing.T) {
 				}
 				opts.Keys = keys
 			}
+			copier := &countingCopier{Estimator: est}
+			if tc.copy {
+				opts.Copier = copier
+			}
 			rest, placed, err := fitexisting.FitWith(ctx, r, pods, nodes, opts)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if tc.copy && copier.copies == 0 {
+				t.Error("no placement copied: the case checks nothing")
+			}
+			if got := placedState(t, r); got != wantState {
+				t.Errorf("snapshot after the stage differs from the unmemoised one:\n%s\nwant\n%s", got, wantState)
 			}
 			got := map[string]string{}
 			for pod, node := range placed {
@@ -191,6 +208,57 @@ func TestFitExistingMemoIsExact(t *testing.T) {
 			}
 		})
 	}
+}
+
+// countingCopier counts the placements copied.
+type countingCopier struct {
+	*estimator.Estimator
+	copies int
+}
+
+func (c *countingCopier) CopyPlacement(pod *corev1.Pod, info fwk.PodInfo, p *estimator.NodePlacement, node string) (bool, error) {
+	ok, err := c.Estimator.CopyPlacement(pod, info, p, node)
+	if ok {
+		c.copies++
+	}
+	return ok, err
+}
+
+// placedState renders the pods on each node with their claim statuses and
+// every claim with its allocation and reservations.
+func placedState(t *testing.T, r *framework.Runner) string {
+	t.Helper()
+	var b strings.Builder
+	nodes, err := r.Snapshot().NodeInfos().List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ni := range nodes {
+		fmt.Fprintf(&b, "node %s:", ni.Node().Name)
+		for _, p := range ni.GetPods() {
+			fmt.Fprintf(&b, " %s", p.GetPod().Name)
+			for _, st := range p.GetPod().Status.ResourceClaimStatuses {
+				fmt.Fprintf(&b, "[%s=%s]", st.Name, ptr.Deref(st.ResourceClaimName, ""))
+			}
+		}
+		b.WriteString("\n")
+	}
+	claims, err := r.Snapshot().ResourceClaims().List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range claims {
+		var owners []string
+		for _, o := range c.OwnerReferences {
+			owners = append(owners, o.Kind+"/"+o.Name)
+		}
+		fmt.Fprintf(&b, "claim %s owners=%v finalizers=%v reserved=%v", c.Name, owners, c.Finalizers, c.Status.ReservedFor)
+		if a := c.Status.Allocation; a != nil {
+			fmt.Fprintf(&b, " on %s: %v", a.NodeSelector.String(), a.Devices.Results)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }
 
 // TestFitExistingSample: a sample smaller than the feasible nodes may

@@ -1,0 +1,130 @@
+package estimator
+
+import (
+	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	fwk "k8s.io/kube-scheduler/framework"
+)
+
+// Copying a placement between existing nodes that look alike.
+//
+// Two nodes with equal NodeKeys keys offer the DRA allocator the same
+// devices in the same state, each in a pool named after its node, and
+// every other filter the same node (see NodeKeys). The allocator is
+// deterministic: it gives a pod of a memoizable, keyable class the same
+// devices on either node. So a placement the framework made on one node
+// is copied to the other the way the estimator copies placements between
+// its new nodes (clone.go): the pod's claims, made as the framework makes
+// them, get the same allocation from the other node's pool, pinned to
+// that node, with the pod in reservedFor, and the pod joins the node.
+// TestCopyPlacementIsExact compares the snapshot after a copy with the
+// one the framework leaves.
+
+// NodePlacement is a placement the framework made on an existing node,
+// in a form that can be copied to another node of the same key.
+type NodePlacement struct {
+	// allocs holds, per pod claim, the allocation its claim got; nil
+	// for a pod claim that needed no claim.
+	allocs []*resourceapi.AllocationResult
+}
+
+// CapturePlacement returns the placement of placed (the pod as placed,
+// its claim statuses set) on node. ok is false when a copy would not be
+// exact: a claim not allocated for this pod alone, not pinned to node by
+// name, or with a device from another pool than the node's own (named
+// after the node) or shared between claims; or a claim made for the pod
+// beyond its pod claims (the DRA extended-resource claim, for one).
+func (e *Estimator) CapturePlacement(placed *v1.Pod, node string) (*NodePlacement, bool) {
+	snap := e.runner.Snapshot()
+	p := &NodePlacement{allocs: make([]*resourceapi.AllocationResult, len(placed.Spec.ResourceClaims))}
+	names := make(map[string]bool, len(placed.Spec.ResourceClaims))
+	for i := range placed.Spec.ResourceClaims {
+		name, _, err := resourceclaim.Name(placed, &placed.Spec.ResourceClaims[i])
+		if err != nil {
+			return nil, false
+		}
+		if name == nil {
+			continue
+		}
+		names[*name] = true
+		claim, err := snap.ResourceClaims().Get(placed.Namespace, *name)
+		if err != nil {
+			return nil, false
+		}
+		alloc := claim.Status.Allocation
+		if alloc == nil || len(claim.Status.ReservedFor) != 1 || claim.Status.ReservedFor[0].UID != placed.UID ||
+			!pinnedTo(alloc.NodeSelector, node) {
+			return nil, false
+		}
+		for _, res := range alloc.Devices.Results {
+			if res.Pool != node || res.ShareID != nil || len(res.ConsumedCapacity) > 0 {
+				return nil, false
+			}
+		}
+		p.allocs[i] = alloc
+	}
+	for _, c := range snap.ClaimsOwnedBy(placed.UID) {
+		if !names[c.Name] {
+			return nil, false
+		}
+	}
+	return p, true
+}
+
+// CopyPlacement places pod on node as p says, p having been captured on a
+// node whose key before that placement is node's key now, and returns
+// true; info (may be nil) is the pod's PodInfo. It returns false, having
+// changed nothing, when the framework's way may differ: the pod owns
+// claims already (the framework looks among them for the ones to make),
+// a claim of the pod is allocated or reserved already, or the claims do
+// not match p's.
+func (e *Estimator) CopyPlacement(pod *v1.Pod, info fwk.PodInfo, p *NodePlacement, node string) (bool, error) {
+	snap := e.runner.Snapshot()
+	if p == nil || len(p.allocs) != len(pod.Spec.ResourceClaims) || len(snap.ClaimsOwnedBy(pod.UID)) > 0 {
+		return false, nil
+	}
+	claims := make([]*resourceapi.ResourceClaim, len(pod.Spec.ResourceClaims))
+	made := make([]bool, len(pod.Spec.ResourceClaims))
+	for i := range pod.Spec.ResourceClaims {
+		claim, m, err := claimFor(e.runner, pod, &pod.Spec.ResourceClaims[i])
+		if err != nil || (claim == nil) != (p.allocs[i] == nil) {
+			return false, nil
+		}
+		if claim != nil && !m && (claim.Status.Allocation != nil || len(claim.Status.ReservedFor) > 0) {
+			return false, nil
+		}
+		claims[i], made[i] = claim, m
+	}
+	sel := &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+		MatchFields: []v1.NodeSelectorRequirement{{Key: metav1.ObjectNameField, Operator: v1.NodeSelectorOpIn, Values: []string{node}}},
+	}}}
+	pool := func(int) string { return node }
+	placed := pod
+	for i, claim := range claims {
+		if claim == nil {
+			continue
+		}
+		if err := snap.SetResourceClaim(allocatedCopyOf(claim, p.allocs[i], pool, sel, pod)); err != nil {
+			return false, err
+		}
+		if made[i] {
+			if placed == pod {
+				cp := *pod
+				cp.Status.ResourceClaimStatuses = append([]v1.PodResourceClaimStatus(nil), pod.Status.ResourceClaimStatuses...)
+				placed = &cp
+			}
+			name := claim.Name
+			placed.Status.ResourceClaimStatuses = append(placed.Status.ResourceClaimStatuses,
+				v1.PodResourceClaimStatus{Name: pod.Spec.ResourceClaims[i].Name, ResourceClaimName: &name})
+		}
+	}
+	var err error
+	if info != nil && info.GetPod() != nil && info.GetPod().UID == pod.UID {
+		err = snap.AddPodCopy(placed, node, info)
+	} else {
+		err = snap.AddPod(placed, node)
+	}
+	return err == nil, err
+}
