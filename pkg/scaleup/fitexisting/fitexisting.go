@@ -159,6 +159,9 @@ type classState struct {
 	// on a node with that key (Options.Copier), with the shared
 	// generation it was made at.
 	placements map[string]keptPlacement
+	// last is the class's last scan, the next one's start (scanFrom);
+	// spare is storage for the next.
+	last, spare *scanResult
 }
 
 type keptPlacement struct {
@@ -192,6 +195,12 @@ type sweeper struct {
 	candidates []string
 	placed     map[*corev1.Pod]string
 	classes    map[string]*classState
+	// changes lists the nodes pods were placed on, in order; epoch
+	// counts the times memoised verdicts were voided (scanStamp).
+	changes []string
+	epoch   int
+	// positions holds the candidates' indexes (index).
+	positions map[string]int
 	// scratch is reused from pod to pod: one pod's scan lists hundreds
 	// of nodes, and thousands of pods made these a third of the stage's
 	// allocations.
@@ -200,9 +209,10 @@ type sweeper struct {
 
 // scratch holds buffers valid while one pod is fitted.
 type scratch struct {
-	fits, asked, seen       map[string]bool
-	feasible, keys, unknown []string
-	first, others, unsamp   []string
+	fits, asked, seen     map[string]bool
+	walk                  scanResult
+	first, others, unsamp []string
+	redo                  []string
 }
 
 // reuse empties m (made on first use) for another pod.
@@ -255,9 +265,11 @@ func (s *sweeper) sweep(ctx context.Context, pods []*corev1.Pod, retry bool) ([]
 			continue
 		}
 		s.placed[pod] = node
+		s.changes = append(s.changes, node)
 		if cs == nil || cs.fits == nil {
 			// The pod may change what other nodes accept (inter-pod
 			// anti-affinity, a shared claim): known fits are void.
+			s.epoch++
 			for _, c := range s.classes {
 				clear(c.fits)
 				clear(c.byKey)
@@ -492,75 +504,6 @@ func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState,
 		return rest
 	}
 	return feasible, keys, unsampled, nil
-}
-
-// scan walks open in order and returns the nodes known to fit and the
-// nodes to filter, up to the Sample-th node known before this call's
-// filtering (fits; its fits are taken but not counted, as filtering may
-// find a few more than it was asked for): one node per key with no
-// verdict yet, every node without a key. Nodes a key rules out are
-// closed. keys holds the feasible nodes' keys, read off the memo, when
-// the class has keys (cs.byKey); nil otherwise.
-func (s *sweeper) scan(cs *classState, open []string, fits map[string]bool) (feasible, keys, unknown []string) {
-	snap := s.runner.Snapshot()
-	asked := reuse(&s.scratch.asked) // keys with a node in unknown
-	keyed := cs != nil && cs.byKey != nil
-	feasible, keys, unknown = s.scratch.feasible[:0], s.scratch.keys[:0], s.scratch.unknown[:0]
-	defer func() {
-		s.scratch.feasible, s.scratch.keys, s.scratch.unknown = feasible[:0], keys[:0], unknown[:0]
-	}()
-	if !keyed {
-		keys = nil
-	}
-	add := func(n, key string) {
-		feasible = append(feasible, n)
-		if keyed {
-			keys = append(keys, key)
-		}
-	}
-	known := 0
-	for _, n := range open {
-		if cs != nil && cs.closed[n] {
-			continue
-		}
-		if len(fits) > 0 {
-			if fit, filtered := fits[n]; filtered {
-				if fit {
-					// Filtered this call: a keyed class memoised it.
-					add(n, cs.fitsKey(n))
-				}
-				continue
-			}
-		}
-		fit, ok, key := false, false, ""
-		if cs != nil && cs.fits != nil {
-			if m, memo := cs.fits[n]; memo && m.gen == snap.NodeGen(n) {
-				fit, ok, key = true, true, m.key
-			}
-		}
-		if !ok {
-			if fit, ok, key = s.byKey(cs, n); ok && fit && cs.fits != nil {
-				// Known by key at this generation: the next scans read
-				// it off the cheaper memo.
-				cs.fits[n] = memoFit{gen: snap.NodeGen(n), key: key}
-			}
-		}
-		switch {
-		case ok && fit:
-			add(n, key)
-			if known++; known >= s.opts.Sample {
-				return feasible, keys, unknown
-			}
-		case ok:
-			cs.close(n)
-		case key == "":
-			unknown = append(unknown, n)
-		case !asked[key]:
-			asked[key] = true
-			unknown = append(unknown, n)
-		}
-	}
-	return feasible, keys, unknown
 }
 
 // fitsKey is the key memoised with node's fit, "" without one.
