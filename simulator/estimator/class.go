@@ -1,8 +1,8 @@
 package estimator
 
 import (
+	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
 
@@ -236,11 +236,75 @@ func keyOf(pod *v1.Pod, refs []claimRef) (key string, memoizable bool, devices i
 		memoizable = memoizable && !ref.shared
 		s.Claims = append(s.Claims, cs)
 	}
-	h := fnv.New128a()
-	if err := json.NewEncoder(h).Encode(&s); err != nil {
+	sum, err := s.digest()
+	if err != nil {
 		return "", false, 0, fmt.Errorf("class key of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
-	return hex.EncodeToString(h.Sum(nil)), memoizable, devices, nil
+	return hex.EncodeToString(sum), memoizable, devices, nil
+}
+
+// digest hashes the shape as protobuf: its pod fields as a pod, then each
+// claim's parts, every part tagged and preceded by its length. The
+// encoding is deterministic (map keys sorted) and several times cheaper
+// than JSON, which was a tenth of fit-existing at 10,000 pending pods.
+func (s *shape) digest() ([]byte, error) {
+	pod := v1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.Namespace, Labels: s.Labels},
+		Spec: v1.PodSpec{Overhead: s.Overhead, Resources: s.Resources, NodeSelector: s.NodeSelector, Affinity: s.Affinity,
+			Tolerations: s.Tolerations, TopologySpreadConstraints: s.Spread, NodeName: s.NodeName, Volumes: s.Volumes,
+			HostNetwork: s.HostNetwork, Priority: s.Priority, PreemptionPolicy: s.PreemptionPolicy,
+			SchedulingGroup: s.SchedulingGroup, OS: s.OS},
+	}
+	if s.Owner != "" {
+		pod.OwnerReferences = []metav1.OwnerReference{{UID: s.Owner}}
+	}
+	for _, c := range s.Containers {
+		pod.Spec.Containers = append(pod.Spec.Containers, c.container())
+	}
+	for _, c := range s.InitContainers {
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, c.container())
+	}
+	h := fnv.New128a()
+	part := func(tag byte, b []byte) {
+		h.Write(binary.AppendUvarint([]byte{tag}, uint64(len(b))))
+		h.Write(b)
+	}
+	b, err := pod.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	part('p', b)
+	for _, c := range s.Claims {
+		part('n', []byte(c.Name))
+		if c.None {
+			part('0', nil)
+		}
+		part('s', []byte(c.Shared))
+		part('m', []byte(c.Missing))
+		if c.Template != nil {
+			if b, err = c.Template.Marshal(); err != nil {
+				return nil, err
+			}
+			part('t', b)
+		}
+		if c.Spec != nil {
+			if b, err = c.Spec.Marshal(); err != nil {
+				return nil, err
+			}
+			part('c', b)
+		}
+		if c.Allocation != nil {
+			if b, err = c.Allocation.Marshal(); err != nil {
+				return nil, err
+			}
+			part('a', b)
+		}
+	}
+	return h.Sum(nil), nil
+}
+
+func (c containerShape) container() v1.Container {
+	return v1.Container{Resources: c.Resources, Ports: c.Ports, RestartPolicy: c.RestartPolicy}
 }
 
 func shapeOf(c *v1.Container) containerShape {

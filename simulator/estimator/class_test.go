@@ -1,12 +1,14 @@
 package estimator
 
 import (
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
 	"slices"
+	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
@@ -101,6 +103,61 @@ func TestClassify(t *testing.T) {
 	for i, p := range changed.pods {
 		if p.Name == "own-b" && changed.classOf[i].accel != 3 {
 			t.Errorf("cached class survived a claim change: accel %d", changed.classOf[i].accel)
+		}
+	}
+}
+
+// Each field of a pod the filters read splits classes: a pod changed in
+// one of them gets another class key than the pod it was copied from.
+func TestClassKeyFields(t *testing.T) {
+	r, _ := newRunner(t)
+	e := New(r, Options{})
+	base := builder.Pod(ns, "base").CPU("1").OwnedBy("apps/v1", "ReplicaSet", "rs").Obj()
+	priority, policy := int32(7), v1.PreemptNever
+	changes := map[string]func(*v1.Pod){
+		"namespace": func(p *v1.Pod) { p.Namespace = "other" },
+		"label":     func(p *v1.Pod) { p.Labels = map[string]string{"app": "x"} },
+		"owner":     func(p *v1.Pod) { p.OwnerReferences[0].UID = "other" },
+		"requests": func(p *v1.Pod) {
+			p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU] = builder.Node("x").CPU("2").Obj().Status.Allocatable[v1.ResourceCPU]
+		},
+		"host port":      func(p *v1.Pod) { p.Spec.Containers[0].Ports = []v1.ContainerPort{{HostPort: 80, ContainerPort: 80}} },
+		"init container": func(p *v1.Pod) { p.Spec.InitContainers = []v1.Container{{Name: "init"}} },
+		"node selector":  func(p *v1.Pod) { p.Spec.NodeSelector = map[string]string{"pool": "a"} },
+		"toleration":     func(p *v1.Pod) { p.Spec.Tolerations = []v1.Toleration{{Key: "gpu", Operator: v1.TolerationOpExists}} },
+		"node affinity": func(p *v1.Pod) {
+			p.Spec.Affinity = &v1.Affinity{NodeAffinity: &v1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{MatchExpressions: []v1.NodeSelectorRequirement{{Key: "zone", Operator: v1.NodeSelectorOpExists}}}}}}}
+		},
+		"soft spread": func(p *v1.Pod) {
+			p.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "zone", WhenUnsatisfiable: v1.ScheduleAnyway}}
+		},
+		"volume": func(p *v1.Pod) {
+			p.Spec.Volumes = []v1.Volume{{Name: "v", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{}}}}
+		},
+		"host network":      func(p *v1.Pod) { p.Spec.HostNetwork = true },
+		"priority":          func(p *v1.Pod) { p.Spec.Priority = &priority },
+		"preemption policy": func(p *v1.Pod) { p.Spec.PreemptionPolicy = &policy },
+		"os":                func(p *v1.Pod) { p.Spec.OS = &v1.PodOS{Name: v1.Windows} },
+		"overhead": func(p *v1.Pod) {
+			p.Spec.Overhead = v1.ResourceList{v1.ResourceCPU: p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU]}
+		},
+		"pod-level requests": func(p *v1.Pod) {
+			p.Spec.Resources = &v1.ResourceRequirements{Requests: v1.ResourceList{v1.ResourceMemory: p.Spec.Containers[0].Resources.Requests[v1.ResourceCPU]}}
+		},
+	}
+	key := e.ClassKey(base)
+	if key == "" {
+		t.Fatal("no class key for the base pod")
+	}
+	if again := e.ClassKey(base.DeepCopy()); again != key {
+		t.Fatalf("a copy of the pod has key %q, the pod %q", again, key)
+	}
+	for what, change := range changes {
+		p := base.DeepCopy()
+		p.UID = types.UID("changed-" + strings.ReplaceAll(what, " ", "-"))
+		change(p)
+		if k := e.ClassKey(p); k == "" || k == key {
+			t.Errorf("%s changed: key %q, the base pod's %q", what, k, key)
 		}
 	}
 }
