@@ -13,6 +13,7 @@ import (
 	schedframework "k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
 )
 
@@ -37,24 +38,14 @@ type slotClaim struct {
 // order, and a shared pool's name can sort before one node's pools and
 // after another's, so the same request may land differently.
 func (r *run) captureSlot(placedPod *v1.Pod, n *hnode) (*slot, bool) {
-	s := &slot{claims: make([]*slotClaim, len(placedPod.Spec.ResourceClaims))}
-	names := make(map[string]bool, len(placedPod.Spec.ResourceClaims))
-	for i := range placedPod.Spec.ResourceClaims {
-		name, _, err := resourceclaim.Name(placedPod, &placedPod.Spec.ResourceClaims[i])
-		if err != nil {
-			return nil, false
-		}
-		if name == nil {
+	allocs, ok := pinnedAllocations(r.snap, placedPod, n.name)
+	if !ok {
+		return nil, false
+	}
+	s := &slot{claims: make([]*slotClaim, len(allocs))}
+	for i, alloc := range allocs {
+		if alloc == nil {
 			continue
-		}
-		names[*name] = true
-		claim, err := r.snap.ResourceClaims().Get(placedPod.Namespace, *name)
-		if err != nil {
-			return nil, false
-		}
-		alloc := claim.Status.Allocation
-		if alloc == nil || len(claim.Status.ReservedFor) != 1 || !pinnedTo(alloc.NodeSelector, n.name) {
-			return nil, false
 		}
 		sc := &slotClaim{alloc: alloc, pools: make([]string, len(alloc.Devices.Results))}
 		for k, res := range alloc.Devices.Results {
@@ -66,12 +57,43 @@ func (r *run) captureSlot(placedPod *v1.Pod, n *hnode) (*slot, bool) {
 		}
 		s.claims[i] = sc
 	}
-	for _, c := range r.snap.ClaimsOwnedBy(placedPod.UID) {
+	return s, true
+}
+
+// pinnedAllocations returns, per pod claim of placed (the pod as placed,
+// its claim statuses set), the allocation its claim got, nil for a pod
+// claim that needs no claim. ok is false unless every claim is allocated
+// for this pod alone and pinned to node by name, and the pod owns no
+// claim beyond its pod claims (the DRA extended-resource claim, for one).
+func pinnedAllocations(snap *snapshot.Snapshot, placed *v1.Pod, node string) ([]*resourceapi.AllocationResult, bool) {
+	allocs := make([]*resourceapi.AllocationResult, len(placed.Spec.ResourceClaims))
+	names := make(map[string]bool, len(placed.Spec.ResourceClaims))
+	for i := range placed.Spec.ResourceClaims {
+		name, _, err := resourceclaim.Name(placed, &placed.Spec.ResourceClaims[i])
+		if err != nil {
+			return nil, false
+		}
+		if name == nil {
+			continue
+		}
+		names[*name] = true
+		claim, err := snap.ResourceClaims().Get(placed.Namespace, *name)
+		if err != nil {
+			return nil, false
+		}
+		alloc := claim.Status.Allocation
+		if alloc == nil || len(claim.Status.ReservedFor) != 1 || claim.Status.ReservedFor[0].UID != placed.UID ||
+			!pinnedTo(alloc.NodeSelector, node) {
+			return nil, false
+		}
+		allocs[i] = alloc
+	}
+	for _, c := range snap.ClaimsOwnedBy(placed.UID) {
 		if !names[c.Name] {
 			return nil, false
 		}
 	}
-	return s, true
+	return allocs, true
 }
 
 // sharedDriver reports whether driver publishes slices not bound to one

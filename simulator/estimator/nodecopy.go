@@ -4,7 +4,6 @@ import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	fwk "k8s.io/kube-scheduler/framework"
 )
 
@@ -37,40 +36,21 @@ type NodePlacement struct {
 // after the node) or shared between claims; or a claim made for the pod
 // beyond its pod claims (the DRA extended-resource claim, for one).
 func (e *Estimator) CapturePlacement(placed *v1.Pod, node string) (*NodePlacement, bool) {
-	snap := e.runner.Snapshot()
-	p := &NodePlacement{allocs: make([]*resourceapi.AllocationResult, len(placed.Spec.ResourceClaims))}
-	names := make(map[string]bool, len(placed.Spec.ResourceClaims))
-	for i := range placed.Spec.ResourceClaims {
-		name, _, err := resourceclaim.Name(placed, &placed.Spec.ResourceClaims[i])
-		if err != nil {
-			return nil, false
-		}
-		if name == nil {
+	allocs, ok := pinnedAllocations(e.runner.Snapshot(), placed, node)
+	if !ok {
+		return nil, false
+	}
+	for _, alloc := range allocs {
+		if alloc == nil {
 			continue
-		}
-		names[*name] = true
-		claim, err := snap.ResourceClaims().Get(placed.Namespace, *name)
-		if err != nil {
-			return nil, false
-		}
-		alloc := claim.Status.Allocation
-		if alloc == nil || len(claim.Status.ReservedFor) != 1 || claim.Status.ReservedFor[0].UID != placed.UID ||
-			!pinnedTo(alloc.NodeSelector, node) {
-			return nil, false
 		}
 		for _, res := range alloc.Devices.Results {
 			if res.Pool != node || res.ShareID != nil || len(res.ConsumedCapacity) > 0 {
 				return nil, false
 			}
 		}
-		p.allocs[i] = alloc
 	}
-	for _, c := range snap.ClaimsOwnedBy(placed.UID) {
-		if !names[c.Name] {
-			return nil, false
-		}
-	}
-	return p, true
+	return &NodePlacement{allocs: allocs}, true
 }
 
 // CopyPlacement places pod on node as p says, p having been captured on a
