@@ -201,12 +201,15 @@ func (s *sharing) key(g TemplateGroup, maxNodes int) (string, error) {
 // number of nodes, named after to. ok is false when a name cannot be
 // carried over (the snapshot holds it already): then to is estimated.
 func renamed(res *Estimate, from, to string, snap *snapshot.Snapshot) (*Estimate, bool) {
+	rename := func(n string) (string, bool) {
+		rest, ok := strings.CutPrefix(n, from+"-")
+		return to + "-" + rest, ok
+	}
 	names := make(map[string]string, len(res.NewNodes))
 	out := *res
 	out.NewNodes = make([]string, len(res.NewNodes))
 	for i, n := range res.NewNodes {
-		rest, ok := strings.CutPrefix(n, from+"-")
-		name := to + "-" + rest
+		name, ok := rename(n)
 		if !ok || snap.HasNode(name) {
 			return nil, false
 		}
@@ -225,11 +228,11 @@ func renamed(res *Estimate, from, to string, snap *snapshot.Snapshot) (*Estimate
 	out.Unplaced = slices.Clip(res.Unplaced)
 	out.droppedNodes = make([]string, len(res.droppedNodes))
 	for i, n := range res.droppedNodes {
-		rest, ok := strings.CutPrefix(n, from+"-")
+		name, ok := rename(n)
 		if !ok {
 			return nil, false
 		}
-		out.droppedNodes[i] = to + "-" + rest
+		out.droppedNodes[i] = name
 	}
 	out.FrameworkCalls, out.MemoHits, out.group = 0, 0, to
 	return &out, true

@@ -71,13 +71,18 @@ func (s *sweeper) stamp() scanStamp {
 	return scanStamp{changes: len(s.changes), epoch: s.epoch, shared: s.runner.Snapshot().NodeGen("").Shared}
 }
 
-// reset empties r's lists for a new scan, keeping their storage.
-func (r *scanResult) reset(keyed bool) {
+// emptyResult is an empty result on buf's storage (nil: none).
+func emptyResult(buf *scanResult, keyed bool) scanResult {
+	var r scanResult
+	if buf != nil {
+		r = *buf
+	}
 	r.feasible, r.keys, r.unknown, r.pending = r.feasible[:0], r.keys[:0], r.unknown[:0], r.pending[:0]
 	if !keyed {
 		r.keys = nil
 	}
 	r.end, r.done = 0, false
+	return r
 }
 
 func (r *scanResult) add(n, key string, keyed bool) {
@@ -167,12 +172,8 @@ func (s *sweeper) take(r *scanResult, n, key string, v verdict, keyed bool, know
 // walk scans open from its start, as the first scan of a class does,
 // reusing buf's storage (nil: none).
 func (s *sweeper) walk(cs *classState, open []string, fits map[string]bool, buf *scanResult) scanResult {
-	var r scanResult
-	if buf != nil {
-		r = *buf
-	}
 	keyed := cs != nil && cs.byKey != nil
-	r.reset(keyed)
+	r := emptyResult(buf, keyed)
 	asked := reuse(&s.scratch.asked)
 	known := 0
 	s.walkOn(&r, cs, open, fits, asked, keyed, &known)
@@ -199,12 +200,8 @@ func (s *sweeper) walkOn(r *scanResult, cs *classState, nodes []string, fits, as
 // are judged again in their place; and the walk goes on after base's
 // stop if the known fits fall short of Sample.
 func (s *sweeper) scanFrom(cs *classState, open []string, fits map[string]bool, base *scanResult, buf *scanResult) scanResult {
-	var r scanResult
-	if buf != nil {
-		r = *buf
-	}
 	keyed := cs.byKey != nil
-	r.reset(keyed)
+	r := emptyResult(buf, keyed)
 	asked := reuse(&s.scratch.asked)
 	// The nodes to judge again, in candidate order, up to base's stop.
 	redo := append(s.scratch.redo[:0], base.pending...)
@@ -218,16 +215,20 @@ func (s *sweeper) scanFrom(cs *classState, open []string, fits map[string]bool, 
 	defer func() { s.scratch.redo = redo[:0] }()
 	known := 0
 	i, j := 0, 0
+	next := -1 // redo[j]'s index
 	for i < len(base.feasible) || j < len(redo) {
 		var n, key string
 		var v verdict
+		if j < len(redo) && next < 0 {
+			next = s.index(redo[j])
+		}
 		switch {
-		case j < len(redo) && (i == len(base.feasible) || s.index(redo[j]) <= s.index(base.feasible[i])):
+		case j < len(redo) && (i == len(base.feasible) || next <= s.index(base.feasible[i])):
 			n = redo[j]
 			if i < len(base.feasible) && base.feasible[i] == n {
 				i++
 			}
-			j++
+			j, next = j+1, -1
 			v, key = s.judge(cs, n, fits, asked)
 		default:
 			n = base.feasible[i]
