@@ -31,7 +31,8 @@ const countNamespace = "dra-autoscaler-device-count"
 // allocator try every combination of the devices, which with partitions
 // sharing counters takes about a second per probe (8 GPUs offered whole
 // or as halves: 5^8 sets). A probe cut short counts as not fitting, so a
-// count is never more than the allocator would grant.
+// count is never more than the allocator would grant. deviceBound keeps
+// most templates from needing such a probe at all.
 const probeTimeout = 50 * time.Millisecond
 
 // maxMemo bounds the memo: templates are few and change rarely, so past
@@ -88,10 +89,7 @@ func (d *DeviceCounter) Count(ctx context.Context, group string, tmpl *cloudprov
 	if tmpl == nil || tmpl.Node == nil {
 		return nil, fmt.Errorf("count devices of group %s: no template", group)
 	}
-	bound := 0
-	for _, s := range tmpl.ResourceSlices {
-		bound += len(s.Spec.Devices)
-	}
+	bound := deviceBound(tmpl.ResourceSlices)
 	if bound == 0 || len(classes) == 0 {
 		return map[string]int{}, nil
 	}

@@ -120,23 +120,27 @@ func TestLargestCount(t *testing.T) {
 
 // Groups whose templates differ only in node and pool names share their
 // counts; a template whose devices differ is counted on its own. The
-// issue-16 L2 partitionable template gives its 16 halves, whether or not
-// the probes past them were cut short.
+// issue-16 L2 partitionable template gives its 16 halves with probes that
+// all fit (1, 2, 4, 8, 16 GPU devices, then one NIC), none of the dear
+// kind that has to try every combination: its counters bound it at 16.
+// The timeout is long so that a probe past the bound would show.
 func TestDeviceCounterSharesTemplates(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	r, classes := scaleRunner(ctx, t)
 	d := NewDeviceCounter(r)
+	d.timeout = time.Minute
 	for _, tc := range []struct {
-		group    string
-		kind     scale.Kind
-		want     map[string]int
-		newProbe bool
+		group  string
+		kind   scale.Kind
+		want   map[string]int
+		probes int
 	}{
-		{"a", scale.Partitionable, map[string]int{"gpu": 16}, true},
-		{"b", scale.Partitionable, map[string]int{"gpu": 16}, false},
-		{"c", scale.WithNICs, map[string]int{"gpu": 8, "nic": 8}, true},
-		{"d", scale.WithNICs, map[string]int{"gpu": 8, "nic": 8}, false},
-		{"e", scale.Plain, map[string]int{"gpu": 8}, true},
+		{"a", scale.Partitionable, map[string]int{"gpu": 16}, 6},
+		{"b", scale.Partitionable, map[string]int{"gpu": 16}, 0},
+		// 16 devices: 1, 2, 4, 8, 16 and 9 per class.
+		{"c", scale.WithNICs, map[string]int{"gpu": 8, "nic": 8}, 12},
+		{"d", scale.WithNICs, map[string]int{"gpu": 8, "nic": 8}, 0},
+		{"e", scale.Plain, map[string]int{"gpu": 8}, 5},
 	} {
 		calls := d.Calls
 		got, err := d.Count(ctx, tc.group, scaleTemplate(tc.group, tc.kind), classes)
@@ -146,8 +150,8 @@ func TestDeviceCounterSharesTemplates(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(tc.want) {
 			t.Errorf("group %s: got %v, want %v", tc.group, got, tc.want)
 		}
-		if probed := d.Calls > calls; probed != tc.newProbe {
-			t.Errorf("group %s: probed %v, want %v", tc.group, probed, tc.newProbe)
+		if probes := d.Calls - calls; probes != tc.probes {
+			t.Errorf("group %s: %d probes, want %d", tc.group, probes, tc.probes)
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"strconv"
+	"strings"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -141,7 +142,16 @@ func (a *Analyzer) measure(node string) (state, error) {
 	return st, nil
 }
 
-func (a *Analyzer) sliceKey(s *resourceapi.ResourceSlice) string {
+// sliceKey is the content key of s, one of node's slices. Most are the
+// snapshot's digest of the slice, which it keeps for node keys anyway;
+// pools named "<node>/<pool>" (hypothetical nodes' second pools) are
+// hashed here without their name, which relativePool keys apart.
+func (a *Analyzer) sliceKey(s *resourceapi.ResourceSlice, node string) string {
+	if !strings.HasPrefix(s.Spec.Pool.Name, node+"/") {
+		if d, ok := a.snap().SliceDigest(s, node); ok {
+			return string(d[:])
+		}
+	}
 	if k, ok := a.sliceKeys[s]; ok {
 		return k
 	}

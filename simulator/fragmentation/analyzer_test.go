@@ -3,6 +3,8 @@ package fragmentation
 import (
 	"fmt"
 	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
 )
 
 func TestNodeStranded(t *testing.T) {
@@ -142,5 +144,61 @@ func TestFirstAlternativeOnly(t *testing.T) {
 	plain, _ := r.Snapshot().ResourceClaimTemplate(ns, "s2")
 	if _, changed := FirstAlternativeOnly(plain.Spec.Spec); changed {
 		t.Error("a spec without alternatives changed")
+	}
+}
+
+// A node's state key is its content up to node and pool names: twins of
+// one layout share it, whatever their pools are called, and a device,
+// a generation or an allocation that differs keeps them apart.
+func TestStateKeys(t *testing.T) {
+	renamedPools := func(name string) []any {
+		objs := migNode(name)
+		for _, o := range objs[1:] {
+			s := o.(*resourceapi.ResourceSlice)
+			s.Spec.Pool.Name = name + "/gpus"
+		}
+		return objs
+	}
+	generation := func(name string) []any {
+		objs := migNode(name)
+		for _, o := range objs[1:] {
+			o.(*resourceapi.ResourceSlice).Spec.Pool.Generation = 2
+		}
+		return objs
+	}
+	for _, tc := range []struct {
+		name   string
+		a, b   []any
+		placed string // a pod of this template on a only
+		same   bool
+	}{
+		{"twins", migNode("a"), migNode("b"), "", true},
+		{"twins with pools named after them", renamedPools("a"), renamedPools("b"), "", true},
+		{"twins sharing devices", sharedNode("a"), sharedNode("b"), "", true},
+		{"an allocation", migNode("a"), migNode("b"), "s2", false},
+		{"a shared device's consumed capacity", sharedNode("a"), sharedNode("b"), "mem20", false},
+		{"other devices", plainNode("a", 2), plainNode("b", 3), "", false},
+		{"another pool generation", migNode("a"), generation("b"), "", false},
+		{"another pool name", migNode("a"), renamedPools("b"), "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ctx := newRunner(t)
+			load(t, r, tc.a, tc.b)
+			if tc.placed != "" {
+				place(t, ctx, r, "p", tc.placed, "a")
+			}
+			an := NewAnalyzer(r)
+			a, err := an.measure("a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := an.measure("b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if same := a.key == b.key; same != tc.same {
+				t.Errorf("same key %v, want %v", same, tc.same)
+			}
+		})
 	}
 }

@@ -88,8 +88,9 @@ type state struct {
 type counterKey struct{ driver, pool, set string }
 
 // measure reads a node's devices and their allocated state. sliceKey
-// returns the content key of a slice (cached by the caller).
-func measure(snap *snapshot.Snapshot, node string, sliceKey func(*resourceapi.ResourceSlice) string) (state, error) {
+// returns the content key of one of node's slices (cached by the caller),
+// which may leave out the pool's name and generation.
+func measure(snap *snapshot.Snapshot, node string, sliceKey func(*resourceapi.ResourceSlice, string) string) (state, error) {
 	nodeSlices := slicesOf(snap, node)
 	alloc, err := snap.ResourceClaims().GatherAllocatedState()
 	if err != nil {
@@ -102,7 +103,7 @@ func measure(snap *snapshot.Snapshot, node string, sliceKey func(*resourceapi.Re
 	var sharedInUse map[structured.DeviceID]bool
 	for _, s := range nodeSlices {
 		driver, pool := s.Spec.Driver, s.Spec.Pool.Name
-		fmt.Fprintf(h, "slice %s %s|", sliceKey(s), relativePool(pool, node))
+		fmt.Fprintf(h, "slice %s %s %d|", sliceKey(s, node), relativePool(pool, node), s.Spec.Pool.Generation)
 		for _, cs := range s.Spec.SharedCounters {
 			k := counterKey{driver, pool, cs.Name}
 			if counters[k] == nil {

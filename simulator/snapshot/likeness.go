@@ -46,7 +46,7 @@ func (s *Snapshot) LocalDevices(node string) (devs LocalDevices, ok bool) {
 		}
 		generation[pool.Name] = pool.Generation
 		f, ok := s.facts.of(slice, node)
-		if !ok {
+		if !ok || f.shared {
 			return LocalDevices{}, false
 		}
 		for j, id := range f.ids {
@@ -73,24 +73,25 @@ type sliceFacts struct {
 type sliceFact struct {
 	digest [sha256.Size]byte
 	ids    []structured.DeviceID
+	// shared: a device may be shared between claims, whose shares and
+	// consumed capacity LocalDevices does not describe.
+	shared bool
 }
 
-// of returns slice's facts; ok is false when a device may be shared
-// between claims or the slice cannot be digested.
+// of returns slice's facts; ok is false when the slice cannot be
+// digested.
 func (m *sliceFacts) of(slice *resourceapi.ResourceSlice, node string) (sliceFact, bool) {
 	if f, ok := m.cur[slice]; ok {
 		return f, true
 	}
 	f, ok := m.prev[slice]
 	if !ok {
-		for _, d := range slice.Spec.Devices {
-			if ptr.Deref(d.AllowMultipleAllocations, false) {
-				return sliceFact{}, false
-			}
-		}
 		if f.digest, ok = sliceDigest(slice, node); !ok {
 			return sliceFact{}, false
 		}
+		f.shared = slices.ContainsFunc(slice.Spec.Devices, func(d resourceapi.Device) bool {
+			return ptr.Deref(d.AllowMultipleAllocations, false)
+		})
 		f.ids = make([]structured.DeviceID, len(slice.Spec.Devices))
 		for j, d := range slice.Spec.Devices {
 			f.ids[j] = structured.MakeDeviceID(slice.Spec.Driver, slice.Spec.Pool.Name, d.Name)
@@ -101,6 +102,17 @@ func (m *sliceFacts) of(slice *resourceapi.ResourceSlice, node string) (sliceFac
 	}
 	m.cur[slice] = f
 	return f, true
+}
+
+// SliceDigest is the digest LocalDevices takes of slice, one of node's
+// slices: a hash of its spec without node name and pool generation, a
+// pool named after node renamed "". It is memoised with what
+// LocalDevices reads, so that the other keys made of nodes' slices (the
+// stranded-capacity analyzer's) do not encode the slices again. ok is
+// false when the slice cannot be encoded. Not safe for concurrent use.
+func (s *Snapshot) SliceDigest(slice *resourceapi.ResourceSlice, node string) (digest [sha256.Size]byte, ok bool) {
+	f, ok := s.facts.of(slice, node)
+	return f.digest, ok
 }
 
 // reset starts a new build: what the last one used is kept for this one.
