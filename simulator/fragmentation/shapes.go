@@ -2,6 +2,7 @@ package fragmentation
 
 import (
 	"cmp"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -57,6 +58,15 @@ func NewShape(specs ...resourceapi.ResourceClaimSpec) *Shape {
 // and are left out unless includeAllocated (a running pod's shape is
 // still a shape the cluster asks for). ok is false when nothing is left.
 func ShapeOf(snap *snapshot.Snapshot, pod *v1.Pod, includeAllocated bool) (*Shape, bool) {
+	specs := claimSpecs(snap, pod, includeAllocated)
+	if len(specs) == 0 {
+		return nil, false
+	}
+	return NewShape(specs...), true
+}
+
+// claimSpecs are the specs ShapeOf makes pod's shape of.
+func claimSpecs(snap *snapshot.Snapshot, pod *v1.Pod, includeAllocated bool) []resourceapi.ResourceClaimSpec {
 	var specs []resourceapi.ResourceClaimSpec
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]
@@ -76,10 +86,7 @@ func ShapeOf(snap *snapshot.Snapshot, pod *v1.Pod, includeAllocated bool) (*Shap
 		}
 		specs = append(specs, c.Spec)
 	}
-	if len(specs) == 0 {
-		return nil, false
-	}
-	return NewShape(specs...), true
+	return specs
 }
 
 // Shapes remembers the request shapes seen recently: those of pending pods
@@ -96,6 +103,11 @@ type Shapes struct {
 	// running pod on every pass is the cost that would grow with the
 	// cluster.
 	byPod map[types.UID]podShape
+	// byContent keeps shapes by the protobuf encoding of their specs:
+	// running pods each have a claim of their own, mostly with equal
+	// specs, and encoding one costs a tenth of defaulting it and hashing
+	// it as JSON (NewShape).
+	byContent map[string]*Shape
 }
 
 type podShape struct {
@@ -110,7 +122,7 @@ type seenShape struct {
 
 // NewShapes returns an empty registry keeping shapes for retention.
 func NewShapes(retention time.Duration) *Shapes {
-	return &Shapes{retention: retention, seen: map[string]seenShape{}, byPod: map[types.UID]podShape{}}
+	return &Shapes{retention: retention, seen: map[string]seenShape{}, byPod: map[types.UID]podShape{}, byContent: map[string]*Shape{}}
 }
 
 // Observe records the shapes of pods at now.
@@ -125,8 +137,7 @@ func (s *Shapes) Observe(snap *snapshot.Snapshot, pods []*v1.Pod, now time.Time)
 		from := claimObjects(snap, p)
 		c, ok := s.byPod[p.UID]
 		if !ok || !slices.Equal(c.from, from) {
-			c = podShape{from: from}
-			c.shape, _ = ShapeOf(snap, p, true)
+			c = podShape{from: from, shape: s.shapeOf(claimSpecs(snap, p, true))}
 		}
 		byPod[p.UID] = c
 		if c.shape != nil {
@@ -134,6 +145,31 @@ func (s *Shapes) Observe(snap *snapshot.Snapshot, pods []*v1.Pod, now time.Time)
 		}
 	}
 	s.byPod = byPod
+}
+
+// shapeOf is NewShape(specs...), nil for no specs, kept by content.
+func (s *Shapes) shapeOf(specs []resourceapi.ResourceClaimSpec) *Shape {
+	if len(specs) == 0 {
+		return nil
+	}
+	var key []byte
+	for i := range specs {
+		b, err := specs[i].Marshal()
+		if err != nil {
+			return NewShape(specs...)
+		}
+		key = binary.AppendUvarint(key, uint64(len(b)))
+		key = append(key, b...)
+	}
+	if sh, ok := s.byContent[string(key)]; ok {
+		return sh
+	}
+	if len(s.byContent) >= maxMemo {
+		s.byContent = map[string]*Shape{}
+	}
+	sh := NewShape(specs...)
+	s.byContent[string(key)] = sh
+	return sh
 }
 
 // claimObjects lists the snapshot objects a pod's shape is made from.

@@ -5,6 +5,9 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
 func TestShapes(t *testing.T) {
@@ -37,5 +40,33 @@ func TestShapes(t *testing.T) {
 	}
 	if _, ok := ShapeOf(r.Snapshot(), placed, false); ok {
 		t.Error("an allocated claim counted as a new request")
+	}
+}
+
+// Pods with claims of their own but equal specs share one shape; a spec
+// that differs makes another.
+func TestShapesByContent(t *testing.T) {
+	r, _ := newRunner(t)
+	claim := func(name, profileName string, count int64) *resourceapi.ResourceClaim {
+		return builder.Claim(ns, name).Request(profile("gpu", profileName).Count(count)).Obj()
+	}
+	load(t, r, migNode("n1"), []any{claim("a", "1g", 2), claim("b", "1g", 2), claim("c", "1g", 3), claim("d", "whole", 2)})
+	var pods []*v1.Pod
+	for _, name := range []string{"a", "b", "c", "d"} {
+		pods = append(pods, builder.Pod(ns, name).Claim("dev", name).Obj())
+	}
+	s := NewShapes(time.Hour)
+	s.Observe(r.Snapshot(), pods, time.Unix(0, 0))
+	shape := func(i int) *Shape { return s.byPod[pods[i].UID].shape }
+	if shape(0) == nil || shape(0) != shape(1) {
+		t.Errorf("equal specs: shapes %p and %p, want one", shape(0), shape(1))
+	}
+	for _, i := range []int{2, 3} {
+		if shape(i) == nil || shape(i).Key == shape(0).Key {
+			t.Errorf("pod %s: shape %v, want one of its own", pods[i].Name, shape(i))
+		}
+	}
+	if got := len(s.Active(time.Unix(0, 0))); got != 3 {
+		t.Errorf("%d shapes, want 3", got)
 	}
 }
