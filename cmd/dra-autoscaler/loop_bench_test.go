@@ -41,7 +41,7 @@ import (
 // sync are built anew per iteration, since a pass launches nodes that the
 // next would see as upcoming. Each pass must decide what its scenario says.
 // The informer sync includes what the binary does as pods arrive (their
-// PodInfos, Loop.WarmPod): its time is reported as sync-s.
+// PodInfos and slice facts, Loop.Warm): its time is reported as sync-s.
 //
 //	go test -run '^$' -bench 'LoopPass/L1' -benchtime 1x -benchmem ./cmd/dra-autoscaler/
 //
@@ -200,7 +200,7 @@ func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs *[]ru
 	l, crs := p.runningLoop(opts, client, dyn, &record.FakeRecorder{}, m)
 	informers, stop := context.WithCancel(ctx)
 	l.Observer = observe.New(client, observe.Served{})
-	if err := l.Observer.OnPods(l.WarmPod); err != nil {
+	if err := l.Warm(); err != nil {
 		b.Fatal(err)
 	}
 	// The informers stop only once their context is done.

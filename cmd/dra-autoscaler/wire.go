@@ -87,7 +87,7 @@ func run(ctx context.Context, opts *config.Options) error {
 			return fmt.Errorf("API discovery: %w", err)
 		}
 		l.Observer = observe.New(client, served)
-		if err := l.Observer.OnPods(l.WarmPod); err != nil {
+		if err := l.Warm(); err != nil {
 			return err
 		}
 		if err := l.Observer.Start(ctx, 2*time.Minute); err != nil {

@@ -130,9 +130,20 @@ func New(p Parts) *Loop {
 	return &Loop{Parts: p}
 }
 
-// WarmPod is for the Observer's OnPods: a pod's scheduler PodInfo is made
-// when the pod changes, not in the next pass.
-func (l *Loop) WarmPod(pod *corev1.Pod) { l.PodInfos.Warm(pod) }
+// Warm has the Observer's handlers make, as objects arrive, what a pass
+// would otherwise make of each while the user waits: a pod's scheduler
+// PodInfo, and what node keys read of a slice (its digest and device
+// ids). Call it before the Observer starts.
+func (l *Loop) Warm() error {
+	if err := l.Observer.OnPods(l.PodInfos.Warm); err != nil {
+		return err
+	}
+	var slices *snapshot.SliceWarmer
+	if l.Runner != nil {
+		slices = l.Runner.Snapshot().SliceWarmer()
+	}
+	return l.Observer.OnSlices(slices.Warm, slices.Forget)
+}
 
 // Pass is what one RunOnce saw and did, for tests and the status.
 type Pass struct {

@@ -6,8 +6,6 @@ import (
 	"strconv"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/dynamic-resource-allocation/structured"
-	"k8s.io/utils/ptr"
 )
 
 // LocalDevices is what the DRA allocator can give a claim on one node,
@@ -59,51 +57,6 @@ func (s *Snapshot) LocalDevices(node string) (devs LocalDevices, ok bool) {
 	return devs, true
 }
 
-// sliceFacts memoises what LocalDevices reads of a slice: its digest and
-// its devices' ids, which cost a protobuf encoding and an interned
-// string per device to make, for every node key made again after a
-// placement. Slices are never modified in place, so they are kept by
-// pointer, and across Reset for the slices the next build adds again (an
-// informer hands out the same object while a slice is unchanged): what a
-// build does not use is dropped at the Reset after it.
-type sliceFacts struct {
-	cur, prev map[*resourceapi.ResourceSlice]sliceFact
-}
-
-type sliceFact struct {
-	digest [sha256.Size]byte
-	ids    []structured.DeviceID
-	// shared: a device may be shared between claims, whose shares and
-	// consumed capacity LocalDevices does not describe.
-	shared bool
-}
-
-// of returns slice's facts; ok is false when the slice cannot be
-// digested.
-func (m *sliceFacts) of(slice *resourceapi.ResourceSlice, node string) (sliceFact, bool) {
-	if f, ok := m.cur[slice]; ok {
-		return f, true
-	}
-	f, ok := m.prev[slice]
-	if !ok {
-		if f.digest, ok = sliceDigest(slice, node); !ok {
-			return sliceFact{}, false
-		}
-		f.shared = slices.ContainsFunc(slice.Spec.Devices, func(d resourceapi.Device) bool {
-			return ptr.Deref(d.AllowMultipleAllocations, false)
-		})
-		f.ids = make([]structured.DeviceID, len(slice.Spec.Devices))
-		for j, d := range slice.Spec.Devices {
-			f.ids[j] = structured.MakeDeviceID(slice.Spec.Driver, slice.Spec.Pool.Name, d.Name)
-		}
-	}
-	if m.cur == nil {
-		m.cur = map[*resourceapi.ResourceSlice]sliceFact{}
-	}
-	m.cur[slice] = f
-	return f, true
-}
-
 // SliceDigest is the digest LocalDevices takes of slice, one of node's
 // slices: a hash of its spec without node name and pool generation, a
 // pool named after node renamed "". It is memoised with what
@@ -114,9 +67,6 @@ func (s *Snapshot) SliceDigest(slice *resourceapi.ResourceSlice, node string) (d
 	f, ok := s.facts.of(slice, node)
 	return f.digest, ok
 }
-
-// reset starts a new build: what the last one used is kept for this one.
-func (m *sliceFacts) reset() { m.prev, m.cur = m.cur, nil }
 
 // SpecDigest hashes a slice spec as its protobuf encoding, which is
 // deterministic (map keys sorted, quantities canonical) and several times

@@ -63,3 +63,63 @@ func TestLocalDevicesAcrossResets(t *testing.T) {
 		})
 	}
 }
+
+// Facts warmed as slices arrive are what a build would make: a build
+// takes those of the very objects it adds and leaves a replaced slice's,
+// and the snapshot reads the same either way. Warm runs beside the
+// snapshot's use (go test -race checks that it may).
+func TestSliceWarmer(t *testing.T) {
+	const driver = "gpu.example.com"
+	slice := func(node, model string) *resourceapi.ResourceSlice {
+		return builder.ResourceSlice(node+"-gpus", node, driver, node).
+			Devices(builder.Device("gpu-0").Attr("model", model), builder.Device("gpu-1").Attr("model", model)).Obj()
+	}
+	allocated := builder.Claim("ns", "c").Request(builder.Request("gpu", "gpu")).
+		Allocated("n1", builder.AllocatedDevice("gpu", driver, "n1", "gpu-1")).Obj()
+	build := func(s *Snapshot, sl *resourceapi.ResourceSlice) LocalDevices {
+		t.Helper()
+		mustOK(t, s.Reset())
+		mustOK(t, s.AddNode(builder.Node("n1").Obj()))
+		mustOK(t, s.SetResourceSlice(sl))
+		mustOK(t, s.SetResourceClaim(allocated))
+		devs, ok := s.LocalDevices("n1")
+		if !ok {
+			t.Fatal("LocalDevices not ok")
+		}
+		return devs
+	}
+	want := build(newTestSnapshot(t), slice("n1", "a100"))
+
+	s := newTestSnapshot(t)
+	w := s.SliceWarmer()
+	arrived := slice("n1", "a100")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Warm(slice("n2", "a100"))
+		w.Warm(builder.ResourceSlice("unbound", "", driver, "network").Obj())
+		w.Warm(arrived)
+	}()
+	build(s, slice("n1", "a100")) // a build while slices arrive
+	<-done
+	if got := w.Len(); got != 2 {
+		t.Fatalf("%d slices warm, want 2 (a slice bound to no node is not)", got)
+	}
+	if got := build(s, arrived); !cmp.Equal(got, want) {
+		t.Errorf("LocalDevices from warmed facts = %+v, want %+v", got, want)
+	}
+	if got := w.Len(); got != 1 {
+		t.Errorf("%d slices warm after the build took one, want 1", got)
+	}
+	// A slice replaced by one not warmed yet: the build makes the new
+	// one's facts rather than take the old one's.
+	w.Warm(arrived)
+	if got := build(s, slice("n1", "h100")); cmp.Equal(got, want) {
+		t.Errorf("a replaced slice read as the old one: %+v", got)
+	}
+	w.Forget(arrived)
+	w.Forget(slice("n2", "a100"))
+	if got := w.Len(); got != 0 {
+		t.Errorf("%d slices warm after every one was taken or forgotten, want 0", got)
+	}
+}

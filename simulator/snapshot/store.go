@@ -116,7 +116,7 @@ func New(logger klog.Logger) *Snapshot {
 			compositePodGroup:  gate.Enabled(features.CompositePodGroup),
 		},
 		logger:        logger,
-		facts:         &sliceFacts{},
+		facts:         &sliceFacts{arrived: &SliceWarmer{}},
 		nodes:         map[string]*framework.NodeInfo{},
 		all:           newOrderedList[fwk.NodeInfo](),
 		affinity:      newOrderedList[fwk.NodeInfo](),

@@ -57,7 +57,8 @@ type Observer struct {
 	listers listers
 	// scaleDown are scale-down's own informers (scaledown.go).
 	scaleDown scaleDownListers
-	// handlers are OnPods' registrations, which Start waits for.
+	// handlers are OnPods' and OnSlices' registrations, which Start
+	// waits for.
 	handlers []cache.ResourceEventHandlerRegistration
 }
 
@@ -150,8 +151,34 @@ func (o *Observer) OnPods(fn func(*corev1.Pod)) error {
 	return nil
 }
 
-// Start starts the informers and waits for their caches, and for OnPods'
-// handlers to have seen them.
+// OnSlices has warm told of every ResourceSlice the informers add, and of
+// the new object of every update, and gone of every slice deleted or
+// replaced, so that what a pass reads of a slice can be made as it
+// arrives. Call it before Start, which waits until warm has seen the
+// first list. Both run on the informer's goroutine: they must be quick.
+func (o *Observer) OnSlices(warm, gone func(*resourceapi.ResourceSlice)) error {
+	call := func(fn func(*resourceapi.ResourceSlice), obj any) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = d.Obj
+		}
+		if s, ok := obj.(*resourceapi.ResourceSlice); ok {
+			fn(s)
+		}
+	}
+	reg, err := o.factory.Resource().V1().ResourceSlices().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { call(warm, obj) },
+		UpdateFunc: func(old, obj any) { call(gone, old); call(warm, obj) },
+		DeleteFunc: func(obj any) { call(gone, obj) },
+	})
+	if err != nil {
+		return fmt.Errorf("slice handler: %w", err)
+	}
+	o.handlers = append(o.handlers, reg)
+	return nil
+}
+
+// Start starts the informers and waits for their caches, and for the
+// OnPods and OnSlices handlers to have seen them.
 func (o *Observer) Start(ctx context.Context, timeout time.Duration) error {
 	o.factory.Start(ctx.Done())
 	ctx, cancel := context.WithTimeout(ctx, timeout)
@@ -163,7 +190,7 @@ func (o *Observer) Start(ctx context.Context, timeout time.Duration) error {
 	}
 	for _, reg := range o.handlers {
 		if !cache.WaitForCacheSync(ctx.Done(), reg.HasSynced) {
-			return fmt.Errorf("pod handlers did not see the pods within %s", timeout)
+			return fmt.Errorf("event handlers did not see the first lists within %s", timeout)
 		}
 	}
 	klog.FromContext(ctx).V(2).Info("Informers synced", "served", o.served)

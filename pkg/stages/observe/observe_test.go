@@ -3,6 +3,7 @@ package observe_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -214,5 +215,68 @@ func TestOnPods(t *testing.T) {
 		return false, nil
 	}); err != nil {
 		t.Errorf("the update was not handed to the handler: %v", err)
+	}
+}
+
+// OnSlices' warm has seen every slice of the first list when Start
+// returns; an update hands over the new object and gives up the old one,
+// a delete gives up the slice.
+func TestOnSlices(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	client := fake.NewClientset(builder.ResourceSlice("a", "n1", "gpu.example.com", "n1").Obj(),
+		builder.ResourceSlice("b", "n2", "gpu.example.com", "n2").Obj())
+	o := observe.New(client, observe.Served{})
+	defer o.Shutdown()
+	defer cancel()
+	var mu sync.Mutex
+	// By name: a deleted slice comes back as another object.
+	warm := map[string]*resourceapi.ResourceSlice{}
+	if err := o.OnSlices(func(s *resourceapi.ResourceSlice) {
+		mu.Lock()
+		defer mu.Unlock()
+		warm[s.Name] = s
+	}, func(s *resourceapi.ResourceSlice) {
+		mu.Lock()
+		defer mu.Unlock()
+		delete(warm, s.Name)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Start(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	s, err := o.Observe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	for _, sl := range s.ResourceSlices {
+		if warm[sl.Name] != sl {
+			t.Errorf("slice %s listed but not warmed before Start returned", sl.Name)
+		}
+	}
+	mu.Unlock()
+	updated := builder.ResourceSlice("a", "n1", "gpu.example.com", "n1").Devices(builder.Device("gpu-0")).Obj()
+	if _, err := client.ResourceV1().ResourceSlices().Update(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.ResourceV1().ResourceSlices().Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	names := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		for _, sl := range warm {
+			out = append(out, fmt.Sprintf("%s/%d", sl.Name, len(sl.Spec.Devices)))
+		}
+		return out
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+		got := names()
+		return len(got) == 1 && got[0] == "a/1", nil
+	}); err != nil {
+		t.Errorf("warm slices %v, want only the updated a/1: %v", names(), err)
 	}
 }

@@ -1,0 +1,144 @@
+package snapshot
+
+import (
+	"crypto/sha256"
+	"slices"
+	"sync"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/structured"
+	"k8s.io/utils/ptr"
+)
+
+// sliceFacts memoises what LocalDevices reads of a slice: its digest and
+// its devices' ids, which cost a protobuf encoding and an interned
+// string per device to make, for every node key made again after a
+// placement. Slices are never modified in place, so they are kept by
+// pointer, and across Reset for the slices the next build adds again (an
+// informer hands out the same object while a slice is unchanged): what a
+// build does not use is dropped at the Reset after it. Slices new to a
+// build take the facts their SliceWarmer made as they arrived.
+type sliceFacts struct {
+	cur, prev map[*resourceapi.ResourceSlice]sliceFact
+	arrived   *SliceWarmer
+}
+
+type sliceFact struct {
+	digest [sha256.Size]byte
+	ids    []structured.DeviceID
+	// shared: a device may be shared between claims, whose shares and
+	// consumed capacity LocalDevices does not describe.
+	shared bool
+}
+
+// of returns slice's facts; ok is false when the slice cannot be
+// digested.
+func (m *sliceFacts) of(slice *resourceapi.ResourceSlice, node string) (sliceFact, bool) {
+	if f, ok := m.cur[slice]; ok {
+		return f, true
+	}
+	f, ok := m.prev[slice]
+	if !ok {
+		f, ok = m.arrived.take(slice, node)
+	}
+	if !ok {
+		if f, ok = makeFact(slice, node); !ok {
+			return sliceFact{}, false
+		}
+	}
+	if m.cur == nil {
+		m.cur = map[*resourceapi.ResourceSlice]sliceFact{}
+	}
+	m.cur[slice] = f
+	return f, true
+}
+
+// reset starts a new build: what the last one used is kept for this one.
+func (m *sliceFacts) reset() { m.prev, m.cur = m.cur, nil }
+
+func makeFact(slice *resourceapi.ResourceSlice, node string) (f sliceFact, ok bool) {
+	if f.digest, ok = sliceDigest(slice, node); !ok {
+		return sliceFact{}, false
+	}
+	f.shared = slices.ContainsFunc(slice.Spec.Devices, func(d resourceapi.Device) bool {
+		return ptr.Deref(d.AllowMultipleAllocations, false)
+	})
+	f.ids = make([]structured.DeviceID, len(slice.Spec.Devices))
+	for j, d := range slice.Spec.Devices {
+		f.ids[j] = structured.MakeDeviceID(slice.Spec.Driver, slice.Spec.Pool.Name, d.Name)
+	}
+	return f, true
+}
+
+// SliceWarmer makes the facts of node-bound slices as they arrive (an
+// informer handler calls Warm), for the next build that adds them: the
+// first pass after a start would otherwise encode every slice of 5,000
+// nodes while the user waits. A build takes what it uses; Forget drops
+// slices replaced or deleted before any build used them. Unlike the
+// snapshot, it is safe for concurrent use.
+type SliceWarmer struct {
+	mu sync.Mutex
+	// facts are by slice name: a deleted slice comes back from a watch as
+	// another object than the one that arrived.
+	facts map[string]warmFact
+}
+
+type warmFact struct {
+	slice *resourceapi.ResourceSlice
+	fact  sliceFact
+}
+
+// SliceWarmer returns the snapshot's warmer; it stays the snapshot's
+// across Reset.
+func (s *Snapshot) SliceWarmer() *SliceWarmer { return s.facts.arrived }
+
+// Warm makes slice's facts now. Slices bound to no node are left alone:
+// LocalDevices never reads them.
+func (w *SliceWarmer) Warm(slice *resourceapi.ResourceSlice) {
+	if w == nil || slice.Spec.NodeName == nil {
+		return
+	}
+	f, ok := makeFact(slice, *slice.Spec.NodeName)
+	if !ok {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.facts == nil {
+		w.facts = map[string]warmFact{}
+	}
+	w.facts[slice.Name] = warmFact{slice, f}
+}
+
+// Forget drops what Warm made of the slice of that name.
+func (w *SliceWarmer) Forget(slice *resourceapi.ResourceSlice) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.facts, slice.Name)
+}
+
+// Len is how many slices' facts wait for a build, for tests.
+func (w *SliceWarmer) Len() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.facts)
+}
+
+// take hands slice's facts, made for node, to a build, which keeps them
+// from then on.
+func (w *SliceWarmer) take(slice *resourceapi.ResourceSlice, node string) (sliceFact, bool) {
+	if w == nil || ptr.Deref(slice.Spec.NodeName, "") != node {
+		return sliceFact{}, false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	f, ok := w.facts[slice.Name]
+	if !ok || f.slice != slice {
+		return sliceFact{}, false
+	}
+	delete(w.facts, slice.Name)
+	return f.fact, true
+}
