@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,9 +72,9 @@ func BenchmarkLoopPass(b *testing.B) {
 // generated objects are made anew each time and dropped once the fake
 // clientset holds them, so that the benchmark's peak RSS counts no copy
 // of the cluster that a real autoscaler would not have. The fake API
-// server keeps its own copy of every object but the ResourceSlices and
-// ResourceClaims (see newClient): the pods and nodes, which a real
-// autoscaler does not hold either.
+// server keeps its own copy only of the pending pods and what the others
+// are not (see newClient): a few thousand objects, which a real
+// autoscaler does not hold.
 func benchPass(b *testing.B, gen func() scale.Scenario) {
 	sc := gen()
 	data, err := json.Marshal(sc.Config)
@@ -270,13 +271,15 @@ func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs *[]ru
 	return r
 }
 
-// newClient is a fake clientset holding objs. The ResourceSlices and
-// ResourceClaims, most of a GPU cluster's bytes and never written by the
-// autoscaler, are served from objs themselves rather than from the
+// newClient is a fake clientset holding objs. The ResourceSlices,
+// ResourceClaims, nodes and running pods, most of a GPU cluster's bytes
+// and not written by these passes (no node is drained, no running pod
+// evicted), are served from objs themselves rather than from the
 // tracker's deep copy: the informers' copies share their content, as the
-// only copy a real autoscaler holds is its informers'. Objects of these
-// kinds created later (kwok publishes slices for the nodes it makes) live
-// in the tracker and are listed with them.
+// only copy a real autoscaler holds is its informers'. Pending pods,
+// which the loop nominates, and objects created later (kwok makes nodes
+// and publishes their slices) live in the tracker and are listed with
+// them.
 //
 // The tracker is the plain one, without field management: the autoscaler
 // never applies server-side, and the field-managed tracker builds a REST
@@ -286,11 +289,19 @@ func newClient(objs []runtime.Object) *fake.Clientset {
 	static := map[string][]runtime.Object{}
 	var rest []runtime.Object
 	for _, o := range objs {
-		switch o.(type) {
+		switch p := o.(type) {
 		case *resourceapi.ResourceSlice:
 			static["resourceslices"] = append(static["resourceslices"], o)
 		case *resourceapi.ResourceClaim:
 			static["resourceclaims"] = append(static["resourceclaims"], o)
+		case *corev1.Node:
+			static["nodes"] = append(static["nodes"], o)
+		case *corev1.Pod:
+			if p.Spec.NodeName == "" {
+				rest = append(rest, o)
+				continue
+			}
+			static["pods"] = append(static["pods"], o)
 		default:
 			rest = append(rest, o)
 		}
