@@ -27,8 +27,9 @@ type sharing struct {
 	read map[string]bool
 }
 
-// newSharing looks at the pods to place and at the snapshot's pods, slices
-// and claims for every node label key a filter may read. Strict, a pod
+// newSharing looks at the pods to place and at the snapshot's pods with
+// affinity terms, slices and claims for every node label key a filter may
+// read. Strict, a pod
 // to place that reads node names or volumes turns sharing off; else it
 // is only recorded (and its caller must keep such pods out).
 func newSharing(snap *snapshot.Snapshot, pods []*v1.Pod, strict bool) (*sharing, error) {
@@ -38,12 +39,18 @@ func newSharing(snap *snapshot.Snapshot, pods []*v1.Pod, strict bool) (*sharing,
 			return nil, nil
 		}
 	}
-	infos, err := snap.NodeInfos().List()
+	// Of the pods placed, only their pod (anti-)affinity terms are read
+	// when another pod is placed: the scheduler honours their required
+	// anti-affinity and scores by their preferred terms. Their node
+	// selectors and spread constraints were read when they were placed
+	// themselves. The snapshot lists the nodes holding such pods, so that
+	// the planner's every round does not walk every running pod.
+	infos, err := snap.NodeInfos().HavePodsWithAffinityList()
 	if err != nil {
 		return nil, err
 	}
 	for _, ni := range infos {
-		for _, pi := range ni.GetPods() {
+		for _, pi := range ni.GetPodsWithAffinity() {
 			s.addPod(pi.GetPod())
 		}
 	}
@@ -72,7 +79,7 @@ func newSharing(snap *snapshot.Snapshot, pods []*v1.Pod, strict bool) (*sharing,
 // addPod records the label keys pod's scheduling reads. ok is false when
 // it reads node names or volumes (whose topology may name any label): for
 // a pod to place, nothing is then shared. Every key is recorded either
-// way, as the pod reads them once placed too.
+// way.
 func (s *sharing) addPod(p *v1.Pod) (ok bool) {
 	ok = true
 	for k := range p.Spec.NodeSelector {

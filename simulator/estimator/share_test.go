@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
@@ -32,19 +33,30 @@ func TestEstimateGroupsShareIdenticalTemplates(t *testing.T) {
 	}
 	huge := append(slices.Clip(pods), builder.Pod(ns, "huge-0").CPU("1000").OwnedBy("apps/v1", "ReplicaSet", "huge").Obj(),
 		builder.Pod(ns, "huge-1").CPU("1000").OwnedBy("apps/v1", "ReplicaSet", "huge").Obj())
+	// Running pods: one whose node selector names the label (read when it
+	// was placed, never again), one whose anti-affinity spreads by it.
+	selector := builder.Pod(ns, "selector").CPU("1").NodeSelector(groupLabel, "a").Node("node-0").Obj()
+	spreading := builder.Pod(ns, "spreading").CPU("1").Label("app", "x").Node("node-1").Obj()
+	spreading.Spec.Affinity = &v1.Affinity{PodAntiAffinity: &v1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []v1.PodAffinityTerm{{
+			TopologyKey: groupLabel, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "x"}}}}}}
 	tests := []struct {
 		name       string
 		pods       []*v1.Pod
+		running    []any
 		wantShared []string // groups that must take another's estimate
 	}{
-		{"a name label nobody reads", pods, []string{"b", "e"}},
-		{"a label the pods select on", selecting, nil},
-		{"pods no group fits", huge, []string{"b", "e"}},
+		{"a name label nobody reads", pods, nil, []string{"b", "e"}},
+		{"a label the pods select on", selecting, nil, nil},
+		{"pods no group fits", huge, nil, []string{"b", "e"}},
+		{"a label a running pod selected its node by", pods, []any{selector}, []string{"b", "e"}},
+		{"a label a running pod's anti-affinity reads", pods, []any{spreading}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r, ctx := bigCluster(t, 4, 2)
 			snapshottest.Load(t, r.Snapshot(), objs...)
+			snapshottest.Load(t, r.Snapshot(), tc.running...)
 			alone, err := New(r, Options{DisableSharing: true}).EstimateGroups(ctx, tc.pods, groups)
 			if err != nil {
 				t.Fatal(err)
