@@ -186,13 +186,7 @@ func TestOnPods(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Start(ctx, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	s, err := o.Observe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := startAndObserve(ctx, t, o)
 	mu.Lock()
 	for _, p := range s.Pods {
 		if !seen[p] {
@@ -243,13 +237,7 @@ func TestOnSlices(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Start(ctx, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	s, err := o.Observe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := startAndObserve(ctx, t, o)
 	mu.Lock()
 	for _, sl := range s.ResourceSlices {
 		if warm[sl.Name] != sl {
@@ -279,4 +267,17 @@ func TestOnSlices(t *testing.T) {
 	}); err != nil {
 		t.Errorf("warm slices %v, want only the updated a/1: %v", names(), err)
 	}
+}
+
+// startAndObserve starts o's informers and returns what they hold.
+func startAndObserve(ctx context.Context, t *testing.T, o *observe.Observer) *observe.ClusterState {
+	t.Helper()
+	if err := o.Start(ctx, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	s, err := o.Observe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
