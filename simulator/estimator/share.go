@@ -29,9 +29,9 @@ type sharing struct {
 
 // newSharing looks at the pods to place and at the snapshot's pods with
 // affinity terms, slices and claims for every node label key a filter may
-// read. Strict, a pod
-// to place that reads node names or volumes turns sharing off; else it
-// is only recorded (and its caller must keep such pods out).
+// read. Strict, a pod to place that reads node names or volumes turns
+// sharing off; else it is only recorded (and its caller must keep such
+// pods out).
 func newSharing(snap *snapshot.Snapshot, pods []*v1.Pod, strict bool) (*sharing, error) {
 	s := &sharing{read: map[string]bool{}}
 	for _, p := range pods {
