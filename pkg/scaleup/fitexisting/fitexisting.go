@@ -212,7 +212,7 @@ type scratch struct {
 	fits, asked, seen     map[string]bool
 	walk                  scanResult
 	first, others, unsamp []string
-	redo                  []string
+	redo                  []int
 }
 
 // reuse empties m (made on first use) for another pod.

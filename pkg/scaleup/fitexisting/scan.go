@@ -203,39 +203,43 @@ func (s *sweeper) scanFrom(cs *classState, open []string, fits map[string]bool, 
 	keyed := cs.byKey != nil
 	r := emptyResult(buf, keyed)
 	asked := reuse(&s.scratch.asked)
-	// The nodes to judge again, in candidate order, up to base's stop.
-	redo := append(s.scratch.redo[:0], base.pending...)
+	// The nodes to judge again, by their index among the candidates
+	// (sorted as integers, each name looked up once), up to base's stop.
+	redo := s.scratch.redo[:0]
+	for _, n := range base.pending {
+		redo = append(redo, s.index(n))
+	}
 	for _, n := range s.changes[base.stamp.changes:] {
-		if base.done || s.index(n) <= base.end {
-			redo = append(redo, n)
+		if at := s.index(n); base.done || at <= base.end {
+			redo = append(redo, at)
 		}
 	}
-	slices.SortFunc(redo, func(a, b string) int { return cmp.Compare(s.index(a), s.index(b)) })
+	slices.Sort(redo)
 	redo = slices.Compact(redo)
 	defer func() { s.scratch.redo = redo[:0] }()
 	known := 0
 	i, j := 0, 0
-	next := -1 // redo[j]'s index
+	at := -1 // base.feasible[i]'s index
 	for i < len(base.feasible) || j < len(redo) {
 		var n, key string
 		var v verdict
-		if j < len(redo) && next < 0 {
-			next = s.index(redo[j])
+		if i < len(base.feasible) && at < 0 {
+			at = s.index(base.feasible[i])
 		}
 		switch {
-		case j < len(redo) && (i == len(base.feasible) || next <= s.index(base.feasible[i])):
-			n = redo[j]
+		case j < len(redo) && (i == len(base.feasible) || redo[j] <= at):
+			n = s.candidates[redo[j]]
 			if i < len(base.feasible) && base.feasible[i] == n {
-				i++
+				i, at = i+1, -1
 			}
-			j, next = j+1, -1
+			j++
 			v, key = s.judge(cs, n, fits, asked)
 		default:
 			n = base.feasible[i]
 			if keyed {
 				key = base.keys[i]
 			}
-			i++
+			i, at = i+1, -1
 			v = knownFit
 			if cs.closed[n] {
 				v = notOpen
