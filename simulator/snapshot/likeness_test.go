@@ -102,13 +102,13 @@ func TestSliceWarmer(t *testing.T) {
 	}()
 	build(s, slice("n1", "a100")) // a build while slices arrive
 	<-done
-	if got := w.Len(); got != 2 {
+	if got := waiting(w); got != 2 {
 		t.Fatalf("%d slices warm, want 2 (a slice bound to no node is not)", got)
 	}
 	if got := build(s, arrived); !cmp.Equal(got, want) {
 		t.Errorf("LocalDevices from warmed facts = %+v, want %+v", got, want)
 	}
-	if got := w.Len(); got != 1 {
+	if got := waiting(w); got != 1 {
 		t.Errorf("%d slices warm after the build took one, want 1", got)
 	}
 	// A slice replaced by one not warmed yet: the build makes the new
@@ -119,7 +119,14 @@ func TestSliceWarmer(t *testing.T) {
 	}
 	w.Forget(arrived)
 	w.Forget(slice("n2", "a100"))
-	if got := w.Len(); got != 0 {
+	if got := waiting(w); got != 0 {
 		t.Errorf("%d slices warm after every one was taken or forgotten, want 0", got)
 	}
+}
+
+// waiting is how many slices' facts wait in w for a build.
+func waiting(w *SliceWarmer) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.facts)
 }

@@ -120,13 +120,6 @@ func (w *SliceWarmer) Forget(slice *resourceapi.ResourceSlice) {
 	delete(w.facts, slice.Name)
 }
 
-// Len is how many slices' facts wait for a build, for tests.
-func (w *SliceWarmer) Len() int {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return len(w.facts)
-}
-
 // take hands slice's facts, made for node, to a build, which keeps them
 // from then on.
 func (w *SliceWarmer) take(slice *resourceapi.ResourceSlice, node string) (sliceFact, bool) {
