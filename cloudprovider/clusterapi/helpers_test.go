@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -160,6 +161,10 @@ type env struct {
 	// failPatch makes patches of the resource (e.g. "machinedeployments/scale") fail.
 	failPatch map[string]error
 	rv        int
+	// meanwhile, if set, runs once right before the next scale write is
+	// applied: someone else's change between the provider's read and
+	// its write.
+	meanwhile func(u *unstructured.Unstructured)
 }
 
 func capiResources(version string, pools bool) *metav1.APIResourceList {
@@ -215,7 +220,12 @@ func tryEnv(t testing.TB, specs []string, resources []*metav1.APIResourceList, o
 func tryEnvOpts(t testing.TB, setup func(*Options), specs []string, resources []*metav1.APIResourceList, objs ...*obj) (*env, error) {
 	var runtimeObjs []runtime.Object
 	for _, o := range objs {
-		runtimeObjs = append(runtimeObjs, o.u.DeepCopy())
+		u := o.u.DeepCopy()
+		if u.GetResourceVersion() == "" {
+			// The API server always has one: preconditions depend on it.
+			u.SetResourceVersion("1")
+		}
+		runtimeObjs = append(runtimeObjs, u)
 	}
 	e := &env{t: t, failPatch: map[string]error{}, clock: testingclock.NewFakeClock(time.Date(2026, 1, 3, 0, 0, 0, 0, time.UTC))}
 	e.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds(), runtimeObjs...)
@@ -259,6 +269,9 @@ func (e *env) react(action clienttesting.Action) (bool, runtime.Object, error) {
 		}
 		if action.GetSubresource() == "scale" {
 			var patch struct {
+				Metadata struct {
+					ResourceVersion string `json:"resourceVersion"`
+				} `json:"metadata"`
 				Spec struct {
 					Replicas *int64 `json:"replicas"`
 				} `json:"spec"`
@@ -269,6 +282,18 @@ func (e *env) react(action clienttesting.Action) (bool, runtime.Object, error) {
 			u, err := e.getLocked(res, pa.GetNamespace(), pa.GetName())
 			if err != nil {
 				return true, nil, err
+			}
+			if f := e.meanwhile; f != nil {
+				e.meanwhile = nil
+				f(u)
+				if err := e.updateLocked(res, u); err != nil {
+					return true, nil, err
+				}
+			}
+			// The API server's precondition: a write based on an older
+			// read conflicts.
+			if rv := patch.Metadata.ResourceVersion; rv != "" && rv != u.GetResourceVersion() {
+				return true, nil, apierrors.NewConflict(res.GroupResource(), pa.GetName(), fmt.Errorf("the object has been modified"))
 			}
 			_ = unstructured.SetNestedField(u.Object, *patch.Spec.Replicas, "spec", "replicas")
 			if err := e.updateLocked(res, u); err != nil {

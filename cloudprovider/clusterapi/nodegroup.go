@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -166,38 +167,71 @@ func (g *nodeGroup) increase(ctx context.Context, delta int) error {
 	}
 	g.scaleMu.Lock()
 	defer g.scaleMu.Unlock()
-	replicas, err := g.scaleReplicas(ctx)
+	from, err := g.writeReplicas(ctx, func(replicas int) (int, error) {
+		if replicas+delta > st.max {
+			return 0, fmt.Errorf("node group %s: size increase too large - desired:%d max:%d", g.id, replicas+delta, st.max)
+		}
+		return replicas + delta, nil
+	})
 	if err != nil {
 		return err
 	}
-	if replicas+delta > st.max {
-		return fmt.Errorf("node group %s: size increase too large - desired:%d max:%d", g.id, replicas+delta, st.max)
-	}
-	if err := g.setReplicas(ctx, replicas+delta); err != nil {
-		return err
-	}
-	g.p.logger.Info("Increased node group", "nodeGroup", g.id, "from", replicas, "to", replicas+delta)
+	g.p.logger.Info("Increased node group", "nodeGroup", g.id, "from", from, "to", from+delta)
 	return nil
 }
 
 // scaleReplicas reads spec.replicas from the scale subresource (fresh, not
-// the cache: the write that follows builds on it).
-func (g *nodeGroup) scaleReplicas(ctx context.Context) (int, error) {
+// the cache: the write that follows builds on it), with the resource's
+// resourceVersion for that write's precondition.
+func (g *nodeGroup) scaleReplicas(ctx context.Context) (int, string, error) {
 	s, err := g.p.dyn.Resource(g.gvr).Namespace(g.namespace).Get(ctx, g.name, metav1.GetOptions{}, "scale")
 	if err != nil {
-		return 0, fmt.Errorf("node group %s: reading the scale of %s: %w", g.id, g.ref(), err)
+		return 0, "", fmt.Errorf("node group %s: reading the scale of %s: %w", g.id, g.ref(), err)
 	}
 	n, _, err := unstructured.NestedInt64(s.Object, "spec", "replicas")
 	if err != nil {
-		return 0, fmt.Errorf("node group %s: scale of %s: spec.replicas: %v", g.id, g.ref(), err)
+		return 0, "", fmt.Errorf("node group %s: scale of %s: spec.replicas: %v", g.id, g.ref(), err)
 	}
-	return int(n), nil
+	return int(n), s.GetResourceVersion(), nil
+}
+
+// replicaWriteAttempts bounds the re-reads after a conflicting write.
+const replicaWriteAttempts = 5
+
+// writeReplicas reads replicas, asks decide for the new value and writes
+// it on the condition that nothing changed the resource since the read.
+// When someone did (a person, GitOps, another controller), the write
+// conflicts and the whole decision is taken again on a fresh read, so
+// their change is never overwritten. It returns the replicas the
+// successful decision started from.
+func (g *nodeGroup) writeReplicas(ctx context.Context, decide func(replicas int) (int, error)) (int, error) {
+	var last error
+	for range replicaWriteAttempts {
+		replicas, rv, err := g.scaleReplicas(ctx)
+		if err != nil {
+			return 0, err
+		}
+		n, err := decide(replicas)
+		if err != nil {
+			return 0, err
+		}
+		err = g.setReplicas(ctx, n, rv)
+		if err == nil {
+			return replicas, nil
+		}
+		if !apierrors.IsConflict(err) {
+			return 0, err
+		}
+		last = err
+		g.p.logger.V(2).Info("Replicas changed since they were read; deciding again", "nodeGroup", g.id, "err", err)
+	}
+	return 0, fmt.Errorf("node group %s: replicas of %s kept changing, %d attempts: %w", g.id, g.ref(), replicaWriteAttempts, last)
 }
 
 // setReplicas writes spec.replicas through the scale subresource (a merge
-// patch; 0 is sent, not omitted).
-func (g *nodeGroup) setReplicas(ctx context.Context, n int) error {
-	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n)
+// patch; 0 is sent, not omitted), preconditioned on resourceVersion rv.
+func (g *nodeGroup) setReplicas(ctx context.Context, n int, rv string) error {
+	patch := fmt.Appendf(nil, `{"metadata":{"resourceVersion":%q},"spec":{"replicas":%d}}`, rv, n)
 	s, err := g.p.dyn.Resource(g.gvr).Namespace(g.namespace).Patch(ctx, g.name, types.MergePatchType, patch, metav1.PatchOptions{}, "scale")
 	if err != nil {
 		return fmt.Errorf("node group %s: setting replicas of %s to %d: %w", g.id, g.ref(), n, err)
@@ -248,7 +282,7 @@ func (g *nodeGroup) deleteNodes(ctx context.Context, nodes []*corev1.Node, force
 		}
 		victims[m.GetNamespace()+"/"+m.GetName()] = m
 	}
-	replicas, err := g.scaleReplicas(ctx)
+	replicas, _, err := g.scaleReplicas(ctx)
 	if err != nil {
 		return err
 	}
@@ -282,11 +316,17 @@ func (g *nodeGroup) deleteNodes(ctx context.Context, nodes []*corev1.Node, force
 	if lower == 0 {
 		return nil
 	}
-	if !force && replicas-lower < st.min {
-		return fmt.Errorf("node group %s: deleting %d node(s) would take replicas from %d below the min size %d", g.id, lower, replicas, st.min)
+	bounded := func(replicas int) (int, error) {
+		if !force && replicas-lower < st.min {
+			return 0, fmt.Errorf("node group %s: deleting %d node(s) would take replicas from %d below the min size %d", g.id, lower, replicas, st.min)
+		}
+		if replicas-lower < 0 {
+			return 0, fmt.Errorf("node group %s: deleting %d node(s) would take replicas below 0 (replicas %d)", g.id, lower, replicas)
+		}
+		return replicas - lower, nil
 	}
-	if replicas-lower < 0 {
-		return fmt.Errorf("node group %s: deleting %d node(s) would take replicas below 0 (replicas %d)", g.id, lower, replicas)
+	if _, err := bounded(replicas); err != nil {
+		return err
 	}
 	var done []*unstructured.Unstructured
 	for _, m := range toMark {
@@ -304,7 +344,9 @@ func (g *nodeGroup) deleteNodes(ctx context.Context, nodes []*corev1.Node, force
 		g.unmark(ctx, done)
 		return err
 	}
-	if err := g.setReplicas(ctx, replicas-lower); err != nil {
+	// Replicas are read again for the write: lowered from what they are
+	// then, not from what they were when the Machines were chosen.
+	if replicas, err = g.writeReplicas(ctx, bounded); err != nil {
 		g.unmark(ctx, done)
 		return err
 	}
@@ -356,7 +398,7 @@ func (g *nodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 	}
 	g.scaleMu.Lock()
 	defer g.scaleMu.Unlock()
-	replicas, err := g.scaleReplicas(ctx)
+	replicas, _, err := g.scaleReplicas(ctx)
 	if err != nil {
 		return err
 	}
@@ -388,7 +430,15 @@ func (g *nodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 		}
 		done = append(done, m)
 	}
-	if err := g.setReplicas(ctx, replicas-need); err != nil {
+	// Only replicas no Machine backs may go without a mark: if they
+	// changed since the read, that is decided again.
+	replicas, err = g.writeReplicas(ctx, func(now int) (int, error) {
+		if now != replicas && max(now-len(live), 0) < need-take {
+			return 0, fmt.Errorf("node group %s: replicas changed from %d to %d meanwhile; only %d requested node(s) are not backed by a Machine now", g.id, replicas, now, max(now-len(live), 0))
+		}
+		return now - need, nil
+	})
+	if err != nil {
 		g.unmark(ctx, done)
 		return err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
@@ -288,6 +289,46 @@ func TestDecreaseTargetSize(t *testing.T) {
 				if isMarked(e, m) != want {
 					t.Errorf("Machine %s marked %v, want %v", m, !want, want)
 				}
+			}
+		})
+	}
+}
+
+// Replicas are written on the condition that nobody changed them since
+// they were read: a change made meanwhile (a person, GitOps) makes the
+// write conflict, and the scale is decided again on what is there now,
+// never overwriting it.
+func TestReplicaWritesNeverOverwrite(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		op   func(g *nodeGroup) error
+		// someone sets replicas to this between the read and the write.
+		someone int64
+		want    int64
+		err     string
+	}{
+		{name: "increase builds on the change", op: func(g *nodeGroup) error { _, err := g.IncreaseSize(t.Context(), 2); return err },
+			someone: 3, want: 5},
+		{name: "increase decided again: now above max", op: func(g *nodeGroup) error { _, err := g.IncreaseSize(t.Context(), 2); return err },
+			someone: 4, want: 4, err: "desired:6 max:5"},
+		{name: "decrease of unbacked replicas builds on the change", op: func(g *nodeGroup) error { return g.DecreaseTargetSize(t.Context(), -1) },
+			someone: 3, want: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil, md("gpu").size(0, 5).replicas(1))
+			e.meanwhile = func(u *unstructured.Unstructured) {
+				_ = unstructured.SetNestedField(u.Object, tc.someone, "spec", "replicas")
+			}
+			err := tc.op(e.group(gpuGroup))
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want %q", err, tc.err)
+				}
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if got := e.replicas(kindMachineDeployment, "gpu"); got != tc.want {
+				t.Fatalf("replicas %d, want %d (someone set %d meanwhile)", got, tc.want, tc.someone)
 			}
 		})
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations/upkeep"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/nominate"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
@@ -135,15 +136,20 @@ const vetGrace = 10 * time.Second
 func (p *parts) runningLoop(opts *config.Options, client kubernetes.Interface, dyn dynamic.Interface, recorder record.EventRecorder,
 	m *metrics.Metrics) (*loop.Loop, *observe.CapacityReservations) {
 	b := backoff.New(opts.InitialNodeGroupBackoffDuration, opts.MaxNodeGroupBackoffDuration, opts.NodeGroupBackoffResetTimeout)
+	// One gate for everything destructive: the tracker's give-ups and
+	// gang undos, scale-down, and the drains of ending capacity blocks.
+	gate := safety.New(safety.Options{MaxParallel: opts.ScaleDown.MaxParallelism, MaxEmptyBulk: opts.ScaleDown.MaxEmptyBulkDelete},
+		m.Safety(), recorder)
 	// The tracker taints and re-lists a registered node before it removes
 	// it for a failed scale-up, so no running pod dies with it.
-	tracker := track.New(opts.MaxNodeProvisionTime, b).WithClient(client)
+	tracker := track.New(opts.MaxNodeProvisionTime, b).WithClient(client).WithGate(gate)
 	crs := observe.NewCapacityReservations(dyn, client.Discovery())
 	lp := p.loopParts(opts, b, tracker, crs, m)
 	// Block drains evict through the scale-down drainer: one grace period
 	// cap, one eviction count.
 	drainer := newDrainer(opts, client, recorder, m)
-	lp.Upkeep = upkeep.New(client, dyn, recorder, drainer)
+	lp.Upkeep = upkeep.New(client, dyn, recorder, drainer).WithGate(gate)
+	lp.Gate = gate
 	lp.Launcher = act.New(tracker, b)
 	status := statusObject(opts)
 	lp.Reporter = report.New(recorder, m, 5*time.Minute).WithStatusObject(status.Namespace, status.Name)
@@ -159,7 +165,7 @@ func (p *parts) runningLoop(opts *config.Options, client kubernetes.Interface, d
 		lp.Extensions = append(lp.Extensions, loop.Extension{After: loop.StageAct, Stage: nominate.Stage{N: n}})
 	}
 	l := loop.New(lp)
-	l.ScaleDown = newScaleDown(opts, p.runner, client, recorder, m, drainer)
+	l.ScaleDown = newScaleDown(opts, p.runner, client, recorder, m, drainer).WithGate(gate)
 	l.Disagree, l.Status = loop.NewStatusParts(opts, client, recorder, m)
 	l.NodeGroupObjects = p.nodeGroupObjects(opts, dyn, b, tracker)
 	return l, crs

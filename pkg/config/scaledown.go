@@ -31,6 +31,9 @@ type ScaleDownOptions struct {
 	// those among them that are drained (not empty).
 	MaxParallelism      int
 	MaxDrainParallelism int
+	// MaxEmptyBulkDelete bounds the empty nodes removed in one pass (a
+	// budget of the safety gate, pkg/safety).
+	MaxEmptyBulkDelete int
 	// NonEmptyCandidatesCount bounds the nodes with pods whose removal is
 	// simulated per loop.
 	NonEmptyCandidatesCount int
@@ -70,6 +73,7 @@ func DefaultScaleDown() ScaleDownOptions {
 		GPUUtilizationThreshold:   0.5,
 		MaxParallelism:            10,
 		MaxDrainParallelism:       1,
+		MaxEmptyBulkDelete:        10,
 		NonEmptyCandidatesCount:   30,
 		MaxGracefulTermination:    600 * time.Second,
 		MaxPodEvictionTime:        2 * time.Minute,
@@ -100,6 +104,7 @@ func (o *ScaleDownOptions) addFlags(fs *pflag.FlagSet) *scaleDownFlags {
 	fs.Float64Var(&o.GPUUtilizationThreshold, "scale-down-gpu-utilization-threshold", o.GPUUtilizationThreshold, "Nodes with accelerators (DRA devices) whose utilization is under this are considered for removal.")
 	fs.IntVar(&o.MaxParallelism, "max-scale-down-parallelism", o.MaxParallelism, "Maximum number of nodes removed at the same time.")
 	fs.IntVar(&o.MaxDrainParallelism, "max-drain-parallelism", o.MaxDrainParallelism, "Maximum number of non-empty nodes drained at the same time.")
+	fs.IntVar(&o.MaxEmptyBulkDelete, "max-empty-bulk-delete", o.MaxEmptyBulkDelete, "Maximum number of empty nodes removed in one loop, whatever removes them (scale-down, or giving up a failed scale-up).")
 	fs.IntVar(&o.NonEmptyCandidatesCount, "scale-down-non-empty-candidates-count", o.NonEmptyCandidatesCount, "Maximum number of non-empty nodes whose removal is simulated in one loop.")
 	fs.IntVar(&raw.maxGracefulTerminationSec, "max-graceful-termination-sec", raw.maxGracefulTerminationSec, "Maximum number of seconds an evicted pod is given to terminate.")
 	fs.DurationVar(&o.MaxPodEvictionTime, "max-pod-eviction-time", o.MaxPodEvictionTime, "How long the eviction of one pod is retried before the node's scale-down fails.")
@@ -147,6 +152,7 @@ func (o *ScaleDownOptions) validate() []error {
 	for name, n := range map[string]int{
 		"max-scale-down-parallelism":            o.MaxParallelism,
 		"max-drain-parallelism":                 o.MaxDrainParallelism,
+		"max-empty-bulk-delete":                 o.MaxEmptyBulkDelete,
 		"scale-down-non-empty-candidates-count": o.NonEmptyCandidatesCount,
 	} {
 		if n <= 0 {

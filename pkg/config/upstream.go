@@ -122,6 +122,7 @@ var upstreamFlags = []UpstreamFlag{
 	{Name: "max-bulk-soft-taint-count", Support: Different, Note: "accepted and validated, but no DeletionCandidate soft taints are put on unneeded nodes, so it changes nothing"},
 	{Name: "max-bulk-soft-taint-time", Support: Different, Note: "accepted and validated, but no DeletionCandidate soft taints are put on unneeded nodes, so it changes nothing"},
 	{Name: "max-drain-parallelism", Support: Supported},
+	{Name: "max-empty-bulk-delete", Support: Supported},
 	{Name: "max-failing-time", Support: Refused, Note: "/health-check fails after max(10 scan intervals, 5m) without a finished loop"},
 	{Name: "max-free-difference-ratio", Support: Refused, Note: "similar groups are compared by template, not by free resources"},
 	{Name: "max-graceful-termination-sec", Support: Supported},

@@ -33,6 +33,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations/upkeep"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
@@ -72,6 +73,10 @@ type Parts struct {
 	Metrics   *metrics.Metrics
 	// ScaleDown removes unneeded nodes; nil disables scale-down.
 	ScaleDown *scaledown.Controller
+	// Gate is asked before anything destructive (the tracker's give-ups,
+	// scale-down, block drains): the stages that act hold it, the loop
+	// opens it each pass. Nil in explain, which destroys nothing.
+	Gate *safety.Gate
 	// ProvReqs serves ProvisioningRequests; nil when the cluster has none.
 	ProvReqs *provreq.Processor
 	// Buffers serves CapacityBuffers; nil disables them.

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/klog/v2"
 
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/planner"
 )
@@ -16,6 +17,9 @@ import (
 // failure is logged and counted; the loop goes on.
 func (l *Loop) scaleDown(ctx context.Context, pass *Pass) error {
 	if pass.Unsafe != "" {
+		// Not even planned: unneeded times must not run on during an
+		// outage, or the nodes it took would go the moment it ends.
+		l.Gate.Hold(safety.ActionScaleDown, safety.RuleUnhealthy, pass.Unsafe)
 		return nil
 	}
 	now := pass.StartedAt

@@ -13,6 +13,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/health"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/load"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
@@ -163,8 +164,15 @@ func (l *Loop) collectGroups(ctx context.Context, p *Pass) error {
 	return nil
 }
 
-// track follows the scale-ups in flight and gives up what failed.
+// track opens the safety gate for the pass (what acts later in it asks
+// the same gate), then follows the scale-ups in flight and gives up what
+// failed.
 func (l *Loop) track(ctx context.Context, p *Pass) error {
+	in := safety.PassInput{Unsafe: p.Unsafe, Groups: p.Groups, Now: p.StartedAt}
+	if l.ScaleDown != nil {
+		in.InFlight = l.ScaleDown.InFlight()
+	}
+	l.Gate.Open(in)
 	p.Failures = l.Tracker.Update(ctx, p.Groups, p.StartedAt)
 	for _, f := range p.Failures {
 		l.Metrics.FailedScaleUps.WithLabelValues(f.Reason).Inc()

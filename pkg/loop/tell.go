@@ -102,6 +102,9 @@ func (l *Loop) writeStatus(ctx context.Context, pass *Pass, state *observe.Clust
 		in.Disagreements = append(in.Disagreements, status.DisagreementStatus{Namespace: d.Namespace, Name: d.Name, Node: d.Node,
 			Since: metav1.NewTime(d.Since), SchedulerMessage: d.SchedulerMessage, NodeNotUsable: d.NodeNotUsable})
 	}
+	for _, r := range l.Gate.Refused() {
+		in.HeldBack = append(in.HeldBack, status.HeldBackStatus{Action: string(r.Action), Rule: string(r.Rule), NodeGroup: r.Group, Node: r.Node, Message: r.Detail})
+	}
 	s := l.statusBuilder.Build(in)
 	if err := l.Status.Write(ctx, s); err != nil {
 		l.Metrics.StatusWrites.WithLabelValues("error").Inc()

@@ -34,6 +34,7 @@ type Metrics struct {
 	ScaleUpOptionsEvaluated prometheus.Counter
 	InstanceErrors          *prometheus.CounterVec
 	NominationOutcomes      *prometheus.CounterVec
+	SafetyRefusals          *prometheus.CounterVec
 	StageDuration           *prometheus.HistogramVec
 	Sharing                 *Sharing
 	ScaleDown               *ScaleDownMetrics
@@ -85,6 +86,7 @@ func New() *Metrics {
 	m.registerSharing()
 	m.registerInstances()
 	m.registerNominations()
+	m.registerSafety()
 	m.registerStages()
 	m.ScaleDown = newScaleDown(f)
 	m.registerExplain()

@@ -23,6 +23,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/drain"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/actuator"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/drainability"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/eligibility"
@@ -42,6 +43,8 @@ type Controller struct {
 	client       kubernetes.Interface
 	recorder     record.EventRecorder
 	metrics      *metrics.ScaleDownMetrics
+	// gate is asked about every removal the plan chose (nil: none).
+	gate *safety.Gate
 
 	lastScaleUp, lastDelete, lastFailure time.Time
 	cleaned                              bool
@@ -58,6 +61,18 @@ func New(opts config.ScaleDownOptions, scanInterval time.Duration, p *planner.Re
 	client kubernetes.Interface, recorder record.EventRecorder, m *metrics.ScaleDownMetrics) *Controller {
 	return &Controller{opts: opts, scanInterval: scanInterval, planner: p, actuator: a, client: client, recorder: recorder,
 		metrics: m, warned: map[warnKey]time.Time{}}
+}
+
+// WithGate has the stage ask g before it removes a node.
+func (s *Controller) WithGate(g *safety.Gate) *Controller {
+	s.gate = g
+	return s
+}
+
+// InFlight is how many removals started earlier are still under way.
+func (s *Controller) InFlight() int {
+	deleting, _ := s.actuator.Deleting()
+	return len(deleting)
 }
 
 // Wait blocks until the removals under way have ended (they end with
@@ -97,6 +112,8 @@ type PassResult struct {
 	// Cooldown names the cooldown that held removals back, if any.
 	Cooldown string
 	Started  []string
+	// Refused are the planned removals the safety gate refused.
+	Refused []safety.Refusal
 }
 
 // Run is one pass of scale-down.
@@ -163,12 +180,26 @@ func (s *Controller) Run(ctx context.Context, in ControllerInput) (*PassResult, 
 		return res, nil
 	}
 	var empty, drained []actuator.Deletion
+	allowed := func(r planner.Removal, isEmpty bool) bool {
+		refusal := s.gate.Allow(safety.ActionScaleDown, safety.Target{Group: r.Group, Node: r.Node, Empty: isEmpty})
+		if refusal != nil {
+			res.Refused = append(res.Refused, *refusal)
+			logger.Info("Not removing an unneeded node: the safety gate refused", "node", r.Node.Name, "nodeGroup", r.Group, "rule", refusal.Rule, "detail", refusal.Detail)
+		}
+		return refusal == nil
+	}
 	for _, r := range plan.Empty {
+		if !allowed(r, true) {
+			continue
+		}
 		empty = append(empty, actuator.Deletion{Node: r.Node, Group: byGroup[r.Group]})
 		res.Started = append(res.Started, r.Node.Name)
 		logger.Info("Removing empty node", "node", r.Node.Name, "nodeGroup", r.Group, "utilization", r.Utilization.String())
 	}
 	for _, r := range plan.Drain {
+		if !allowed(r, false) {
+			continue
+		}
 		drained = append(drained, actuator.Deletion{Node: r.Node, Group: byGroup[r.Group], Evict: r.Evict})
 		res.Started = append(res.Started, r.Node.Name)
 		logger.Info("Draining and removing node", "node", r.Node.Name, "nodeGroup", r.Group, "utilization", r.Utilization.String(), "moves", r.Moves)

@@ -24,6 +24,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/fakeprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/actuator"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/eligibility"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/planner"
@@ -219,5 +220,37 @@ func TestUnreadyNodesReachThePlanner(t *testing.T) {
 	want := map[string]string{"up": "unneeded", "down": eligibility.ScaleDownUnreadyDisabled}
 	if fmt.Sprint(seen) != fmt.Sprint(want) {
 		t.Errorf("planner saw %v, want %v", seen, want)
+	}
+}
+
+// Every removal the plan chose asks the safety gate: what it refuses (here
+// the pass's --max-empty-bulk-delete of 1) is not started, and the pass
+// says so.
+func TestRemovalsAskTheGate(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	g := fakeprovider.NewGroup("g", 0, 5)
+	var nodes []*corev1.Node
+	var objs []runtime.Object
+	for _, name := range []string{"n1", "n2"} {
+		n := builder.Node(name).Obj()
+		n.Spec.ProviderID = g.AddInstance(cloudprovider.InstanceRunning, nil)
+		nodes = append(nodes, n)
+		objs = append(objs, n)
+	}
+	g.SetTarget(2)
+	opts := config.DefaultScaleDown()
+	opts.UnneededTime = 0
+	s, a, _, _ := testStage(t, opts, testclock.NewFakeClock(t0), objs...)
+	gate := safety.New(safety.Options{MaxEmptyBulk: 1}, nil, nil)
+	s.WithGate(gate)
+	groups := []*nodegroups.Info{{Group: g, Id: "g", Max: 5, Target: 2, Ready: nodes}}
+	gate.Open(safety.PassInput{Groups: groups, Now: t0})
+	res, err := s.Run(ctx, ControllerInput{State: &observe.ClusterState{Nodes: nodes}, PDBs: noPDBs{}, Groups: groups, Nodes: []string{"n1", "n2"}, Now: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Wait()
+	if len(res.Started) != 1 || len(res.Refused) != 1 || res.Refused[0].Rule != safety.RuleBudget {
+		t.Fatalf("started %v, refused %+v; want one of each, by the budget", res.Started, res.Refused)
 	}
 }

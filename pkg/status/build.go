@@ -35,6 +35,7 @@ type BuildInput struct {
 	Reservations  []ReservationStatus
 	NotHelped     []PodNotHelped
 	Disagreements []DisagreementStatus
+	HeldBack      []HeldBackStatus
 }
 
 // ScaleDownInput is the scale-down's part: how many nodes are candidates
@@ -75,6 +76,10 @@ func (b *Builder) Build(in BuildInput) *AutoscalerStatus {
 	s.PodsNotHelped = in.NotHelped
 	if len(s.PodsNotHelped) > MaxPodsNotHelped {
 		s.PodsNotHelped = s.PodsNotHelped[:MaxPodsNotHelped]
+	}
+	s.HeldBackTotal, s.HeldBack = len(in.HeldBack), in.HeldBack
+	if len(s.HeldBack) > MaxHeldBack {
+		s.HeldBack = s.HeldBack[:MaxHeldBack]
 	}
 	b.carryTransitions(s)
 	b.prev = s

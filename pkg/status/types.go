@@ -25,6 +25,23 @@ type AutoscalerStatus struct {
 	PodsNotHelped          []PodNotHelped       `json:"podsNotHelped,omitempty"`
 	PodsNotHelpedTotal     int                  `json:"podsNotHelpedTotal,omitempty"`
 	SchedulerDisagreements []DisagreementStatus `json:"schedulerDisagreements,omitempty"`
+	// HeldBack are the destructive actions the safety gate refused in
+	// the pass (at most MaxHeldBack; HeldBackTotal counts them all).
+	HeldBack      []HeldBackStatus `json:"heldBack,omitempty"`
+	HeldBackTotal int              `json:"heldBackTotal,omitempty"`
+}
+
+// MaxHeldBack bounds the refusals listed in the status.
+const MaxHeldBack = 100
+
+// HeldBackStatus is one destructive action the safety gate refused:
+// which, of what, by which rule and why (docs/design/safety.md).
+type HeldBackStatus struct {
+	Action    string `json:"action"`
+	Rule      string `json:"rule"`
+	NodeGroup string `json:"nodeGroup,omitempty"`
+	Node      string `json:"node,omitempty"`
+	Message   string `json:"message"`
 }
 
 // ClusterWide is upstream's clusterWide section.

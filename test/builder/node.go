@@ -47,6 +47,15 @@ func (b *NodeBuilder) Labels(labels map[string]string) *NodeBuilder {
 	return b
 }
 
+// Annotation sets one annotation.
+func (b *NodeBuilder) Annotation(key, value string) *NodeBuilder {
+	if b.node.Annotations == nil {
+		b.node.Annotations = map[string]string{}
+	}
+	b.node.Annotations[key] = value
+	return b
+}
+
 // Taint adds a node taint.
 func (b *NodeBuilder) Taint(key, value string, effect corev1.TaintEffect) *NodeBuilder {
 	b.node.Spec.Taints = append(b.node.Spec.Taints, corev1.Taint{Key: key, Value: value, Effect: effect})

@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
 )
 
 // drain moves the pods off the nodes of capacity blocks that end within
@@ -33,9 +34,10 @@ func (k *Keeper) drain(ctx context.Context, b *reservations.Book, objs []reserva
 			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], p)
 		}
 	}
-	// Only nodes still draining are remembered, so the set stays small.
-	reported := map[string]bool{}
-	defer func() { k.draining = reported }()
+	// Only nodes still draining (or held) are remembered, so the sets
+	// stay small.
+	reported, held := map[string]bool{}, map[string]bool{}
+	defer func() { k.draining, k.held = reported, held }()
 	for _, slot := range b.Slots() {
 		if !slot.Started(b.Now()) || !slot.Ending(b.Now(), b.Margin()) {
 			continue
@@ -45,13 +47,22 @@ func (k *Keeper) drain(ctx context.Context, b *reservations.Book, objs []reserva
 			if len(move) == 0 {
 				continue
 			}
+			key := node.Name + "/" + slot.ID
+			if r := k.gate.Allow(safety.ActionBlockDrain, safety.Target{Node: node}); r != nil {
+				held[key] = true
+				if !k.held[key] {
+					logger.Info("Drain of a node of an ending capacity block held back by the safety gate", "node", node.Name, "reservation", slot.ID, "rule", r.Rule, "detail", r.Detail)
+					k.event(slot.Reservation, corev1.EventTypeWarning, EventDrainHeld,
+						fmt.Sprintf("Capacity block ends at %s: drain of node %s held back (%s): %s", slot.End.UTC().Format(time.RFC3339), node.Name, r.Rule, r.Detail))
+				}
+				continue
+			}
 			if !node.Spec.Unschedulable {
 				if err := cordon(ctx, k, node.Name, slot.ID); err != nil {
 					logger.Error(err, "Cordoning a node of an ending capacity block failed", "node", node.Name, "reservation", slot.ID)
 					continue
 				}
 			}
-			key := node.Name + "/" + slot.ID
 			reported[key] = true
 			if !k.draining[key] {
 				logger.Info("Draining a node of an ending capacity block", "node", node.Name, "reservation", slot.ID, "end", slot.End, "pods", len(move))

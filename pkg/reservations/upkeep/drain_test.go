@@ -13,6 +13,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
@@ -132,5 +133,29 @@ func TestCordonLiftedWhenTheBlockNoLongerEnds(t *testing.T) {
 				t.Errorf("annotations %v: marked %v, want %v", n.Annotations, marked, wantMark)
 			}
 		})
+	}
+}
+
+// The drain of an ending block asks the safety gate: while the cluster is
+// unhealthy the node is neither cordoned nor drained, and the drain goes
+// on once the gate allows it.
+func TestBlockDrainHeldWhileUnhealthy(t *testing.T) {
+	res := cloudprovider.ReservedCapacity{ID: "r", Kind: cloudprovider.ReservationCapacityBlock, NodeGroups: []string{"a"}, Count: 1,
+		Start: now.Add(-time.Hour), End: now.Add(10 * time.Minute)}
+	f := newDrainFixture(builder.Node("a-a").Label(reservations.LabelCapacityType, "on-demand").Obj(), provider{res: []cloudprovider.ReservedCapacity{res}})
+	gate := safety.New(safety.Options{}, nil, nil)
+	f.keeper.WithGate(gate)
+	gate.Open(safety.PassInput{Unsafe: "5 of 6 nodes unready", Groups: f.groups, Now: now})
+	update(f.policy, f.keeper, f.groups, f.pods)
+	if f.node(t).Spec.Unschedulable || f.evictions() != 0 {
+		t.Fatalf("unhealthy: cordoned %v, %d evictions; want neither", f.node(t).Spec.Unschedulable, f.evictions())
+	}
+	if r := gate.Refused(); len(r) != 1 || r[0].Action != safety.ActionBlockDrain || r[0].Rule != safety.RuleUnhealthy {
+		t.Fatalf("refusals %+v, want the block drain held for health", r)
+	}
+	gate.Open(safety.PassInput{Groups: f.groups, Now: now})
+	update(f.policy, f.keeper, f.groups, f.pods)
+	if !f.node(t).Spec.Unschedulable || f.evictions() != 1 {
+		t.Fatalf("healthy again: cordoned %v, %d evictions; want the drain", f.node(t).Spec.Unschedulable, f.evictions())
 	}
 }

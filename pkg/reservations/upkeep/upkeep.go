@@ -13,12 +13,16 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
 )
 
 // Event reasons on CapacityReservation objects.
 const (
 	EventInvalid  = "InvalidCapacityReservation"
 	EventDraining = "DrainingCapacityBlock"
+	// EventDrainHeld: the safety gate holds a block's drain back (the
+	// cluster is unhealthy); it goes on once the gate allows it.
+	EventDrainHeld = "CapacityBlockDrainHeld"
 )
 
 // Evictor evicts one pod without waiting for it to go: the scale-down
@@ -35,18 +39,30 @@ type Keeper struct {
 	dyn      dynamic.Interface
 	recorder record.EventRecorder
 	evictor  Evictor
+	// gate is asked before a node is cordoned and drained (nil: never
+	// held back).
+	gate *safety.Gate
 
 	// warned holds the uid/generation of invalid objects already reported.
 	warned map[string]bool
-	// draining holds the nodes already reported as draining.
+	// draining holds the nodes already reported as draining; held those
+	// whose drain the gate holds back, already reported.
 	draining map[string]bool
+	held     map[string]bool
 }
 
 // New returns a keeper. Any part may be nil: no client, no drain or
 // uncordon; no dyn, no status; no recorder, no events; no evictor, no
 // drain.
 func New(client kubernetes.Interface, dyn dynamic.Interface, recorder record.EventRecorder, evictor Evictor) *Keeper {
-	return &Keeper{client: client, dyn: dyn, recorder: recorder, evictor: evictor, warned: map[string]bool{}, draining: map[string]bool{}}
+	return &Keeper{client: client, dyn: dyn, recorder: recorder, evictor: evictor, warned: map[string]bool{}, draining: map[string]bool{},
+		held: map[string]bool{}}
+}
+
+// WithGate has the keeper ask g before it cordons and drains a node.
+func (k *Keeper) WithGate(g *safety.Gate) *Keeper {
+	k.gate = g
+	return k
 }
 
 // Run acts on a count: events about invalid objects, the objects'

@@ -35,6 +35,10 @@ const (
 	UnmovableKubeSystemPod = "UnmovableKubeSystemPod"
 	NotEnoughPdb           = "NotEnoughPdb"
 	RunningGangMember      = "RunningGangMember"
+	// TerminatingOnUnreadyNode is ours: a pod being deleted on a node
+	// that is not Ready may still run there (a partition, not a dead
+	// machine), and removing the node would end it for sure.
+	TerminatingOnUnreadyNode = "TerminatingPodOnUnreadyNode"
 )
 
 // Verdict is what removing the node does to one pod.
@@ -85,6 +89,17 @@ type Outcome struct {
 // PodDisruptionBudget headroom and gangs are checked by the caller, across
 // pods: they depend on the other pods moving in the same pass.
 func (r Rules) Check(pod *corev1.Pod, hasPDB bool) Outcome {
+	return r.CheckOn(pod, hasPDB, true)
+}
+
+// CheckOn is Check for a pod of a node that is Ready or not: on a node
+// that is not Ready, a pod being deleted is work all the same (its
+// kubelet could not confirm it ended).
+func (r Rules) CheckOn(pod *corev1.Pod, hasPDB, nodeReady bool) Outcome {
+	if !nodeReady && TerminatingUnconfirmed(pod) {
+		return Outcome{Verdict: Blocks, Reason: TerminatingOnUnreadyNode,
+			Detail: fmt.Sprintf("pod %s/%s is terminating on a node that is not Ready: it may still run there", pod.Namespace, pod.Name)}
+	}
 	if GoesWithNode(pod) {
 		return Outcome{Verdict: Stays}
 	}
@@ -173,6 +188,14 @@ func localVolume(pod *corev1.Pod) string {
 // deleted.
 func GoesWithNode(pod *corev1.Pod) bool {
 	return isMirror(pod) || isDaemonSetPod(pod) || isTerminal(pod) || pod.DeletionTimestamp != nil
+}
+
+// TerminatingUnconfirmed tells a pod being deleted that has not finished
+// and is neither a mirror nor a DaemonSet pod (those go with their node
+// in any case): on a node whose kubelet is not heard from, nothing says
+// its containers stopped.
+func TerminatingUnconfirmed(pod *corev1.Pod) bool {
+	return pod.DeletionTimestamp != nil && !isTerminal(pod) && !isMirror(pod) && !isDaemonSetPod(pod)
 }
 
 // builtinController tells the controllers known to recreate an evicted

@@ -5,23 +5,35 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
+	nodeutil "k8s.io/kubernetes/pkg/util/node"
 )
 
 // Remaining lists the node's pods afresh from the API server and returns
 // those that would not go with the node (namespace/name): work a removal
 // would destroy. Used right before a node is deleted, after it was
-// tainted, so a pod bound after a plan was made is seen.
+// tainted, so a pod bound after a plan was made is seen. The node is read
+// afresh too: on a node that is not Ready, pods being deleted are work
+// (CheckOn).
 func Remaining(ctx context.Context, client kubernetes.Interface, node string) ([]string, error) {
+	ready := true
+	switch n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, fmt.Errorf("get node %s: %w", node, err)
+	default:
+		ready = nodeutil.IsNodeReady(n)
+	}
 	pods, err := podsOf(ctx, client, node)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
 	for _, p := range pods {
-		if !GoesWithNode(p) {
+		if !GoesWithNode(p) || !ready && TerminatingUnconfirmed(p) {
 			out = append(out, p.Namespace+"/"+p.Name)
 		}
 	}

@@ -264,6 +264,7 @@ func (p *RemovalPlanner) screen(plan *RemovalPlan, pdbs *drainability.PDBs, g *R
 	}
 	rules := p.opts.Rules
 	rules.Owners = in.Owners
+	ready := eligibility.IsReady(node)
 	for _, pi := range ni.GetPods() {
 		pod := pi.GetPod()
 		bound, isReal := real[pod.UID]
@@ -281,7 +282,7 @@ func (p *RemovalPlanner) screen(plan *RemovalPlan, pdbs *drainability.PDBs, g *R
 			c.moving = append(c.moving, pod)
 			continue
 		}
-		out := rules.Check(bound, pdbs.Covered(bound))
+		out := rules.CheckOn(bound, pdbs.Covered(bound), ready)
 		if out.Warning != "" {
 			plan.Warnings = append(plan.Warnings, Warning{Object: bound, Reason: "InvalidAnnotation", Message: out.Warning})
 		}
@@ -304,7 +305,7 @@ func (p *RemovalPlanner) screen(plan *RemovalPlan, pdbs *drainability.PDBs, g *R
 	}
 	sort.Slice(left, func(i, j int) bool { return left[i].Namespace+"/"+left[i].Name < left[j].Namespace+"/"+left[j].Name })
 	for _, bound := range left {
-		out := rules.Check(bound, pdbs.Covered(bound))
+		out := rules.CheckOn(bound, pdbs.Covered(bound), ready)
 		switch out.Verdict {
 		case drainability.Blocks:
 			return unremovable(out.Reason, out.Detail)

@@ -438,3 +438,42 @@ func TestPlanKeepsNodesWithNominatedPods(t *testing.T) {
 		}
 	}
 }
+
+// A pod being deleted goes with its node, unless the node is not Ready:
+// then nothing confirms the pod stopped (a partition, a zone outage), and
+// its node stays, with the reason.
+func TestPlanKeepsUnreadyNodesWithTerminatingPods(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		ready  bool
+		reason string // "" removable
+	}{
+		{name: "Ready node: the pod goes with it", ready: true},
+		{name: "NotReady node: kept", reason: drainability.TerminatingOnUnreadyNode},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			r, err := framework.New(ctx, framework.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := builder.Node("zone-b").CPU("4").Memory("16Gi")
+			if !tc.ready {
+				b = b.NotReady()
+			}
+			terminating := movable("web", "zone-b", "1")
+			terminating.DeletionTimestamp = &metav1.Time{Time: t0.Add(-time.Minute)}
+			w := world{nodes: []*corev1.Node{node("up"), b.Obj()}, pods: []*corev1.Pod{terminating}}
+			snapshottest.Load(t, r.Snapshot(), w.nodes[0], w.nodes[1])
+			p := New(r, Options{Thresholds: eligibility.Thresholds{Utilization: 0.5, GPU: 0.5}, MaxParallelism: 10, MaxNonEmptyCandidates: 30,
+				UnreadyEnabled: true, UnreadyTime: unneededTime})
+			plan, err := p.Plan(ctx, w.input(t0.Add(unneededTime)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := plan.Unremovable["zone-b"].Reason; got != tc.reason {
+				t.Errorf("zone-b unremovable because %q, want %q (empty removals: %s)", got, tc.reason, names(plan.Empty))
+			}
+		})
+	}
+}

@@ -8,11 +8,13 @@
 // equal or lower priority, so gangs land in the domain they were planned
 // for and partly used GPUs are filled as ranked.
 //
-// Only nominations this process set are ever changed. One the scheduler
+// Only the autoscaler's nominations are ever changed. One the scheduler
 // did not follow within the timeout is cleared if it still names our node;
 // one someone else replaced (the scheduler's preemption) is left alone.
-// What was planned lives in memory only: a restarted autoscaler nominates
-// nothing for the old process's plans, never a wrong node.
+// What was planned lives in memory only, but every nomination carries a
+// pod condition (NominatedCondition) naming its node: a restarted
+// autoscaler, or the next leader, recognises the nominations an earlier
+// process left and clears them, and nominates only for its own plans.
 package nominate
 
 import (
@@ -81,8 +83,10 @@ type Nominator struct {
 	// declined are the pods whose nomination the scheduler did not follow,
 	// with that node: they are not nominated there again.
 	declined map[types.UID]string
-	// writes is what is left of the pass's MaxWrites (negative: no bound).
+	// writes is what is left of the pass's MaxWrites (negative: no bound);
+	// now is the pass's time, for the conditions written.
 	writes int
+	now    time.Time
 }
 
 // New returns a nominator patching pods through client.

@@ -456,3 +456,40 @@ func TestMetricKnowsEveryOutcome(t *testing.T) {
 		}
 	}
 }
+
+// Nominations carry a pod condition naming their node, so the process
+// that comes next (a restart, the next leader) recognises those an earlier
+// one left and clears them: their plan died with it. A nomination the
+// scheduler made, or one it replaced ours with, is left alone.
+func TestNextLeaderClearsOrphanedNominations(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	c := fake.NewClientset()
+	for _, name := range []string{"ours", "schedulers", "replaced"} {
+		create(t, c, builder.Pod(ns, name).CPU("1").Obj())
+	}
+	opts := nominate.Options{Timeout: time.Minute, MaxWait: 10 * time.Minute}
+	first := nominate.New(c, opts, counts{})
+	s := step{ready: []string{"n1", "n2"}, placed: map[string]string{"ours": "n1", "replaced": "n1"}}
+	first.Step(ctx, input(t, ctx, c, s))
+	if diff := cmp.Diff(map[string]string{"ours": "n1", "replaced": "n1"}, nominations(t, ctx, c)); diff != "" {
+		t.Fatalf("first leader's nominations (-want +got):\n%s", diff)
+	}
+	nominated("schedulers", "n2")(t, c)
+	nominated("replaced", "n2")(t, c) // the scheduler's preemption
+
+	next := nominate.New(c, opts, counts{})
+	next.Step(ctx, input(t, ctx, c, step{at: time.Second, ready: []string{"n1", "n2"}}))
+	want := map[string]string{"schedulers": "n2", "replaced": "n2"}
+	if diff := cmp.Diff(want, nominations(t, ctx, c)); diff != "" {
+		t.Errorf("after the next leader's first pass (-want +got):\n%s", diff)
+	}
+	pod, err := c.CoreV1().Pods(ns).Get(ctx, "ours", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == nominate.NominatedCondition && cond.Status != corev1.ConditionFalse {
+			t.Errorf("cleared nomination's condition %+v, want False", cond)
+		}
+	}
+}

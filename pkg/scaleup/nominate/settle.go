@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,6 +26,8 @@ func (n *Nominator) settle(ctx context.Context, v *view, now time.Time) {
 	if n.opts.MaxWrites > 0 {
 		n.writes = n.opts.MaxWrites
 	}
+	n.now = now
+	n.clearOrphans(ctx, v)
 	uids := make([]types.UID, 0, len(n.noms))
 	for uid := range n.noms {
 		uids = append(uids, uid)
@@ -146,22 +149,81 @@ func (n *Nominator) clear(ctx context.Context, pod *corev1.Pod, nom *nomination)
 
 // patch sets (or, with "", clears) the pod's nominated node, on the
 // condition that the pod is as this pass saw it: a pod the scheduler or
-// anyone else changed since is left for the next pass to look at.
+// anyone else changed since is left for the next pass to look at. The
+// same write sets the pod's NominatedCondition (True naming the node, or
+// False), so that a later process knows which nominations were an
+// autoscaler's.
 func (n *Nominator) patch(ctx context.Context, pod *corev1.Pod, node string) error {
 	if n.writes > 0 {
 		n.writes--
 	}
 	var value any
+	cond := map[string]any{"type": NominatedCondition, "status": corev1.ConditionFalse, "reason": "Cleared",
+		"message": "the autoscaler cleared its nomination", "lastTransitionTime": metav1.NewTime(n.now)}
 	if node != "" {
 		value = node
+		cond["status"], cond["reason"], cond["message"] = corev1.ConditionTrue, "PlannedNode", nominatedPrefix+node
 	}
 	body, err := json.Marshal(map[string]any{
 		"metadata": map[string]any{"resourceVersion": pod.ResourceVersion},
-		"status":   map[string]any{"nominatedNodeName": value},
+		"status":   map[string]any{"nominatedNodeName": value, "conditions": []any{cond}},
 	})
 	if err != nil {
 		return err
 	}
-	_, err = n.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, body, metav1.PatchOptions{}, "status")
+	// Strategic: the conditions merge by type, the others stay.
+	_, err = n.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status")
 	return err
+}
+
+// NominatedCondition is the pod condition an autoscaler's nomination
+// carries: True with the message "planned on node <name>" while the
+// nomination stands, False once the autoscaler cleared it.
+const NominatedCondition = "autoscaling.dra-autoscaler.io/NominatedForPlannedNode"
+
+const nominatedPrefix = "planned on node "
+
+// ourNomination is the node an autoscaler's nomination names, if the pod
+// still carries it ("" otherwise): the condition is True and names the
+// node the pod is nominated for. A nomination the scheduler replaced
+// names another node, and is not ours.
+func ourNomination(pod *corev1.Pod) string {
+	for _, c := range pod.Status.Conditions {
+		if string(c.Type) != NominatedCondition || c.Status != corev1.ConditionTrue {
+			continue
+		}
+		if node, ok := strings.CutPrefix(c.Message, nominatedPrefix); ok && node != "" && node == pod.Status.NominatedNodeName {
+			return node
+		}
+	}
+	return ""
+}
+
+// clearOrphans clears the nominations an earlier process (the previous
+// leader, or this one before a restart) left on pending pods: their plan
+// died with that process, and a nomination nobody keeps in step would
+// hold room on a node for as long as the scheduler keeps it. The pass
+// plans those pods afresh.
+func (n *Nominator) clearOrphans(ctx context.Context, v *view) {
+	var orphans []*corev1.Pod
+	for _, pod := range v.pods {
+		if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || n.noms[pod.UID] != nil {
+			continue
+		}
+		if ourNomination(pod) != "" {
+			orphans = append(orphans, pod)
+		}
+	}
+	sort.Slice(orphans, func(i, j int) bool { return key(ref(orphans[i])) < key(ref(orphans[j])) })
+	for _, pod := range orphans {
+		if n.writes == 0 {
+			return
+		}
+		node := pod.Status.NominatedNodeName
+		if err := n.patch(ctx, pod, ""); err != nil {
+			logger(ctx).V(2).Info("Could not clear a nomination an earlier process left; trying again next pass", "pod", klog.KObj(pod), "node", node, "err", err)
+			continue
+		}
+		logger(ctx).Info("Cleared a nomination an earlier process left: its plan is gone", "pod", klog.KObj(pod), "node", node)
+	}
 }

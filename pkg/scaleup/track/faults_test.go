@@ -17,6 +17,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/fakeprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
@@ -207,18 +208,23 @@ func TestGangBacksOffOnlyTheGroupThatFailed(t *testing.T) {
 // keeps: a tracker that never saw the request (a restarted autoscaler)
 // gives up exactly the instances the old one would have, and a node that
 // registered but never became usable goes the same way, named with what
-// it lacks.
+// it lacks. A node an earlier process saw usable (it carries
+// safety.UsableAnnotation) is never a failed provision, however unusable
+// it is after the restart.
 func TestInstanceDeadlinesSurviveARestart(t *testing.T) {
 	tests := []struct {
 		name    string
 		created time.Duration // before now
 		why     string        // "" unregistered
+		once    bool          // marked usable by an earlier process
 		want    string        // reason, "" for none
 	}{
-		{"never registered, past its deadline", maxProvision + time.Second, "-", track.ReasonTimeout},
-		{"never registered, within its deadline", maxProvision - time.Second, "-", ""},
-		{"registered, pool incomplete, past its deadline", maxProvision + time.Second, "driver gpu.example.com: pool n has 1 of 3 slices", track.ReasonNotUsable},
-		{"registered, NotReady, within its deadline", maxProvision - time.Second, "node is not Ready", ""},
+		{"never registered, past its deadline", maxProvision + time.Second, "-", false, track.ReasonTimeout},
+		{"never registered, within its deadline", maxProvision - time.Second, "-", false, ""},
+		{"registered, pool incomplete, past its deadline", maxProvision + time.Second, "driver gpu.example.com: pool n has 1 of 3 slices", false, track.ReasonNotUsable},
+		{"registered, NotReady, within its deadline", maxProvision - time.Second, "node is not Ready", false, ""},
+		{"usable before the restart, NotReady after it, past its deadline", maxProvision + time.Second, "node is not Ready", true, ""},
+		{"usable before the restart, pool mid-republish, past its deadline", maxProvision + time.Second, "driver gpu.example.com: pool n has 1 of 3 slices", true, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -227,7 +233,10 @@ func TestInstanceDeadlinesSurviveARestart(t *testing.T) {
 			f := newFleet("gpu")
 			id := f.existing(cloudprovider.InstanceCreating, now.Add(-tc.created))
 			if tc.why != "-" {
-				f.register(t, id, now.Add(-tc.created), tc.why)
+				n := f.register(t, id, now.Add(-tc.created), tc.why)
+				if tc.once {
+					n.Annotations = map[string]string{safety.UsableAnnotation: now.Add(-tc.created / 2).Format(time.RFC3339)}
+				}
 			}
 			tr := track.New(maxProvision, newBackoff()).WithClient(f.client) // fresh: no request known
 			failures := tr.Update(ctx, []*nodegroups.Info{f.info()}, now)
@@ -348,69 +357,126 @@ func TestReleasedNodeIsJudgedOnce(t *testing.T) {
 	}
 }
 
-// A provider that names no instances when asked (Cluster API): undoing a
-// gang attempt takes the group's instances created since its request and
-// before another unnamed request of the group, never one that was there
-// before, never the other request's; the busy one is still released.
-// Creation times are whole seconds, as an API server writes them: an
-// instance made in its request's second reads as made before it.
+// A provider that names no instances when asked (Cluster API): the
+// attempt's instances cannot be told from instances someone else created
+// meanwhile (a MachineHealthCheck's replacement), whatever their creation
+// times say, so undoing the attempt removes none of them. They are
+// released: the one that never registers goes at its own deadline, like
+// any instance; the registered ones (idle or busy) stay for scale-down.
 func TestGangUndoOfAnUnnamedScaleUp(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFleet("gpu")
+	tr := track.New(maxProvision, newBackoff()).WithClient(f.client)
+	before := f.existing(cloudprovider.InstanceRunning, t0.Add(-time.Hour))
+	f.register(t, before, t0.Add(-time.Hour), "")
+	attempt := tr.StartGang("team/train", t0)
+	ids, err := f.g.IncreaseSize(t.Context(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Launched(track.Request{Group: f.g.Id(), Delta: 3, Gang: "team/train", Attempt: attempt}, t0)
+	for _, id := range ids {
+		f.g.SetCreatedAt(id, t0.Add(time.Second))
+	}
+	f.register(t, ids[0], t0.Add(time.Minute), "")
+	busy := f.register(t, ids[1], t0.Add(time.Minute), "")
+	f.run(t, "other-0", busy)
+
+	failures := tr.Update(ctx, []*nodegroups.Info{f.info()}, t0.Add(maxProvision+time.Millisecond))
+	if len(failures) != 1 || failures[0].Reason != track.ReasonGangTimeout || failures[0].Deleted != 0 {
+		t.Fatalf("failures = %+v, want one gang timeout removing nothing", failures)
+	}
+	if got := deleted(f.g); len(got) != 0 {
+		t.Fatalf("the undo removed %v: instances it cannot prove are its own", got)
+	}
+	// The instance that never registered reaches its own deadline.
+	failures = tr.Update(ctx, []*nodegroups.Info{f.info()}, t0.Add(maxProvision+2*time.Second))
+	if len(failures) != 1 || failures[0].Reason != track.ReasonTimeout {
+		t.Fatalf("failures = %+v, want the unregistered instance's timeout", failures)
+	}
+	if diff := cmp.Diff([]string{ids[2]}, deleted(f.g)); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+}
+
+// Every removal of a registered node asks the safety gate first: while
+// the cluster is unhealthy, or when it would take the group below its min
+// size, a node that never became usable is released instead (kept, for
+// scale-down's rules); an instance that never registered goes whatever
+// the gate's pass says.
+func TestGiveUpsAskTheGate(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		// asked and created offset the attempt's request and its
-		// instances' creation from t0; otherAsked and otherCreated the
-		// later request of another gang and its instance.
-		asked, created, otherAsked, otherCreated time.Duration
+		name    string
+		unsafe  string
+		min     int
+		removed int // of the registered node and the unregistered instance
+		rule    safety.Rule
 	}{
-		{name: "created a second later", created: time.Second, otherAsked: 10 * time.Second, otherCreated: 11 * time.Second},
-		{name: "created in the request's second", asked: 300 * time.Millisecond, otherAsked: 10 * time.Second, otherCreated: 11 * time.Second},
-		{name: "the other created in its request's second", created: time.Second, otherAsked: 10600 * time.Millisecond, otherCreated: 10 * time.Second},
+		{name: "healthy, above min size", removed: 2},
+		{name: "unhealthy", unsafe: "6 of 8 nodes unready", removed: 1, rule: safety.RuleUnhealthy},
+		{name: "at min size", min: 2, removed: 1, rule: safety.RuleMinSize},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ctx := ktesting.NewTestContext(t)
 			f := newFleet("gpu")
-			tr := track.New(maxProvision, newBackoff()).WithClient(f.client)
-			before := f.existing(cloudprovider.InstanceRunning, t0.Add(-time.Hour))
-			f.register(t, before, t0.Add(-time.Hour), "")
-			asked := t0.Add(tc.asked)
-			attempt := tr.StartGang("team/train", asked)
-			ids, err := f.g.IncreaseSize(t.Context(), 3)
-			if err != nil {
-				t.Fatal(err)
+			gate := safety.New(safety.Options{}, nil, nil)
+			tr := track.New(maxProvision, newBackoff()).WithClient(f.client).WithGate(gate)
+			created := t0.Add(-time.Hour)
+			stuck := f.existing(cloudprovider.InstanceRunning, created)
+			f.register(t, stuck, created, "node is not Ready")
+			never := f.existing(cloudprovider.InstanceCreating, created)
+			f.g.SetTarget(2)
+			info := f.info()
+			info.Min = tc.min
+			gate.Open(safety.PassInput{Unsafe: tc.unsafe, Groups: []*nodegroups.Info{info}, Now: t0})
+			tr.Update(ctx, []*nodegroups.Info{info}, t0)
+			got := deleted(f.g)
+			if len(got) != tc.removed || !slices.Contains(got, never) {
+				t.Fatalf("removed %v, want %d including the unregistered %s", got, tc.removed, never)
 			}
-			tr.Launched(track.Request{Group: f.g.Id(), Delta: 3, Gang: "team/train", Attempt: attempt}, asked)
-			for _, id := range ids {
-				f.g.SetCreatedAt(id, t0.Add(tc.created))
-			}
-			f.register(t, ids[0], t0.Add(time.Minute), "")
-			busy := f.register(t, ids[1], t0.Add(time.Minute), "")
-			f.run(t, "other-0", busy)
-			// Another gang's unnamed request, later: its instance is not ours.
-			otherAttempt := tr.StartGang("team/other", t0.Add(tc.otherAsked))
-			other, err := f.g.IncreaseSize(t.Context(), 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr.Launched(track.Request{Group: f.g.Id(), Delta: 1, Gang: "team/other", Attempt: otherAttempt}, t0.Add(tc.otherAsked))
-			f.g.SetCreatedAt(other[0], t0.Add(tc.otherCreated))
-			// A pass before the deadline counts the two usable nodes against the
-			// request: they are still the attempt's.
-			if got := tr.Update(ctx, []*nodegroups.Info{f.info()}, asked.Add(maxProvision/2)); len(got) != 0 {
-				t.Fatalf("failures before the deadline: %+v", got)
-			}
-
-			failures := tr.Update(ctx, []*nodegroups.Info{f.info()}, asked.Add(maxProvision+time.Second))
-			if len(failures) != 1 || failures[0].Reason != track.ReasonGangTimeout || failures[0].Deleted != 2 {
-				t.Fatalf("failures = %+v, want one gang timeout removing 2", failures)
-			}
-			if diff := cmp.Diff([]string{ids[0], ids[2]}, slices.Sorted(slices.Values(deleted(f.g)))); diff != "" {
-				t.Errorf("removed (-want +got):\n%s", diff)
-			}
-			for _, r := range tr.InFlight() {
-				if r.Gang != "team/other" {
-					t.Errorf("still in flight: %+v", r)
+			refused := gate.Refused()
+			if tc.rule == "" {
+				if len(refused) != 0 {
+					t.Fatalf("refusals %+v, want none", refused)
 				}
+				return
+			}
+			if len(refused) != 1 || refused[0].Rule != tc.rule || refused[0].Action != safety.ActionGiveUp {
+				t.Fatalf("refusals %+v, want one giveUp by %s", refused, tc.rule)
+			}
+			// Released: a later healthy pass does not judge it again.
+			gate.Open(safety.PassInput{Groups: []*nodegroups.Info{f.info()}, Now: t0.Add(time.Minute)})
+			tr.Update(ctx, []*nodegroups.Info{f.info()}, t0.Add(time.Minute))
+			if got := deleted(f.g); len(got) != tc.removed {
+				t.Errorf("a released node was removed later: %v", got)
 			}
 		})
+	}
+}
+
+// The nodes the tracker sees usable are marked so in the API server, once,
+// so a process that starts later knows them too.
+func TestUsableNodesAreMarked(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFleet("gpu")
+	tr := track.New(maxProvision, newBackoff()).WithClient(f.client)
+	n := f.register(t, f.existing(cloudprovider.InstanceRunning, t0), t0, "")
+	tr.Update(ctx, []*nodegroups.Info{f.info()}, t0.Add(time.Minute))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		got, err := f.client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if since, ok := safety.UsableSince(got); ok {
+			if !since.Equal(t0.Add(time.Minute)) {
+				t.Errorf("usable since %s, want the pass's time %s", since, t0.Add(time.Minute))
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s not marked usable: annotations %v", n.Name, got.Annotations)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

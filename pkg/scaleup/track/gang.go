@@ -164,55 +164,43 @@ func (t *Tracker) undo(ctx context.Context, a *gangAttempt, views map[string]*vi
 }
 
 // undoParts gives up every instance of the attempt and drops its requests;
-// it returns how many instances were removed per group.
+// it returns how many instances were removed per group. Only instances
+// proven to be the attempt's are given up: those the provider named when
+// asked. What a provider that names no instances (Cluster API) created
+// cannot be told from instances created meanwhile by anyone else (a
+// MachineHealthCheck's replacement), so it is released: a node that
+// never registers goes at its own deadline, one that registers is
+// scale-down's. The part of such a request no instance stands for yet is
+// given up by lowering the target.
 func (t *Tracker) undoParts(ctx context.Context, a *gangAttempt, views map[string]*view, now time.Time) map[string]int {
-	anonymous, unnamedAsked := map[string]int{}, map[string]int{}
-	since := map[string]time.Time{}
+	anonymous := map[string]int{}
 	t.mu.Lock()
 	for g, rs := range t.requests {
 		keep := rs[:0]
 		for _, r := range rs {
 			if r.Attempt == a.seq {
 				anonymous[g] += r.anonymous()
-				asked := t.asked[r]
-				delete(t.asked, r)
-				if n := asked - len(r.Instances); n > 0 {
-					unnamedAsked[g] += n
-					if s, ok := since[g]; !ok || r.Time.Before(s) {
-						since[g] = r.Time
-					}
-				}
 				continue
 			}
 			keep = append(keep, r)
 		}
 		t.requests[g] = keep
 	}
-	others := map[string][]*Request{}
-	for g, rs := range t.requests {
-		others[g] = append([]*Request(nil), rs...)
-	}
 	t.mu.Unlock()
 	deleted := map[string]int{}
-	for group, ids := range a.ids {
+	groups := map[string]bool{}
+	for group := range a.ids {
+		groups[group] = true
+	}
+	for group := range anonymous {
+		groups[group] = true
+	}
+	for group := range groups {
 		v := views[group]
 		if v == nil {
 			continue
 		}
-		rest := anonymous[group]
-		if n := unnamedAsked[group]; n > 0 {
-			// Every node the unnamed requests stood for, usable or not;
-			// those not usable yet are what the target still counts.
-			adopted := t.unclaimed(v, others[group], since[group], n)
-			ids = append(append([]string(nil), ids...), adopted...)
-			for _, id := range adopted {
-				if x := v.byID[id]; x != nil && !x.usable {
-					rest--
-				}
-			}
-			rest = max(rest, 0)
-		}
-		n, err := t.giveUp(ctx, v, ids, rest, ReasonGangTimeout, now)
+		n, err := t.giveUp(ctx, v, a.ids[group], anonymous[group], ReasonGangTimeout, now)
 		if err != nil {
 			klog.FromContext(ctx).Error(err, "Removing the nodes of a given-up gang scale-up failed; retried later", "gang", a.gang, "nodeGroup", group)
 		}
@@ -232,71 +220,4 @@ func (t *Tracker) forgetAttempt(seq uint64) {
 		}
 	}
 	t.gangs = keep
-	for r := range t.asked {
-		if r.Attempt == seq {
-			delete(t.asked, r)
-		}
-	}
-}
-
-// unclaimed picks up to n instances of v's group that a request the
-// provider did not name (made at since) stands for: created at or after
-// since, before any other anonymous request of the group was made (its
-// instances are indistinguishable from ours, so none of them is taken),
-// named by no other request, and not released to scale-down. Providers
-// that name no instances (Cluster API) are undone this way; giveUp still
-// removes only what holds no work.
-func (t *Tracker) unclaimed(v *view, others []*Request, since time.Time, n int) []string {
-	if v.listErr != nil || since.IsZero() {
-		return nil
-	}
-	named := map[string]bool{}
-	var until time.Time
-	// Creation times come from the provider's API, in whole seconds (a
-	// Machine's creationTimestamp): an instance made in the second of the
-	// request reads as made before it. So the window is taken in whole
-	// seconds, and a second another unnamed request of the group shares
-	// is nobody's for sure, so it is left out.
-	from := since.Truncate(time.Second)
-	for _, r := range others {
-		for _, id := range r.Instances {
-			named[id] = true
-		}
-		if r.anonymous() == 0 {
-			continue
-		}
-		if !r.Time.Before(since) && (until.IsZero() || r.Time.Before(until)) {
-			until = r.Time
-		}
-		if r.Time.Before(since) && !r.Time.Before(from) {
-			from = from.Add(time.Second)
-		}
-	}
-	until = until.Truncate(time.Second)
-	var picked []*instance
-	for _, x := range v.byID {
-		switch {
-		case x.gone || named[x.id] || x.created.IsZero() || x.created.Before(from):
-		case !until.IsZero() && !x.created.Before(until):
-		case t.isReleased(v.info.Id, x.id):
-		default:
-			picked = append(picked, x)
-		}
-	}
-	sort.Slice(picked, func(i, j int) bool {
-		if !picked[i].created.Equal(picked[j].created) {
-			return picked[i].created.Before(picked[j].created)
-		}
-		return picked[i].id < picked[j].id
-	})
-	if len(picked) > n {
-		picked = picked[:n]
-	}
-	return ids(picked)
-}
-
-func (t *Tracker) isReleased(group, id string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.released[group][id]
 }

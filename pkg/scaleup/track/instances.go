@@ -12,6 +12,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
 )
 
 // instance is one of a group's instances as this pass sees it.
@@ -246,6 +247,14 @@ func ids(xs []*instance) []string {
 		out[i] = x.id
 	}
 	return out
+}
+
+// usableSince reads safety.UsableAnnotation of a registered node.
+func usableSince(n *corev1.Node) (time.Time, bool) {
+	if n == nil {
+		return time.Time{}, false
+	}
+	return safety.UsableSince(n)
 }
 
 // nodeFor stands for an instance that has no Node object: providers find

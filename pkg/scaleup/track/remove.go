@@ -10,6 +10,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/drain"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/drainability"
 )
 
@@ -66,6 +67,11 @@ func (t *Tracker) giveUp(ctx context.Context, v *view, ids []string, anonymous i
 	logger := klog.FromContext(ctx).WithValues("nodeGroup", v.info.Id)
 	var batch []*corev1.Node
 	var tainted []string
+	action := safety.ActionGiveUp
+	if reason == ReasonGangTimeout {
+		action = safety.ActionGangUndo
+	}
+	var booked []safety.Target
 	for _, id := range ids {
 		x := v.byID[id]
 		if x == nil || x.gone {
@@ -76,8 +82,16 @@ func (t *Tracker) giveUp(ctx context.Context, v *view, ids []string, anonymous i
 			batch = append(batch, nodeFor(id))
 			continue
 		}
+		target := safety.Target{Group: v.info.Id, Node: x.node, Empty: true}
+		if r := t.gate.Allow(action, target); r != nil {
+			// Kept, and no longer judged: the gate told why.
+			t.release(v.info.Id, id)
+			logger.Info("Released a node of a given-up scale-up instead of removing it: the safety gate refused", "node", x.node.Name, "rule", r.Rule, "detail", r.Detail)
+			continue
+		}
 		if held, err := t.holdsWork(ctx, x.node.Name, now); err != nil || len(held) > 0 {
 			// Kept: what cannot be proven idle is never removed.
+			t.gate.Unbook(target)
 			t.release(v.info.Id, id)
 			logger.Info("Released a node of a given-up scale-up instead of removing it: it runs pods, or that could not be checked",
 				"node", x.node.Name, "pods", held, "err", err)
@@ -85,10 +99,14 @@ func (t *Tracker) giveUp(ctx context.Context, v *view, ids []string, anonymous i
 		}
 		batch = append(batch, x.node)
 		tainted = append(tainted, x.node.Name)
+		booked = append(booked, target)
 	}
 	var errs []error
 	if len(batch) > 0 {
 		if err := v.info.Group.ForceDeleteNodes(ctx, batch); err != nil {
+			for _, b := range booked {
+				t.gate.Unbook(b)
+			}
 			t.untaint(ctx, tainted)
 			errs = append(errs, err)
 			t.queueRemoval(v.info.Id, batch, reason, now, err)

@@ -26,6 +26,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
 )
 
 // Failure reasons, as failed_scale_ups_total labels them.
@@ -72,21 +73,25 @@ type Tracker struct {
 	maxProvision time.Duration
 	backoff      *backoff.Backoff
 	client       kubernetes.Interface
+	// gate is asked before any registered node is removed; marker
+	// writes safety.UsableAnnotation on the nodes seen usable, so a
+	// later process knows them too.
+	gate   *safety.Gate
+	marker *safety.Marker
 
 	mu       sync.Mutex
 	requests map[string][]*Request
 	gangs    []*gangAttempt
 	seq      uint64
-	// usable are the instances seen usable, by group: one that later
-	// turns NotReady is a scale-down matter, not a failed provision.
+	// usable are the instances seen usable, by group (by this process,
+	// or by any, through safety.UsableAnnotation): one that later turns
+	// NotReady is a scale-down matter, not a failed provision.
 	// released are nodes of given-up scale-ups kept because they hold
 	// work: scale-down's from then on, never judged again.
 	usable   map[string]map[string]bool
 	released map[string]map[string]bool
 	removals []*removal
-	// asked is each gang request's Delta when it was made.
-	asked  map[*Request]int
-	errors []RemovalError
+	errors   []RemovalError
 	// took are, by group, the times from request to usable node of the
 	// group's last ProvisionSamples nodes, oldest first.
 	took map[string][]time.Duration
@@ -99,7 +104,7 @@ const ProvisionSamples = 20
 // New returns a tracker that gives requests maxProvision to register.
 func New(maxProvision time.Duration, b *backoff.Backoff) *Tracker {
 	return &Tracker{maxProvision: maxProvision, backoff: b, requests: map[string][]*Request{},
-		usable: map[string]map[string]bool{}, released: map[string]map[string]bool{}, asked: map[*Request]int{},
+		usable: map[string]map[string]bool{}, released: map[string]map[string]bool{},
 		took: map[string][]time.Duration{}}
 }
 
@@ -126,10 +131,17 @@ func (t *Tracker) tookLocked(group string, d time.Duration, n int) {
 }
 
 // WithClient lets the tracker taint registered nodes and list their pods
-// before it removes them; without a client it never removes a registered
-// node, it only releases it.
+// before it removes them, and mark the nodes it sees usable; without a
+// client it never removes a registered node, it only releases it.
 func (t *Tracker) WithClient(c kubernetes.Interface) *Tracker {
 	t.client = c
+	t.marker = safety.NewMarker(c)
+	return t
+}
+
+// WithGate has the tracker ask g before it removes a registered node.
+func (t *Tracker) WithGate(g *safety.Gate) *Tracker {
+	t.gate = g
 	return t
 }
 
@@ -149,11 +161,6 @@ func (t *Tracker) Launched(r Request, now time.Time) {
 	defer t.mu.Unlock()
 	r.Instances = append([]string(nil), r.Instances...)
 	r.Time, r.ExpectedBy = now, now.Add(t.maxProvision)
-	if r.Attempt != 0 {
-		// A gang undo takes back every node the request stood for,
-		// usable ones included: remember how many it asked.
-		t.asked[&r] = r.Delta
-	}
 	t.requests[r.Group] = append(t.requests[r.Group], &r)
 	if r.Attempt != 0 {
 		t.addToGangLocked(r.Attempt, r.Group, r.Instances)
@@ -191,6 +198,7 @@ func (t *Tracker) Update(ctx context.Context, groups []*nodegroups.Info, now tim
 		}
 		views[g.Id] = v
 		t.markUsable(v)
+		t.marker.Mark(ctx, g.Ready, now)
 	}
 	t.retryRemovals(ctx, views, now)
 	// Gangs first: an attempt past its deadline is undone as a whole
@@ -218,7 +226,8 @@ func (t *Tracker) markUsable(v *view) {
 	id := v.info.Id
 	usable, released := map[string]bool{}, map[string]bool{}
 	for x, in := range v.byID {
-		if in.usable || t.usable[id][x] {
+		_, once := usableSince(in.node)
+		if in.usable || once || t.usable[id][x] {
 			usable[x] = true
 		}
 		if t.released[id][x] {
