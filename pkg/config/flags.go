@@ -69,6 +69,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) *rawFlags {
 	fs.StringVar(&raw.coresTotal, "cores-total", raw.coresTotal, "Minimum and maximum number of cores in the cluster, as min:max.")
 	fs.StringVar(&raw.memTotal, "memory-total", raw.memTotal, "Minimum and maximum GiB of memory in the cluster, as min:max.")
 	fs.DurationVar(&o.MaxNodeProvisionTime, "max-node-provision-time", o.MaxNodeProvisionTime, "How long a requested node may take to register before the request is given up.")
+	fs.DurationVar(&o.DRAPoolStallTime, "dra-pool-stall-time", o.DRAPoolStallTime, "How long a registered, Ready node's incomplete DRA pool may stay unchanged before the node stops counting as coming capacity: pending pods then scale elsewhere, and an event names the node, driver and pool. The node itself is still given up at --max-node-provision-time.")
 	fs.IntVar(&o.MaxNodesPerScaleUp, "max-nodes-per-scaleup", o.MaxNodesPerScaleUp, "Maximum number of nodes added in one scale-up.")
 	fs.DurationVar(&o.MaxNodeGroupBinpackingDuration, "max-nodegroup-binpacking-duration", o.MaxNodeGroupBinpackingDuration, "Maximum time spent estimating one node group.")
 	fs.BoolVar(&o.ScaleUpFromZero, "scale-up-from-zero", o.ScaleUpFromZero, "Scale up groups that have no nodes, from their templates.")
@@ -153,6 +154,7 @@ func (o *Options) Validate() error {
 	}
 	for name, d := range map[string]interface{ Seconds() float64 }{
 		"max-node-provision-time":             o.MaxNodeProvisionTime,
+		"dra-pool-stall-time":                 o.DRAPoolStallTime,
 		"max-nodegroup-binpacking-duration":   o.MaxNodeGroupBinpackingDuration,
 		"initial-node-group-backoff-duration": o.InitialNodeGroupBackoffDuration,
 		"max-node-group-backoff-duration":     o.MaxNodeGroupBackoffDuration,

@@ -74,12 +74,15 @@ type Options struct {
 	// NodeGroups come from --nodes; empty means every group the provider has.
 	NodeGroups []NodeGroupSpec
 
-	ScanInterval                   time.Duration
-	Expanders                      []string
-	MaxNodesTotal                  int
-	CoresTotal                     Range
-	MemoryTotal                    Range // GiB, as upstream
-	MaxNodeProvisionTime           time.Duration
+	ScanInterval         time.Duration
+	Expanders            []string
+	MaxNodesTotal        int
+	CoresTotal           Range
+	MemoryTotal          Range // GiB, as upstream
+	MaxNodeProvisionTime time.Duration
+	// DRAPoolStallTime is how long a Ready node's incomplete DRA pool may
+	// stay unchanged before the node stops counting as coming capacity.
+	DRAPoolStallTime               time.Duration
 	MaxNodesPerScaleUp             int
 	MaxNodeGroupBinpackingDuration time.Duration
 	ScaleUpFromZero                bool
@@ -131,6 +134,7 @@ func Default() *Options {
 		CoresTotal:                      Range{Min: 0, Max: 320000},
 		MemoryTotal:                     Range{Min: 0, Max: 6400000},
 		MaxNodeProvisionTime:            15 * time.Minute,
+		DRAPoolStallTime:                5 * time.Minute,
 		MaxNodesPerScaleUp:              1000,
 		MaxNodeGroupBinpackingDuration:  10 * time.Second,
 		ScaleUpFromZero:                 true,

@@ -235,6 +235,7 @@ func (l *Loop) report(_ context.Context, pass *Pass) error {
 	}
 	l.Reporter.Gangs(gangReports(pass.Gangs, waiting, state), now)
 	l.Reporter.Groups(pass.Groups, state.Nodes)
+	l.Reporter.StalledPools(pass.Groups, state.Nodes, l.Options.DRAPoolStallTime, now)
 	l.Metrics.NodeGroupBackedOff.Reset()
 	for _, g := range pass.Groups {
 		if st, off := l.Backoff.Get(g.Id, now); off {

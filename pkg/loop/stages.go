@@ -156,7 +156,8 @@ func (l *Loop) collectGroups(ctx context.Context, p *Pass) error {
 	}
 	groups, err := nodegroups.Collect(ctx, nodegroups.CollectInput{Groups: ids, Sizes: sizes, Provider: l.Provider,
 		Nodes: state.Nodes, SlicesByNode: slicesByNode, PodsByNode: podsByNode, DaemonSets: state.DaemonSets,
-		CSINodes: state.CSINodes, Now: p.StartedAt, MaxProvision: l.Options.MaxNodeProvisionTime}, l.Templates)
+		CSINodes: state.CSINodes, Now: p.StartedAt, MaxProvision: l.Options.MaxNodeProvisionTime,
+		PoolStall: l.Options.DRAPoolStallTime}, l.Templates)
 	if err != nil {
 		return failed("cloudProviderError", err)
 	}

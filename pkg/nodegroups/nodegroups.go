@@ -36,10 +36,15 @@ type Info struct {
 	// NotUsable says why, by node name (see Usable).
 	Booting   []*corev1.Node
 	NotUsable map[string]string
-	// Stale are the booting nodes older than the provision time: they
-	// are no longer coming, so the simulation takes them as they are
-	// (a dead node's taints keep pods off it) instead of as the template.
+	// Stale are the booting nodes older than the provision time, or
+	// whose DRA pools stalled: they are no longer coming, so the
+	// simulation takes them as they are (a dead node's taints, an
+	// incomplete pool's missing devices keep pods off it) instead of as
+	// the template.
 	Stale map[string]bool
+	// Stalled are the booting nodes, Ready and untainted, whose drivers'
+	// pools stayed incomplete and unchanged for the pool stall time.
+	Stalled map[string]StalledPool
 	// Template is what a new node of the group looks like; nil with
 	// TemplateErr set when neither a healthy node nor the provider gives one.
 	Template    *cloudprovider.NodeTemplate
@@ -120,9 +125,23 @@ type CollectInput struct {
 	DaemonSets   []*appsv1.DaemonSet
 	// CSINodes are the registered nodes' CSINodes by node name.
 	CSINodes map[string]*storagev1.CSINode
-	// Now and MaxProvision tell stale booting nodes (zero: none is).
+	// Now and MaxProvision tell stale booting nodes (zero: none is);
+	// PoolStall those whose DRA pools stalled (zero: none did).
 	Now          time.Time
 	MaxProvision time.Duration
+	PoolStall    time.Duration
+}
+
+// StalledPool is a node's incomplete DRA pool that has not changed for
+// the pool stall time (--dra-pool-stall-time): its driver is stuck, so
+// the node is no longer counted on for the devices its template has.
+type StalledPool struct {
+	Driver string
+	// Pool is the first incomplete pool ("" when the driver published
+	// none); Why says what is missing.
+	Pool, Why string
+	// Since is when the driver's slices last changed.
+	Since time.Time
 }
 
 // Collect builds the loop's view of the groups from the provider and the
@@ -163,20 +182,31 @@ func Collect(ctx context.Context, in CollectInput, templates TemplateBuilder) ([
 		if info.declared != nil {
 			expected = info.declared.ResourceSlices
 		}
-		if ok, why := Usable(node, expected, in.SlicesByNode[node.Name]); ok {
+		ok, why, short := usable(node, expected, in.SlicesByNode[node.Name])
+		if ok {
 			info.Ready = append(info.Ready, node)
-		} else {
-			info.Booting = append(info.Booting, node)
-			if info.NotUsable == nil {
-				info.NotUsable = map[string]string{}
-			}
-			info.NotUsable[node.Name] = why
-			if in.MaxProvision > 0 && in.Now.After(node.CreationTimestamp.Add(in.MaxProvision)) {
-				if info.Stale == nil {
-					info.Stale = map[string]bool{}
+			continue
+		}
+		info.Booting = append(info.Booting, node)
+		if info.NotUsable == nil {
+			info.NotUsable = map[string]string{}
+		}
+		info.NotUsable[node.Name] = why
+		stale := in.MaxProvision > 0 && in.Now.After(node.CreationTimestamp.Add(in.MaxProvision))
+		if short != nil && in.PoolStall > 0 {
+			if since := lastPoolChange(node, short.driver, in.SlicesByNode[node.Name]); in.Now.Sub(since) > in.PoolStall {
+				if info.Stalled == nil {
+					info.Stalled = map[string]StalledPool{}
 				}
-				info.Stale[node.Name] = true
+				info.Stalled[node.Name] = StalledPool{Driver: short.driver, Pool: short.pool, Why: why, Since: since}
+				stale = true
 			}
+		}
+		if stale {
+			if info.Stale == nil {
+				info.Stale = map[string]bool{}
+			}
+			info.Stale[node.Name] = true
 		}
 	}
 	for _, info := range infos {

@@ -7,11 +7,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
@@ -342,5 +344,62 @@ func TestUsable(t *testing.T) {
 		if ok != (tc.want == "") || why != tc.want {
 			t.Errorf("%s: Usable = %v, %q, want %q", tc.name, ok, why, tc.want)
 		}
+	}
+}
+
+// A Ready node whose driver's pool stays incomplete and unchanged for the
+// pool stall time is no longer coming capacity: stale, with the stalled
+// driver and pool named. Its slices' own times (as the API server stamped
+// them) tell the change, so a restarted process judges it alike.
+func TestCollectStalledPools(t *testing.T) {
+	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
+	gpuTemplate := &cloudprovider.NodeTemplate{
+		Node:           builder.Node(template.PlaceholderNodeName).CPU("64").Obj(),
+		ResourceSlices: []*resourceapi.ResourceSlice{gpuSlice(template.PlaceholderNodeName)},
+	}
+	partial := func(node string, age time.Duration) *resourceapi.ResourceSlice {
+		s := builder.ResourceSlice(node+"-0", node, "gpu.example.com", node).Pool(1, 3).Obj()
+		s.CreationTimestamp = metav1.NewTime(now.Add(-age))
+		return s
+	}
+	node := func(name string, age time.Duration) *corev1.Node {
+		n := inGroup(name, "gpu").Obj()
+		n.CreationTimestamp = metav1.NewTime(now.Add(-age))
+		n.Status.Conditions[0].LastTransitionTime = metav1.NewTime(now.Add(-age))
+		return n
+	}
+	gpu := fakeprovider.NewGroup("gpu", 0, 10).WithTemplate(gpuTemplate, nil)
+	gpu.SetTarget(4)
+	in := nodegroups.CollectInput{
+		Groups:   []cloudprovider.NodeGroup{gpu},
+		Sizes:    map[string]config.NodeGroupSpec{"gpu": {Name: "gpu", Max: 10}},
+		Provider: fakeprovider.New(gpu),
+		Nodes: []*corev1.Node{node("stalled", 10*time.Minute), node("publishing", 10*time.Minute), node("silent", 10*time.Minute),
+			node("fresh", time.Minute)},
+		SlicesByNode: map[string][]*resourceapi.ResourceSlice{
+			"stalled":    {partial("stalled", 9*time.Minute)},
+			"publishing": {partial("publishing", time.Minute)},
+		},
+		Now: now, MaxProvision: time.Hour, PoolStall: 5 * time.Minute,
+	}
+	_, ctx := ktesting.NewTestContext(t)
+	infos, err := nodegroups.Collect(ctx, in, nodegroups.Templates{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := infos[0]
+	if want := map[string]bool{"stalled": true, "silent": true}; !cmp.Equal(want, g.Stale) {
+		t.Errorf("stale %v, want %v", g.Stale, want)
+	}
+	got := map[string]string{}
+	for name, sp := range g.Stalled {
+		got[name] = sp.Driver + "/" + sp.Pool + ": " + sp.Why
+	}
+	want := map[string]string{
+		"stalled": "gpu.example.com/stalled: driver gpu.example.com: pool stalled has 1 of 3 slices",
+		"silent":  "gpu.example.com/: driver gpu.example.com: no ResourceSlice published",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stalled (-want +got):\n%s", diff)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -34,23 +35,35 @@ var startupTaints = map[string]bool{
 // devices look unplaceable and scale up twice, and using it as the
 // template would hide devices the group really has.
 func Usable(node *corev1.Node, expected, slices []*resourceapi.ResourceSlice) (ok bool, why string) {
+	ok, why, _ = usable(node, expected, slices)
+	return ok, why
+}
+
+// usable is Usable, and when only the DRA pools are short, which pool.
+func usable(node *corev1.Node, expected, slices []*resourceapi.ResourceSlice) (ok bool, why string, short *shortPool) {
 	if !nodeutil.IsNodeReady(node) {
-		return false, "node is not Ready"
+		return false, "node is not Ready", nil
 	}
 	for _, t := range node.Spec.Taints {
 		if startupTaints[t.Key] || strings.HasPrefix(t.Key, startupTaintPrefix) {
-			return false, fmt.Sprintf("node still has the start-up taint %s", t.Key)
+			return false, fmt.Sprintf("node still has the start-up taint %s", t.Key), nil
 		}
 	}
-	if missing := missingPools(expected, slices); missing != "" {
-		return false, missing
+	if short := missingPools(expected, slices); short != nil {
+		return false, short.why, short
 	}
-	return true, ""
+	return true, "", nil
+}
+
+// shortPool is a driver whose pools on a node are incomplete: pool names
+// the first incomplete one ("" when the driver published none).
+type shortPool struct {
+	driver, pool, why string
 }
 
 // missingPools names, for the first driver of expected (sorted) that is
-// short, what it lacks; "" when every driver published complete pools.
-func missingPools(expected, slices []*resourceapi.ResourceSlice) string {
+// short, what it lacks; nil when every driver published complete pools.
+func missingPools(expected, slices []*resourceapi.ResourceSlice) *shortPool {
 	drivers := map[string]bool{}
 	for _, s := range expected {
 		drivers[s.Spec.Driver] = true
@@ -61,15 +74,15 @@ func missingPools(expected, slices []*resourceapi.ResourceSlice) string {
 	}
 	sort.Strings(names)
 	for _, driver := range names {
-		if why := poolsOf(driver, slices); why != "" {
-			return why
+		if short := poolsOf(driver, slices); short != nil {
+			return short
 		}
 	}
-	return ""
+	return nil
 }
 
 // poolsOf checks the pools one driver published for a node.
-func poolsOf(driver string, slices []*resourceapi.ResourceSlice) string {
+func poolsOf(driver string, slices []*resourceapi.ResourceSlice) *shortPool {
 	type pool struct {
 		generation int64
 		want, have int64
@@ -88,7 +101,7 @@ func poolsOf(driver string, slices []*resourceapi.ResourceSlice) string {
 		}
 	}
 	if len(pools) == 0 {
-		return fmt.Sprintf("driver %s: no ResourceSlice published", driver)
+		return &shortPool{driver: driver, why: fmt.Sprintf("driver %s: no ResourceSlice published", driver)}
 	}
 	names := make([]string, 0, len(pools))
 	for n := range pools {
@@ -97,8 +110,36 @@ func poolsOf(driver string, slices []*resourceapi.ResourceSlice) string {
 	sort.Strings(names)
 	for _, n := range names {
 		if p := pools[n]; p.have < p.want {
-			return fmt.Sprintf("driver %s: pool %s has %d of %d slices", driver, n, p.have, p.want)
+			return &shortPool{driver: driver, pool: n, why: fmt.Sprintf("driver %s: pool %s has %d of %d slices", driver, n, p.have, p.want)}
 		}
 	}
-	return ""
+	return nil
+}
+
+// lastPoolChange is when anything the node's drivers publish last
+// changed, as the API server stamped it (so a restarted process reads the
+// same): the newest creation or write of the node's slices of driver, or
+// when the node last turned Ready if that is later (a driver starts
+// publishing once its node runs).
+func lastPoolChange(node *corev1.Node, driver string, slices []*resourceapi.ResourceSlice) time.Time {
+	last := node.CreationTimestamp.Time
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.LastTransitionTime.After(last) {
+			last = c.LastTransitionTime.Time
+		}
+	}
+	for _, s := range slices {
+		if s.Spec.Driver != driver {
+			continue
+		}
+		if s.CreationTimestamp.After(last) {
+			last = s.CreationTimestamp.Time
+		}
+		for _, f := range s.ManagedFields {
+			if f.Time != nil && f.Time.After(last) {
+				last = f.Time.Time
+			}
+		}
+	}
+	return last
 }

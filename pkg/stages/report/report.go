@@ -150,6 +150,34 @@ func (r *Reporter) Groups(groups []*nodegroups.Info, nodes []*corev1.Node) {
 	r.metrics.NodesCount.WithLabelValues("notStarted").Set(float64(upcoming))
 }
 
+// ReasonPoolStalled is the event on a node whose incomplete DRA pool
+// stalled (nodegroups.StalledPool).
+const ReasonPoolStalled = "DRAPoolStalled"
+
+// StalledPools tells each node whose incomplete DRA pool stalled that it
+// no longer counts as coming capacity, naming the driver and the pool.
+func (r *Reporter) StalledPools(groups []*nodegroups.Info, nodes []*corev1.Node, stall time.Duration, now time.Time) {
+	byName := make(map[string]*corev1.Node, len(nodes))
+	for _, n := range nodes {
+		byName[n.Name] = n
+	}
+	for _, g := range groups {
+		for name, sp := range g.Stalled {
+			n := byName[name]
+			if n == nil {
+				continue
+			}
+			pool := "no pool"
+			if sp.Pool != "" {
+				pool = "pool " + sp.Pool
+			}
+			r.eventOn(n, n.UID, corev1.EventTypeWarning, ReasonPoolStalled, fmt.Sprintf(
+				"DRA driver %s, %s: %s, unchanged since %s (more than --dra-pool-stall-time=%s); the node no longer counts as coming capacity for pending pods of node group %s",
+				sp.Driver, pool, sp.Why, sp.Since.UTC().Format(time.RFC3339), stall, g.Id), now)
+		}
+	}
+}
+
 // event sends unless the pod heard the same message within repeat.
 func (r *Reporter) event(pod *corev1.Pod, typ, reason, msg string, now time.Time) {
 	r.eventOn(pod, pod.UID, typ, reason, msg, now)
