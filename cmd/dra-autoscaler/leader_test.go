@@ -36,7 +36,7 @@ func TestLeaderElectReleasesAfterTheLoopStopped(t *testing.T) {
 	running := make(chan struct{})
 	done := make(chan error, 1)
 	go func() {
-		done <- leaderElect(ctx, opts, client, record.NewFakeRecorder(100), func(ctx context.Context) error {
+		done <- leaderElect(ctx, opts, client, record.NewFakeRecorder(100), newLeaseFence(true, opts.LeaderElection.RenewDeadline.Duration), func(ctx context.Context) error {
 			close(running)
 			<-ctx.Done()
 			// A pass or a drain winding down: the lease must still be ours.

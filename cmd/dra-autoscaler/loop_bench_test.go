@@ -198,7 +198,7 @@ func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs *[]ru
 	// objects are listed and written as in a cluster with their CRD.
 	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1alpha1.NodeGroupResource: "NodeGroupList"})
-	l, crs := p.runningLoop(opts, client, dyn, &record.FakeRecorder{}, m)
+	l, crs := p.runningLoop(opts, client, dyn, &record.FakeRecorder{}, m, nil)
 	informers, stop := context.WithCancel(ctx)
 	l.Observer = observe.New(client, observe.Served{})
 	if err := l.Warm(); err != nil {

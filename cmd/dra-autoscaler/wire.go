@@ -50,9 +50,18 @@ func run(ctx context.Context, opts *config.Options) error {
 	} else if limit > 0 {
 		klog.FromContext(ctx).Info("Memory limit for the garbage collector set to 90% of the container's (GOMEMLIMIT overrides it)", "bytes", limit)
 	}
-	restConfig, client, err := clients(opts)
+	// Every client but the lease's and the events' writes through the
+	// fence: a replica that lost the lease writes nothing.
+	fence := newLeaseFence(opts.LeaderElection.LeaderElect, opts.LeaderElection.RenewDeadline.Duration)
+	unfenced, leaseClient, err := clients(opts)
 	if err != nil {
 		return err
+	}
+	restConfig := rest.CopyConfig(unfenced)
+	restConfig.Wrap(fence.wrap)
+	client, err := kubernetes.NewForConfig(builtinTypes(restConfig, opts.KubeClient))
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
 	}
 	dyn, err := dynamic.NewForConfig(restConfig)
 	if err != nil {
@@ -61,7 +70,7 @@ func run(ctx context.Context, opts *config.Options) error {
 	// The recorder comes first: the provider records on it too, and stops
 	// (cleanup) before it does.
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: leaseClient.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "cluster-autoscaler"})
 	p, cleanup, err := newParts(ctx, opts, client, recorder)
@@ -76,7 +85,7 @@ func run(ctx context.Context, opts *config.Options) error {
 		return err
 	}
 
-	l, crs := p.runningLoop(opts, client, dyn, recorder, m)
+	l, crs := p.runningLoop(opts, client, dyn, recorder, m, fence.Held)
 	l.OnPass = h.passed
 	// CapacityBuffers are served once their CRD is (looked for again
 	// every minute until it is).
@@ -123,7 +132,7 @@ func run(ctx context.Context, opts *config.Options) error {
 	if !opts.LeaderElection.LeaderElect {
 		return autoscale(ctx)
 	}
-	return leaderElect(ctx, opts, client, recorder, autoscale)
+	return leaderElect(ctx, opts, leaseClient, recorder, fence, autoscale)
 }
 
 // vetGrace is how long a driver's pool may look incomplete or
@@ -134,12 +143,12 @@ const vetGrace = 10 * time.Second
 // the shared loop parts plus what acts and tells. The caller sets the
 // Observer, and starts it and the CapacityReservation informer.
 func (p *parts) runningLoop(opts *config.Options, client kubernetes.Interface, dyn dynamic.Interface, recorder record.EventRecorder,
-	m *metrics.Metrics) (*loop.Loop, *observe.CapacityReservations) {
+	m *metrics.Metrics, leading func() bool) (*loop.Loop, *observe.CapacityReservations) {
 	b := backoff.New(opts.InitialNodeGroupBackoffDuration, opts.MaxNodeGroupBackoffDuration, opts.NodeGroupBackoffResetTimeout)
 	// One gate for everything destructive: the tracker's give-ups and
 	// gang undos, scale-down, and the drains of ending capacity blocks.
-	gate := safety.New(safety.Options{MaxParallel: opts.ScaleDown.MaxParallelism, MaxEmptyBulk: opts.ScaleDown.MaxEmptyBulkDelete},
-		m.Safety(), recorder)
+	gate := safety.New(safety.Options{MaxParallel: opts.ScaleDown.MaxParallelism, MaxEmptyBulk: opts.ScaleDown.MaxEmptyBulkDelete,
+		Leading: leading}, m.Safety(), recorder)
 	// The tracker taints and re-lists a registered node before it removes
 	// it for a failed scale-up, so no running pod dies with it.
 	tracker := track.New(opts.MaxNodeProvisionTime, b).WithClient(client).WithGate(gate)
@@ -294,7 +303,8 @@ const shutdownGrace = 30 * time.Second
 // election runs on a context of its own that is cancelled only after fn
 // has returned (or shutdownGrace passed): fn stops first, the lease goes
 // after.
-func leaderElect(ctx context.Context, opts *config.Options, client kubernetes.Interface, recorder record.EventRecorder, fn func(context.Context) error) error {
+func leaderElect(ctx context.Context, opts *config.Options, client kubernetes.Interface, recorder record.EventRecorder, fence *leaseFence,
+	fn func(context.Context) error) error {
 	le := opts.LeaderElection
 	host, _ := os.Hostname()
 	id := host + "_" + string(uuid.NewUUID())
@@ -325,7 +335,7 @@ func leaderElect(ctx context.Context, opts *config.Options, client kubernetes.In
 		}
 	}()
 	leaderelection.RunOrDie(electCtx, leaderelection.LeaderElectionConfig{
-		Lock:            lock,
+		Lock:            fence.lock(lock),
 		LeaseDuration:   le.LeaseDuration.Duration,
 		RenewDeadline:   le.RenewDeadline.Duration,
 		RetryPeriod:     le.RetryPeriod.Duration,

@@ -253,7 +253,7 @@ func (l *Loop) pending(ctx context.Context, p *Pass) error {
 // provisioningRequests books and requests capacity before gangs and pods
 // ask.
 func (l *Loop) provisioningRequests(ctx context.Context, p *Pass) error {
-	if p.Unsafe != "" {
+	if p.Unsafe != "" || !l.Gate.Leads() {
 		return nil
 	}
 	p.Results, p.usage = l.ProvReqs.Run(ctx, provreq.ProcessInput{Runner: l.Runner, Candidates: p.built.Candidates(),
@@ -319,6 +319,8 @@ func (l *Loop) act(ctx context.Context, p *Pass) error {
 	switch {
 	case len(p.ups) > 0 && p.Unsafe != "":
 		klog.FromContext(ctx).Info("Cluster unhealthy; planned scale-ups not made", "reason", p.Unsafe, "scaleUps", len(p.ups))
+	case len(p.ups) > 0 && !l.Gate.Leads():
+		klog.FromContext(ctx).Info("No longer holding the leader lease; planned scale-ups not made", "scaleUps", len(p.ups))
 	case len(p.ups) > 0:
 		p.Results = append(p.Results, l.Launcher.Execute(ctx, p.ups, p.StartedAt)...)
 	}

@@ -6,14 +6,14 @@ import "github.com/prometheus/client_golang/prometheus"
 // starts with (pkg/safety's actions and rules).
 var (
 	safetyActions = []string{"scaleDown", "giveUp", "gangUndo", "blockDrain"}
-	safetyRules   = []string{"clusterUnhealthy", "minSize", "removalBudget", "onceUsable"}
+	safetyRules   = []string{"clusterUnhealthy", "minSize", "removalBudget", "onceUsable", "notLeader"}
 )
 
 // registerSafety adds the count of destructive actions the safety gate
 // refused.
 func (m *Metrics) registerSafety() {
 	m.SafetyRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "destructive_actions_refused_total",
-		Help: "Destructive actions the safety gate refused, by action (scaleDown, giveUp, gangUndo, blockDrain) and rule (clusterUnhealthy, minSize, removalBudget, onceUsable); each pass that asks again counts again."},
+		Help: "Destructive actions the safety gate refused, by action (scaleDown, giveUp, gangUndo, blockDrain) and rule (clusterUnhealthy, minSize, removalBudget, onceUsable, notLeader); each pass that asks again counts again."},
 		[]string{"action", "rule"})
 	m.Registry.MustRegister(m.SafetyRefusals)
 	for _, a := range safetyActions {

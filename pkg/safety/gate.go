@@ -53,13 +53,17 @@ const (
 	// that turns unusable later is no failed scale-up, and only
 	// scale-down's unready rules may remove it.
 	RuleOnceUsable Rule = "onceUsable"
+	// RuleNotLeader: this process no longer holds the leader lease (or
+	// cannot tell that it does: its last renewal is older than the renew
+	// deadline); another replica may be acting.
+	RuleNotLeader Rule = "notLeader"
 )
 
 // Actions and Rules are every action and rule, for the metric's initial
 // series.
 var (
 	Actions = []Action{ActionScaleDown, ActionGiveUp, ActionGangUndo, ActionBlockDrain}
-	Rules   = []Rule{RuleUnhealthy, RuleMinSize, RuleBudget, RuleOnceUsable}
+	Rules   = []Rule{RuleUnhealthy, RuleMinSize, RuleBudget, RuleOnceUsable, RuleNotLeader}
 )
 
 // EventRefused is the reason of the event that tells a refusal.
@@ -105,6 +109,9 @@ type Options struct {
 	// MaxEmptyBulk bounds the empty nodes removed in one pass
 	// (--max-empty-bulk-delete).
 	MaxEmptyBulk int
+	// Leading tells whether this process still holds the leader lease;
+	// nil: no election, it always does.
+	Leading func() bool
 }
 
 // Counter counts refusals by action and rule (a Prometheus CounterVec
@@ -192,9 +199,10 @@ func (g *Gate) Open(in PassInput) {
 
 // Allow asks whether action may destroy t. It returns nil when allowed,
 // and books it (the group is one node smaller, the budget one removal
-// less); otherwise the refusal, counted and told. Instances that never
-// registered may always be removed: nothing runs there, and a group
-// cannot recover from a stuck launch otherwise. Before the first Open
+// less); otherwise the refusal, counted and told. Nothing is allowed to a
+// process that no longer holds the leader lease. Instances that never
+// registered may otherwise always be removed: nothing runs there, and a
+// group cannot recover from a stuck launch otherwise. Before the first Open
 // only the facts of the node itself are known: the group's size and the
 // cluster's health are not, so nothing registered is allowed.
 func (g *Gate) Allow(action Action, t Target) *Refusal {
@@ -228,6 +236,9 @@ func (g *Gate) Allow(action Action, t Target) *Refusal {
 func (g *Gate) judge(action Action, t Target) *Refusal {
 	refuse := func(rule Rule, format string, args ...any) *Refusal {
 		return &Refusal{Action: action, Rule: rule, Group: t.Group, Node: t.name(), Detail: fmt.Sprintf(format, args...)}
+	}
+	if !g.leads() {
+		return refuse(RuleNotLeader, "this process no longer holds the leader lease")
 	}
 	if t.Node == nil {
 		return nil
@@ -269,6 +280,15 @@ func (g *Gate) judge(action Action, t Target) *Refusal {
 	}
 	return nil
 }
+
+// Leads tells whether this process still holds the leader lease, for
+// the writes that are not destructive but must not be made twice (a
+// scale-up).
+func (g *Gate) Leads() bool {
+	return g == nil || g.leads()
+}
+
+func (g *Gate) leads() bool { return g.opts.Leading == nil || g.opts.Leading() }
 
 // Unbook gives back what Allow booked for t, when the removal did not
 // happen after all (the node held work, the provider failed).

@@ -134,6 +134,26 @@ func TestGateClosedUntilOpened(t *testing.T) {
 	}
 }
 
+// A process that no longer holds the leader lease destroys nothing, not
+// even instances that never registered: another replica may be acting.
+func TestGateRefusesWithoutTheLease(t *testing.T) {
+	leading := true
+	g := safety.New(safety.Options{Leading: func() bool { return leading }}, nil, nil)
+	g.Open(safety.PassInput{Groups: []*nodegroups.Info{group("gpu", 0, 3)}, Now: t0})
+	if r := g.Allow(safety.ActionScaleDown, safety.Target{Group: "gpu", Node: node("gpu-n0")}); r != nil || !g.Leads() {
+		t.Fatalf("while leading: %v, leads %v", r, g.Leads())
+	}
+	leading = false
+	for _, target := range []safety.Target{{Group: "gpu", Node: node("gpu-n1")}, {Group: "gpu", Instance: "fake://i"}} {
+		if r := g.Allow(safety.ActionGiveUp, target); r == nil || r.Rule != safety.RuleNotLeader {
+			t.Errorf("%s after the lease was lost: %v, want notLeader", nameOf(target), r)
+		}
+	}
+	if g.Leads() {
+		t.Error("Leads() true after the lease was lost")
+	}
+}
+
 // Unbook gives a removal that did not happen back to the group and the
 // budget.
 func TestGateUnbook(t *testing.T) {

@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// leaseFence keeps a replica that lost the leader lease from writing. A
+// leader frozen for longer than the lease (a paused VM, a long GC stop, a
+// SIGSTOP) resumes believing it leads until its renew loop gives up; in
+// that window the next leader already acts. The fence knows when this
+// process last wrote the lease, and once that is older than the renew
+// deadline (client-go's own bound, shorter than the lease) it holds every
+// write of the autoscaler's API clients and tells the safety gate, which
+// holds the provider calls. The lease is written through a client of its
+// own, outside the fence.
+type leaseFence struct {
+	// renewDeadline is 0 without leader election: always held.
+	renewDeadline time.Duration
+	// renewed is when this process last wrote the lease (Unix nanoseconds,
+	// taken before the write: the lease runs from no earlier than that).
+	renewed atomic.Int64
+}
+
+func newLeaseFence(elect bool, renewDeadline time.Duration) *leaseFence {
+	f := &leaseFence{}
+	if elect {
+		f.renewDeadline = renewDeadline
+	}
+	return f
+}
+
+// Held tells whether this process holds the lease as far as it can know.
+func (f *leaseFence) Held() bool {
+	if f.renewDeadline == 0 {
+		return true
+	}
+	at := f.renewed.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < f.renewDeadline
+}
+
+// lock stamps each successful write of the lease.
+func (f *leaseFence) lock(l resourcelock.Interface) resourcelock.Interface { return &fencedLock{Interface: l, f: f} }
+
+type fencedLock struct {
+	resourcelock.Interface
+	f *leaseFence
+}
+
+func (l *fencedLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	at := time.Now()
+	err := l.Interface.Create(ctx, r)
+	l.stamp(err, r, at)
+	return err
+}
+
+func (l *fencedLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	at := time.Now()
+	err := l.Interface.Update(ctx, r)
+	l.stamp(err, r, at)
+	return err
+}
+
+func (l *fencedLock) stamp(err error, r resourcelock.LeaderElectionRecord, at time.Time) {
+	switch {
+	case err != nil:
+	case r.HolderIdentity == l.Identity():
+		l.f.renewed.Store(at.UnixNano())
+	default:
+		// Released (ReleaseOnCancel writes an empty holder).
+		l.f.renewed.Store(0)
+	}
+}
+
+// wrap is a transport that refuses every write while the lease is not
+// held; reads pass.
+func (f *leaseFence) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		switch req.Method {
+		case http.MethodGet, http.MethodHead, http.MethodOptions:
+		default:
+			if !f.Held() {
+				return nil, fmt.Errorf("%s %s refused: this replica does not hold the leader lease", req.Method, req.URL.Path)
+			}
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
