@@ -45,7 +45,9 @@ func (f *leaseFence) Held() bool {
 }
 
 // lock stamps each successful write of the lease.
-func (f *leaseFence) lock(l resourcelock.Interface) resourcelock.Interface { return &fencedLock{Interface: l, f: f} }
+func (f *leaseFence) lock(l resourcelock.Interface) resourcelock.Interface {
+	return &fencedLock{Interface: l, f: f}
+}
 
 type fencedLock struct {
 	resourcelock.Interface
