@@ -65,7 +65,9 @@ type NodeGroupConfig struct {
 
 // TemplateConfig is what every node of a group looks like once registered.
 type TemplateConfig struct {
-	Labels      map[string]string `json:"labels,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
+	// Annotations go on every node; kwok.x-k8s.io/node names the kwok
+	// controller that keeps the nodes alive ("fake" unless set).
 	Annotations map[string]string `json:"annotations,omitempty"`
 	Taints      []corev1.Taint    `json:"taints,omitempty"`
 	// Capacity is also the node's allocatable. pods defaults to 110.

@@ -91,7 +91,11 @@ func (g *NodeGroupConfig) buildNode(name string) *corev1.Node {
 	for k, v := range g.Template.Annotations {
 		annotations[k] = v
 	}
-	annotations[AnnotationKwokNode] = "fake"
+	if _, ok := annotations[AnnotationKwokNode]; !ok {
+		// The template may name another kwok controller (one per
+		// simulated zone, say); "fake" is the one every demo runs.
+		annotations[AnnotationKwokNode] = "fake"
+	}
 
 	capacity := corev1.ResourceList{}
 	for k, v := range g.Template.Capacity {

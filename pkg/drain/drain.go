@@ -107,6 +107,7 @@ func (d *Drainer) evict(ctx context.Context, node string, pod *corev1.Pod) error
 		evicted, err := EvictOnce(ctx, d.client, pod, &grace)
 		switch {
 		case evicted:
+			logger.Info("Evicted pod", "pod", klog.KObj(pod), "node", node)
 			d.recorder.Eventf(pod, corev1.EventTypeNormal, "ScaleDown", "deleting pod for node scale down (node %s)", node)
 			if d.OnEvicted != nil {
 				d.OnEvicted(pod)
@@ -136,8 +137,11 @@ func (d *Drainer) evict(ctx context.Context, node string, pod *corev1.Pod) error
 func (d *Drainer) EvictNow(ctx context.Context, pod *corev1.Pod) error {
 	grace := d.gracePeriod(pod)
 	evicted, err := EvictOnce(ctx, d.client, pod, &grace)
-	if evicted && d.OnEvicted != nil {
-		d.OnEvicted(pod)
+	if evicted {
+		klog.FromContext(ctx).Info("Evicted pod", "pod", klog.KObj(pod), "node", pod.Spec.NodeName)
+		if d.OnEvicted != nil {
+			d.OnEvicted(pod)
+		}
 	}
 	return err
 }

@@ -180,15 +180,7 @@ func (cp *ControlPlane) components(creds *credentials, schedConfig string) []com
 		gates, v)
 	scheduler := append(append(secure(cfg.Ports.Scheduler), delegated...),
 		"--config="+schedConfig, "--profiling=false", gates, v)
-	kwok := []string{
-		"--kubeconfig=" + kubeconfig,
-		"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=" + KwokNodeAnnotationValue,
-		"--config=" + strings.Join(kwokStages(cfg.KwokStageDir), ","),
-		fmt.Sprintf("--server-address=127.0.0.1:%d", cfg.Ports.Kwok),
-		"--node-lease-duration-seconds=40",
-		"--cidr=10.244.0.0/16",
-		v,
-	}
+	kwok := append(KwokArgs(kubeconfig, cfg.KwokStageDir, KwokNodeAnnotationValue, cfg.Ports.Kwok), v)
 	return []component{
 		{"kube-apiserver", apiserver, cp.httpsReady(cfg.Ports.APIServer, "/readyz", creds)},
 		{"kube-controller-manager", kcm, cp.httpsReady(cfg.Ports.ControllerManager, "/healthz", nil)},
@@ -196,6 +188,22 @@ func (cp *ControlPlane) components(creds *credentials, schedConfig string) []com
 		{"kwok", kwok, func(ctx context.Context) error {
 			return get(ctx, http.DefaultClient, fmt.Sprintf("http://127.0.0.1:%d/healthz", cfg.Ports.Kwok), "")
 		}},
+	}
+}
+
+// KwokArgs are the arguments of a kwok controller that manages the nodes
+// annotated KwokNodeAnnotation=value (and their pods), serving its health
+// on port. The control plane runs one for "fake"; a test may run another
+// for nodes of its own, to stop and start their heartbeats together (a
+// zone outage).
+func KwokArgs(kubeconfig, stageDir, value string, port int) []string {
+	return []string{
+		"--kubeconfig=" + kubeconfig,
+		"--manage-nodes-with-annotation-selector=" + KwokNodeAnnotation + "=" + value,
+		"--config=" + strings.Join(kwokStages(stageDir), ","),
+		fmt.Sprintf("--server-address=127.0.0.1:%d", port),
+		"--node-lease-duration-seconds=40",
+		"--cidr=10.244.0.0/16",
 	}
 }
 

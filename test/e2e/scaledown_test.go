@@ -73,12 +73,18 @@ func (s *scenario) migGroup(name string, max int) kwok.NodeGroupConfig {
 // replicaSet runs one replica of pod under a ReplicaSet.
 func (s *scenario) replicaSet(t *testing.T, name string, pod *corev1.Pod) {
 	t.Helper()
+	s.replicas(t, name, 1, pod)
+}
+
+// replicas runs n replicas of pod under a ReplicaSet (labelled app=name).
+func (s *scenario) replicas(t *testing.T, name string, n int32, pod *corev1.Pod) {
+	t.Helper()
 	labels := map[string]string{"app": name}
 	pod.Spec.TerminationGracePeriodSeconds = ptr.To(int64(1))
 	rs := &appsv1.ReplicaSet{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: name},
 		Spec: appsv1.ReplicaSetSpec{
-			Replicas: ptr.To(int32(1)),
+			Replicas: ptr.To(n),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod.Spec},
 		},

@@ -155,10 +155,10 @@ func (t *Tracker) undo(ctx context.Context, a *gangAttempt, views map[string]*vi
 	var failures []Failure
 	for _, group := range groups {
 		f := Failure{Group: group, Reason: ReasonGangTimeout, Deleted: deleted[group],
-			Message: fmt.Sprintf("gang %s: %d node(s) did not become usable within %s; the gang's nodes that hold no work were removed", a.gang, blamed[group], t.maxProvision)}
+			Message: fmt.Sprintf("gang %s: %d node(s) did not become usable within %s; the gang's nodes the provider named that hold no work were removed, the others released", a.gang, blamed[group], t.maxProvision)}
 		t.backoff.Fail(group, f.Reason, now)
 		failures = append(failures, f)
-		logger.Info("Gang scale-up given up; its nodes that hold no work are removed, the others released", "nodeGroup", group, "missing", blamed[group], "removed", deleted[group])
+		logger.Info("Gang scale-up given up; its nodes the provider named that hold no work are removed, the others released", "nodeGroup", group, "missing", blamed[group], "removed", deleted[group])
 	}
 	return failures
 }

@@ -80,6 +80,10 @@ func (c *Cluster) StartAutoscaler(t testing.TB, kwokConfig any, args ...string) 
 		// the same one (a test leading with a lease of its own names it
 		// after this).
 		"--leader-elect-resource-name=" + leaseName(t),
+		// The tests share one control plane, and some take nodes down on
+		// purpose (outages, faults): an autoscaler judges the cluster
+		// unhealthy only when its own test sets the thresholds.
+		"--ok-total-unready-count=1000",
 		"--v=2",
 	}, args...)
 	a := &Autoscaler{cmd: exec.Command(bin, all...), log: &lockedBuffer{}, Address: addr, done: make(chan struct{})}
