@@ -35,7 +35,10 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 )
 
-var _ cloudprovider.CloudProvider = &Provider{}
+var (
+	_ cloudprovider.CloudProvider = &Provider{}
+	_ cloudprovider.Closer        = &Provider{}
+)
 
 // Options configure New.
 type Options struct {
@@ -328,8 +331,12 @@ func (p *Provider) Refresh(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// Cleanup stops the informers and the provider's own event broadcaster.
-func (p *Provider) Cleanup() error {
+// Cleanup stops the informers and the provider's own event broadcaster:
+// it is Close, since nothing on the management cluster needs telling.
+func (p *Provider) Cleanup() error { return p.Close() }
+
+// Close implements cloudprovider.Closer: the local part of Cleanup.
+func (p *Provider) Close() error {
 	select {
 	case <-p.stop:
 	default:

@@ -23,13 +23,22 @@ type Config struct {
 	// Address is host:port of the server; the host is the TLS server name.
 	Address string `json:"address"`
 	// Key, Cert and CACert are PEM files: the client's key and certificate
-	// and the CA that signed the server's. An empty Cert means an
-	// insecure connection (the other two are then not read).
+	// and the CA that signed the server's. CACert is required unless
+	// Insecure is set; Cert and Key go together (mutual TLS, as upstream's
+	// example server requires); CACert alone is TLS that authenticates
+	// the server only.
 	Key    string `json:"key"`
 	Cert   string `json:"cert"`
 	CACert string `json:"cacert"`
 	// GRPCTimeout bounds each call.
 	GRPCTimeout metav1.Duration `json:"grpc_timeout"`
+
+	// Insecure is ours: a plaintext connection, with no TLS files. It
+	// must be asked for: upstream falls back to plaintext whenever cert is
+	// empty, so a forgotten certificate would silently send node groups,
+	// scale-ups and deletions unauthenticated over the network. The
+	// connection is then warned about at start and in the status.
+	Insecure bool `json:"insecure,omitempty"`
 
 	// Extension is ours: "auto" (default) probes the server for
 	// dra-autoscaler's extension at every Refresh, "off" speaks upstream's
@@ -80,21 +89,51 @@ func (c *Config) Validate() error {
 	default:
 		return fmt.Errorf("extension %q: want %q or %q", c.Extension, ExtensionAuto, ExtensionOff)
 	}
-	if c.Cert != "" && (c.Key == "" || c.CACert == "") {
-		return fmt.Errorf("cert is set, so key and cacert are required too")
+	return c.validateTLS()
+}
+
+// validateTLS checks that the config asks for TLS, or for plaintext
+// explicitly, and not for both.
+func (c *Config) validateTLS() error {
+	tlsFiles := c.Cert != "" || c.Key != "" || c.CACert != ""
+	switch {
+	case c.Insecure && tlsFiles:
+		return fmt.Errorf("insecure: true and TLS files (cert, key, cacert) both set: remove insecure, or the files for a plaintext connection")
+	case c.Insecure:
+		return nil
+	case !tlsFiles:
+		return fmt.Errorf("no TLS: set cacert (the CA that signed the server's certificate) and, for mutual TLS, cert and key; " +
+			"or set insecure: true to accept a plaintext connection that anyone on the network path can read and forge")
+	case c.CACert == "":
+		return fmt.Errorf("cacert is required to verify the server (cert and key only identify this client)")
+	case (c.Cert == "") != (c.Key == ""):
+		return fmt.Errorf("cert and key go together: set both for mutual TLS, or neither")
 	}
 	return nil
 }
 
-// tlsConfig loads the mTLS files, or returns nil for an insecure
-// connection (no cert, as upstream reads it).
+// InsecureReason says why the connection is not secure ("" when it is),
+// for the start-up warning and the status.
+func (c *Config) InsecureReason() string {
+	if !c.Insecure {
+		return ""
+	}
+	return fmt.Sprintf("externalgrpc %s: plaintext connection (insecure: true): the server is not authenticated and the calls are not encrypted", c.Address)
+}
+
+// tlsConfig loads the TLS files, or returns nil for the insecure
+// connection the config asks for.
 func (c *Config) tlsConfig() (*tls.Config, error) {
-	if c.Cert == "" {
+	if c.Insecure {
 		return nil, nil
 	}
-	pair, err := tls.LoadX509KeyPair(c.Cert, c.Key)
-	if err != nil {
-		return nil, fmt.Errorf("cert/key: %w", err)
+	var certs []tls.Certificate
+	if c.Cert != "" {
+		pair, err := tls.LoadX509KeyPair(c.Cert, c.Key)
+		if err != nil {
+			return nil, fmt.Errorf("cert/key: %w", err)
+		}
+		certs = append(certs, pair)
 	}
 	ca, err := os.ReadFile(c.CACert)
 	if err != nil {
@@ -105,5 +144,5 @@ func (c *Config) tlsConfig() (*tls.Config, error) {
 		return nil, fmt.Errorf("cacert %s: no PEM certificate in it", c.CACert)
 	}
 	host, _, _ := net.SplitHostPort(c.Address)
-	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS12}, nil
+	return &tls.Config{Certificates: certs, RootCAs: pool, ServerName: host, MinVersion: tls.VersionTLS12}, nil
 }

@@ -23,18 +23,27 @@ func TestLoadConfig(t *testing.T) {
 		want       Config
 		err        string
 	}{
-		{name: "upstream's file", yaml: "address: 127.0.0.1:8086\ngrpc_timeout: 30s\n",
-			want: Config{Address: "127.0.0.1:8086", GRPCTimeout: dur(30 * time.Second), Extension: ExtensionAuto}},
-		{name: "defaults, unknown keys ignored as upstream does", yaml: "address: '[::1]:1'\nsomething: else\n",
-			want: Config{Address: "[::1]:1", GRPCTimeout: dur(DefaultTimeout), Extension: ExtensionAuto}},
-		{name: "extension off", yaml: "address: h:1\nextension: \"off\"\n",
-			want: Config{Address: "h:1", GRPCTimeout: dur(DefaultTimeout), Extension: ExtensionOff}},
+		{name: "upstream's file with mTLS", yaml: "address: 127.0.0.1:8086\ngrpc_timeout: 30s\ncert: c.pem\nkey: k.pem\ncacert: ca.pem\n",
+			want: Config{Address: "127.0.0.1:8086", GRPCTimeout: dur(30 * time.Second), Extension: ExtensionAuto, Cert: "c.pem", Key: "k.pem", CACert: "ca.pem"}},
+		{name: "server TLS only", yaml: "address: h:1\ncacert: ca.pem\n",
+			want: Config{Address: "h:1", GRPCTimeout: dur(DefaultTimeout), Extension: ExtensionAuto, CACert: "ca.pem"}},
+		{name: "plaintext asked for", yaml: "address: h:1\ninsecure: true\n",
+			want: Config{Address: "h:1", GRPCTimeout: dur(DefaultTimeout), Extension: ExtensionAuto, Insecure: true}},
+		{name: "defaults, unknown keys ignored as upstream does", yaml: "address: '[::1]:1'\nsomething: else\ninsecure: true\n",
+			want: Config{Address: "[::1]:1", GRPCTimeout: dur(DefaultTimeout), Extension: ExtensionAuto, Insecure: true}},
+		{name: "extension off", yaml: "address: h:1\nextension: \"off\"\ninsecure: true\n",
+			want: Config{Address: "h:1", GRPCTimeout: dur(DefaultTimeout), Extension: ExtensionOff, Insecure: true}},
+		{name: "no TLS and no insecure: upstream's silent plaintext refused", yaml: "address: 127.0.0.1:8086\ngrpc_timeout: 30s\n", err: "no TLS: set cacert"},
+		{name: "insecure: false is no TLS either", yaml: "address: h:1\ninsecure: false\n", err: "or set insecure: true"},
+		{name: "insecure and TLS files", yaml: "address: h:1\ninsecure: true\ncacert: ca.pem\n", err: "insecure: true and TLS files"},
 		{name: "no address", yaml: "grpc_timeout: 1s\n", err: "address is required"},
 		{name: "no port", yaml: "address: localhost\n", err: "missing port"},
 		{name: "bad timeout", yaml: "address: h:1\ngrpc_timeout: soon\n", err: "soon"},
 		{name: "negative timeout", yaml: "address: h:1\ngrpc_timeout: -1s\n", err: "negative"},
 		{name: "bad extension", yaml: "address: h:1\nextension: maybe\n", err: "maybe"},
-		{name: "cert without key", yaml: "address: h:1\ncert: c.pem\n", err: "key and cacert are required"},
+		{name: "cert without cacert", yaml: "address: h:1\ncert: c.pem\nkey: k.pem\n", err: "cacert is required"},
+		{name: "cert without key", yaml: "address: h:1\ncert: c.pem\ncacert: ca.pem\n", err: "cert and key go together"},
+		{name: "key without cert", yaml: "address: h:1\nkey: k.pem\ncacert: ca.pem\n", err: "cert and key go together"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "c.yaml")
@@ -43,8 +52,9 @@ func TestLoadConfig(t *testing.T) {
 			}
 			got, err := LoadConfig(path)
 			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("error %v, want one containing %q", err, tc.err)
+				// The error names the file, so the user knows what to fix.
+				if err == nil || !strings.Contains(err.Error(), tc.err) || !strings.Contains(err.Error(), path) {
+					t.Fatalf("error %v, want one naming %s and containing %q", err, path, tc.err)
 				}
 				return
 			}
@@ -78,7 +88,8 @@ func TestMutualTLS(t *testing.T) {
 		ok   bool
 	}{
 		{"mTLS", Config{Address: "localhost:" + port, Cert: files.ClientCert, Key: files.ClientKey, CACert: files.CA}, true},
-		{"no client certificate", Config{Address: "localhost:" + port}, false},
+		{"no client certificate (server TLS only)", Config{Address: "localhost:" + port, CACert: files.CA}, false},
+		{"plaintext to a TLS server", Config{Address: "localhost:" + port, Insecure: true}, false},
 		{"wrong server name", Config{Address: "127.0.0.1:" + port, Cert: files.ClientCert, Key: files.ClientKey, CACert: files.CA}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

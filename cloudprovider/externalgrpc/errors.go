@@ -51,6 +51,10 @@ func (p *Provider) wrap(rpc, group string, err error) error {
 	if err == nil {
 		return nil
 	}
+	if errors.Is(err, cloudprovider.ErrReadOnly) {
+		// Refused here (ReadOnly), never sent: keep the error's kind.
+		return fmt.Errorf("externalgrpc %s %s: %w", p.cfg.Address, rpc, err)
+	}
 	st, ok := status.FromError(err)
 	if !ok {
 		st = status.FromContextError(err)

@@ -254,6 +254,8 @@ func startWith(t testing.TB, cp *fakeCP, cfg Config, popts []ProviderOption, sop
 	if cfg.GRPCTimeout.Duration == 0 {
 		cfg.GRPCTimeout = metav1.Duration{Duration: 2 * time.Second}
 	}
+	// bufconn is in memory: plaintext, said so as a real config must.
+	cfg.Insecure = cfg.CACert == ""
 	p, err := New(&cfg, append(popts, WithDialOptions(
 		grpc.WithContextDialer(func(context.Context, string) (net.Conn, error) { return lis.Dial() })))...)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,7 +37,10 @@ import (
 // ProviderName is the --cloud-provider value.
 const ProviderName = "externalgrpc"
 
-var _ cloudprovider.CloudProvider = &Provider{}
+var (
+	_ cloudprovider.CloudProvider = &Provider{}
+	_ cloudprovider.Closer        = &Provider{}
+)
 
 // Provider is the externalgrpc cloud provider.
 type Provider struct {
@@ -82,6 +86,13 @@ type templateResult struct {
 // ProviderOption configures a Provider.
 type ProviderOption func(*Provider, *[]grpc.DialOption)
 
+// UserAgent is sent on every call, so a server's operator can tell the
+// autoscaler's calls from explain's (ReadOnlyUserAgent).
+const (
+	UserAgent         = "dra-autoscaler"
+	ReadOnlyUserAgent = "dra-autoscaler-readonly"
+)
+
 // WithDialOptions adds gRPC dial options (tests use a bufconn dialer).
 func WithDialOptions(opts ...grpc.DialOption) ProviderOption {
 	return func(_ *Provider, d *[]grpc.DialOption) { *d = append(*d, opts...) }
@@ -99,7 +110,7 @@ func New(cfg *Config, opts ...ProviderOption) (*Provider, error) {
 		return nil, err
 	}
 	p := &Provider{cfg: cfg, logger: klog.Background().WithName(ProviderName), gen: &generation{}, groups: map[string]*nodeGroup{}, events: newWarner()}
-	dial := []grpc.DialOption{grpc.WithDefaultServiceConfig(retryServiceConfig)}
+	dial := []grpc.DialOption{grpc.WithDefaultServiceConfig(retryServiceConfig), grpc.WithUserAgent(UserAgent)}
 	for _, o := range opts {
 		o(p, &dial)
 	}
@@ -110,6 +121,9 @@ func New(cfg *Config, opts ...ProviderOption) (*Provider, error) {
 	if tlsCfg != nil {
 		dial = append(dial, grpc.WithTransportCredentials(credentials.NewTLS(tlsCfg)))
 	} else {
+		// Only with insecure: true (Validate); said loudly once.
+		p.logger.Error(nil, "Insecure connection to the externalgrpc server: plaintext, the server is not authenticated; "+
+			"set cacert (and cert, key) in --cloud-config for TLS", "address", cfg.Address)
 		dial = append(dial, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	}
 	// passthrough: the address is dialled as written (host resolved at
@@ -328,9 +342,20 @@ func (p *Provider) Cleanup() error {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.GRPCTimeout.Duration)
 	_, err := p.cp.Cleanup(ctx, &pb.CleanupRequest{})
 	cancel()
-	p.cancel()
-	return errors.Join(p.wrap("Cleanup", "", err), p.conn.Close())
+	return errors.Join(p.wrap("Cleanup", "", err), p.Close())
 }
+
+// Close implements cloudprovider.Closer: it ends the calls in flight and
+// closes the connection, telling the server nothing (upstream's example
+// server tears its provider down on Cleanup).
+func (p *Provider) Close() error {
+	p.cancel()
+	return p.conn.Close()
+}
+
+// InsecureReason says why the connection is not secure, "" when it is
+// (Config.InsecureReason), for the status.
+func (p *Provider) InsecureReason() string { return p.cfg.InsecureReason() }
 
 type pricing struct{ p *Provider }
 
@@ -362,25 +387,19 @@ func (m pricing) PodPrice(pod *corev1.Pod, start, end time.Time) (float64, error
 	return resp.GetPrice(), nil
 }
 
-// retryServiceConfig retries the reads, and only them, on UNAVAILABLE
-// (a server restarting, a connection lost) with exponential backoff. The
-// mutating RPCs are not listed: a retry after a lost reply could scale
-// twice.
-const retryServiceConfig = `{"methodConfig":[{"name":[` +
-	`{"service":"clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider","method":"NodeGroups"},` +
-	`{"service":"clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider","method":"NodeGroupForNode"},` +
-	`{"service":"clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider","method":"PricingNodePrice"},` +
-	`{"service":"clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider","method":"PricingPodPrice"},` +
-	`{"service":"clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider","method":"GPULabel"},` +
-	`{"service":"clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider","method":"GetAvailableGPUTypes"},` +
-	`{"service":"clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider","method":"Refresh"},` +
-	`{"service":"clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider","method":"NodeGroupTargetSize"},` +
-	`{"service":"clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider","method":"NodeGroupNodes"},` +
-	`{"service":"clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider","method":"NodeGroupTemplateNodeInfo"},` +
-	`{"service":"clusterautoscaler.cloudprovider.v1.externalgrpc.CloudProvider","method":"NodeGroupGetOptions"},` +
-	`{"service":"draautoscaler.cloudprovider.v1.CloudProviderExtension","method":"GetCapabilities"},` +
-	`{"service":"draautoscaler.cloudprovider.v1.CloudProviderExtension","method":"NodeGroupTemplate"},` +
-	`{"service":"draautoscaler.cloudprovider.v1.CloudProviderExtension","method":"NodeGroupInstances"},` +
-	`{"service":"draautoscaler.cloudprovider.v1.CloudProviderExtension","method":"Reservations"}` +
-	`],"retryPolicy":{"maxAttempts":4,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,` +
-	`"retryableStatusCodes":["UNAVAILABLE"]}}]}`
+// retryServiceConfig retries the reads (readRPCs), and only them, on
+// UNAVAILABLE (a server restarting, a connection lost) with exponential
+// backoff. The mutating RPCs are not listed: a retry after a lost reply
+// could scale twice.
+var retryServiceConfig = retryConfig(readRPCs)
+
+func retryConfig(methods []string) string {
+	names := make([]string, len(methods))
+	for i, m := range methods {
+		service, method, _ := strings.Cut(strings.TrimPrefix(m, "/"), "/")
+		names[i] = fmt.Sprintf(`{"service":%q,"method":%q}`, service, method)
+	}
+	return `{"methodConfig":[{"name":[` + strings.Join(names, ",") +
+		`],"retryPolicy":{"maxAttempts":4,"initialBackoff":"0.1s","maxBackoff":"1s","backoffMultiplier":2,` +
+		`"retryableStatusCodes":["UNAVAILABLE"]}}]}`
+}

@@ -287,7 +287,7 @@ func TestConnectWaitsForTheServer(t *testing.T) {
 	}()
 	defer func(d time.Duration) { StartupTimeout = d }(StartupTimeout)
 	StartupTimeout = 20 * time.Second
-	p, err := Connect(&Config{Address: addr})
+	p, err := Connect(&Config{Address: addr, Insecure: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +297,7 @@ func TestConnectWaitsForTheServer(t *testing.T) {
 	}
 
 	StartupTimeout = 1500 * time.Millisecond
-	if _, err := Connect(&Config{Address: "127.0.0.1:1"}); err == nil || !strings.Contains(err.Error(), "no successful Refresh") {
+	if _, err := Connect(&Config{Address: "127.0.0.1:1", Insecure: true}); err == nil || !strings.Contains(err.Error(), "no successful Refresh") {
 		t.Fatalf("Connect to nothing = %v, want a start-up error", err)
 	}
 }

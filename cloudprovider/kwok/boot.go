@@ -73,6 +73,11 @@ func (g *nodeGroup) bootLocked(inst *instance) {
 			return
 		}
 		node, err := g.registerNode(ctx, inst)
+		if errors.Is(err, cloudprovider.ErrReadOnly) {
+			// A read-only client (explain's): the instance stays booting,
+			// as the process that launched it sees it.
+			return
+		}
 		if err != nil {
 			if ctx.Err() == nil {
 				g.failCreation(inst, err)
@@ -185,8 +190,8 @@ func (g *nodeGroup) publishSlices(ctx context.Context, node *corev1.Node, slices
 			if err == nil || apierrors.IsAlreadyExists(err) {
 				break
 			}
-			if ctx.Err() != nil {
-				return
+			if ctx.Err() != nil || errors.Is(err, cloudprovider.ErrReadOnly) {
+				return // stopped, or a read-only client: retrying changes nothing
 			}
 			if attempt == sliceRetries {
 				logger.Error(err, "Publishing ResourceSlice failed, giving up", "nodeGroup", g.cfg.Name, "node", node.Name, "slice", slice.Name)

@@ -29,7 +29,10 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 )
 
-var _ cloudprovider.CloudProvider = &Provider{}
+var (
+	_ cloudprovider.CloudProvider = &Provider{}
+	_ cloudprovider.Closer        = &Provider{}
+)
 
 // Provider is the kwok cloud provider.
 type Provider struct {
@@ -159,8 +162,12 @@ func (p *Provider) GetResourceLimiter() (*cloudprovider.ResourceLimiter, error) 
 }
 
 // Cleanup stops every boot goroutine and waits for them. Nodes stay; a
-// new provider adopts them on Refresh.
-func (p *Provider) Cleanup() error {
+// new provider adopts them on Refresh. It is Close: kwok's "cloud" is the
+// API server, which has nothing to be told.
+func (p *Provider) Cleanup() error { return p.Close() }
+
+// Close implements cloudprovider.Closer: the local part of Cleanup.
+func (p *Provider) Close() error {
 	p.mu.Lock()
 	p.closed = true
 	p.mu.Unlock()

@@ -22,13 +22,16 @@ import (
 // explainMain is `dra-autoscaler explain [flags] <namespace>/<pod>`: the
 // loop's simulation run once, locally, for one pod, with the autoscaler's
 // own flags. It only reads the cluster (and the status ConfigMap, for the
-// node groups the running autoscaler has backed off).
+// node groups the running autoscaler has backed off) and the provider,
+// and cannot do otherwise: its clients refuse writes (readOnlyClients)
+// and its provider is the read-only view (newReadOnlyParts), so asking
+// why never changes, nor cleans up, what the running autoscaler uses.
 func explainMain(ctx context.Context, args []string, out io.Writer) error {
 	opts, req, err := config.ParseExplain(args)
 	if err != nil {
 		return err
 	}
-	restConfig, client, err := clients(opts)
+	restConfig, client, err := readOnlyClients(opts)
 	if err != nil {
 		return err
 	}
@@ -49,9 +52,10 @@ func explainMain(ctx context.Context, args []string, out io.Writer) error {
 }
 
 // explainLoop wires the loop as run does, minus what acts or talks to the
-// world: no actuator, no events, no status writes, no leader election.
+// world: no actuator, no events, no status writes, no leader election;
+// the provider is read-only. client and dyn must be read-only too.
 func explainLoop(ctx context.Context, opts *config.Options, client kubernetes.Interface, dyn dynamic.Interface) (*loop.Loop, func(), error) {
-	p, cleanup, err := newParts(ctx, opts, client, nil)
+	p, cleanup, err := newReadOnlyParts(ctx, opts, client)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -49,13 +49,30 @@ type parts struct {
 }
 
 // newParts builds the parts; on error nothing is left to clean up,
-// otherwise the caller calls cleanup when done. events may be nil (explain
-// records none).
+// otherwise the caller calls cleanup when done. events may be nil.
 func newParts(ctx context.Context, opts *config.Options, client kubernetes.Interface, events record.EventRecorder) (p *parts, cleanup func(), err error) {
 	provider, err := newProvider(opts, client, events)
 	if err != nil {
 		return nil, nil, err
 	}
+	return assembleParts(ctx, opts, client, events, provider)
+}
+
+// newReadOnlyParts are explain's parts: the same, over the read-only view
+// of the provider (newReadOnlyProvider), which is all they hold, and no
+// events. client must come from readOnlyClients.
+func newReadOnlyParts(ctx context.Context, opts *config.Options, client kubernetes.Interface) (p *parts, cleanup func(), err error) {
+	provider, err := newReadOnlyProvider(opts, client)
+	if err != nil {
+		return nil, nil, err
+	}
+	return assembleParts(ctx, opts, client, nil, provider)
+}
+
+// assembleParts builds the parts over provider, which it cleans up on
+// error and in the cleanup it returns.
+func assembleParts(ctx context.Context, opts *config.Options, client kubernetes.Interface, events record.EventRecorder,
+	provider cloudprovider.CloudProvider) (p *parts, cleanup func(), err error) {
 	// The returns below clear the named results: keep the provider's own.
 	closeProvider := func() { _ = provider.Cleanup() }
 	defer func() {

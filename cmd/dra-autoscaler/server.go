@@ -51,20 +51,30 @@ func newServer(h http.Handler, t timeouts) *http.Server {
 	return &http.Server{Handler: h, ReadHeaderTimeout: t.readHeader, ReadTimeout: t.read, WriteTimeout: t.write, IdleTimeout: t.idle}
 }
 
-// serve runs the metrics and health endpoints until ctx ends. It listens
-// before returning, so a port already in use fails the start. With
-// profiling, Go's profiles too (a CPU profile must end within the write
-// timeout: ?seconds= under 60).
-func serve(ctx context.Context, addr string, m *metrics.Metrics, h *health, profiling bool) error {
+// metricsMux serves /metrics and /health-check, as upstream serves them
+// on --address; never the profiles (profiling.go).
+func metricsMux(m *metrics.Metrics, h *health) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	mux.Handle("/health-check", h)
-	mountProfiling(mux, profiling)
+	return mux
+}
+
+// serve runs the metrics and health endpoints on addr until ctx ends.
+func serve(ctx context.Context, addr string, m *metrics.Metrics, h *health) error {
+	_, err := listenAndServe(ctx, "--address", "Serving metrics and health", addr, metricsMux(m, h))
+	return err
+}
+
+// listenAndServe serves h on addr (named by flag in errors) until ctx
+// ends. It listens before returning, so a port already in use fails the
+// start; it returns the address listened on.
+func listenAndServe(ctx context.Context, flag, what, addr string, h http.Handler) (net.Addr, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("--address=%s: %w", addr, err)
+		return nil, fmt.Errorf("%s=%s: %w", flag, addr, err)
 	}
-	srv := newServer(mux, serverTimeouts)
+	srv := newServer(h, serverTimeouts)
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -73,9 +83,9 @@ func serve(ctx context.Context, addr string, m *metrics.Metrics, h *health, prof
 	}()
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			klog.ErrorS(err, "Metrics server stopped")
+			klog.ErrorS(err, "HTTP server stopped", "address", l.Addr().String())
 		}
 	}()
-	klog.InfoS("Serving metrics and health", "address", l.Addr().String())
-	return nil
+	klog.InfoS(what, "address", l.Addr().String())
+	return l.Addr(), nil
 }

@@ -81,8 +81,13 @@ func run(ctx context.Context, opts *config.Options) error {
 
 	m := metrics.New()
 	h := &health{timeout: max(10*opts.ScanInterval, 5*time.Minute)}
-	if err := serve(ctx, opts.Address, m, h, opts.Profiling); err != nil {
+	if err := serve(ctx, opts.Address, m, h); err != nil {
 		return err
+	}
+	if opts.Profiling {
+		if _, err := serveProfiling(ctx, opts.ProfilingAddress); err != nil {
+			return err
+		}
 	}
 
 	l, crs := p.runningLoop(opts, client, dyn, recorder, m, fence.Held)
@@ -176,6 +181,9 @@ func (p *parts) runningLoop(opts *config.Options, client kubernetes.Interface, d
 	l := loop.New(lp)
 	l.ScaleDown = newScaleDown(opts, p.runner, client, recorder, m, drainer).WithGate(gate)
 	l.Disagree, l.Status = loop.NewStatusParts(opts, client, recorder, m)
+	if reason := insecureReason(p.provider); reason != "" && l.Status != nil {
+		l.Status.SetCloudProviderInsecure(reason)
+	}
 	l.NodeGroupObjects = p.nodeGroupObjects(opts, dyn, b, tracker)
 	return l, crs
 }
@@ -185,9 +193,22 @@ func (p *parts) runningLoop(opts *config.Options, client kubernetes.Interface, d
 // this config, so --kube-client-qps and --kube-client-burst bound them all
 // (each client has its own rate limiter, as upstream's have).
 func clients(opts *config.Options) (*rest.Config, kubernetes.Interface, error) {
+	return clientsFor(opts, readWrite)
+}
+
+// readOnlyClients are clients' for explain: their transport refuses every
+// write (readOnlyConfig).
+func readOnlyClients(opts *config.Options) (*rest.Config, kubernetes.Interface, error) {
+	return clientsFor(opts, readOnly)
+}
+
+func clientsFor(opts *config.Options, acc access) (*rest.Config, kubernetes.Interface, error) {
 	cfg, err := restConfig(opts.Kubeconfig, opts.KubeClient)
 	if err != nil {
 		return nil, nil, err
+	}
+	if acc == readOnly {
+		cfg = readOnlyConfig(cfg)
 	}
 	client, err := kubernetes.NewForConfig(builtinTypes(cfg, opts.KubeClient))
 	if err != nil {
@@ -224,9 +245,26 @@ func builtinTypes(cfg *rest.Config, kc config.KubeClientOptions) *rest.Config {
 	return out
 }
 
-// newProvider builds --cloud-provider. events (nil: none, as for explain)
-// is where the externalgrpc provider tells the server's bad answers.
+// newProvider builds --cloud-provider. events (nil: none) is where the
+// externalgrpc provider tells the server's bad answers.
 func newProvider(opts *config.Options, client kubernetes.Interface, events record.EventRecorder) (cloudprovider.CloudProvider, error) {
+	return buildProvider(opts, client, events, readWrite)
+}
+
+// newReadOnlyProvider is explain's provider: the cloudprovider.ReadOnly
+// view of --cloud-provider built on read-only transports (the externalgrpc
+// connection's interceptor, the Cluster API clients' readOnlyConfig).
+// client must come from readOnlyClients, as the kwok provider writes
+// through it.
+func newReadOnlyProvider(opts *config.Options, client kubernetes.Interface) (cloudprovider.CloudProvider, error) {
+	cp, err := buildProvider(opts, client, nil, readOnly)
+	if err != nil {
+		return nil, err
+	}
+	return cloudprovider.ReadOnly(cp), nil
+}
+
+func buildProvider(opts *config.Options, client kubernetes.Interface, events record.EventRecorder, acc access) (cloudprovider.CloudProvider, error) {
 	switch opts.CloudProvider {
 	case kwok.ProviderName:
 		if opts.CloudConfig == "" {
@@ -238,23 +276,41 @@ func newProvider(opts *config.Options, client kubernetes.Interface, events recor
 		}
 		return kwok.New(client, cfg)
 	case externalgrpc.ProviderName:
-		if opts.CloudConfig == "" {
-			return nil, fmt.Errorf("--cloud-provider=externalgrpc needs --cloud-config (the server's address and TLS files)")
-		}
-		cfg, err := externalgrpc.LoadConfig(opts.CloudConfig)
-		if err != nil {
-			return nil, fmt.Errorf("--cloud-config: %w", err)
-		}
-		var popts []externalgrpc.ProviderOption
-		if events != nil {
-			popts = append(popts, externalgrpc.WithEvents(events, statusObject(opts)))
-		}
-		return externalgrpc.Connect(cfg, popts...)
+		return newExternalGRPC(opts, events, acc)
 	case clusterapi.ProviderName:
-		return newClusterAPI(opts)
+		return newClusterAPI(opts, acc)
 	default:
 		return nil, fmt.Errorf("--cloud-provider=%q: unknown (known: %s, %s, %s)", opts.CloudProvider, kwok.ProviderName, externalgrpc.ProviderName, clusterapi.ProviderName)
 	}
+}
+
+// newExternalGRPC connects to the server of --cloud-config. A config
+// without TLS and without insecure: true fails here, naming the file.
+func newExternalGRPC(opts *config.Options, events record.EventRecorder, acc access) (cloudprovider.CloudProvider, error) {
+	if opts.CloudConfig == "" {
+		return nil, fmt.Errorf("--cloud-provider=externalgrpc needs --cloud-config (the server's address and TLS files)")
+	}
+	cfg, err := externalgrpc.LoadConfig(opts.CloudConfig)
+	if err != nil {
+		return nil, fmt.Errorf("--cloud-config: %w", err)
+	}
+	var popts []externalgrpc.ProviderOption
+	if events != nil {
+		popts = append(popts, externalgrpc.WithEvents(events, statusObject(opts)))
+	}
+	if acc == readOnly {
+		popts = append(popts, externalgrpc.ReadOnly())
+	}
+	return externalgrpc.Connect(cfg, popts...)
+}
+
+// insecureReason says why the provider's connection is not secure ("":
+// it is, or the question does not apply), for the status.
+func insecureReason(cp cloudprovider.CloudProvider) string {
+	if p, ok := cp.(interface{ InsecureReason() string }); ok {
+		return p.InsecureReason()
+	}
+	return ""
 }
 
 // statusObject is the status ConfigMap: events about a node group, which
@@ -265,7 +321,8 @@ func statusObject(opts *config.Options) *corev1.ObjectReference {
 
 // newClusterAPI reaches the management cluster through --cloud-config (a
 // kubeconfig), else --kubeconfig, as upstream's clusterapi provider does.
-func newClusterAPI(opts *config.Options) (cloudprovider.CloudProvider, error) {
+// Read-only, its clients refuse writes and it records no events.
+func newClusterAPI(opts *config.Options, acc access) (cloudprovider.CloudProvider, error) {
 	kubeconfig := opts.CloudConfig
 	if kubeconfig == "" {
 		kubeconfig = opts.Kubeconfig
@@ -273,6 +330,9 @@ func newClusterAPI(opts *config.Options) (cloudprovider.CloudProvider, error) {
 	cfg, err := restConfig(kubeconfig, opts.KubeClient)
 	if err != nil {
 		return nil, fmt.Errorf("clusterapi management cluster: %w", err)
+	}
+	if acc == readOnly {
+		cfg = readOnlyConfig(cfg)
 	}
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
@@ -282,9 +342,11 @@ func newClusterAPI(opts *config.Options) (cloudprovider.CloudProvider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("clusterapi management cluster: %w", err)
 	}
-	events, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("clusterapi management cluster: %w", err)
+	var events kubernetes.Interface
+	if acc == readWrite {
+		if events, err = kubernetes.NewForConfig(cfg); err != nil {
+			return nil, fmt.Errorf("clusterapi management cluster: %w", err)
+		}
 	}
 	return clusterapi.New(context.Background(), clusterapi.Options{Dynamic: dyn, Discovery: disc, AutoDiscovery: opts.NodeGroupAutoDiscovery, EventClient: events})
 }

@@ -32,19 +32,20 @@ import (
 
 type options struct {
 	address, cert, key, ca, cloudConfig, kubeconfig string
-	upstreamOnly                                    bool
+	upstreamOnly, insecure                          bool
 }
 
 func main() {
 	klog.InitFlags(nil)
 	var o options
 	flag.StringVar(&o.address, "address", ":8086", "address to serve on")
-	flag.StringVar(&o.cert, "cert", "", "server certificate (PEM); empty serves without TLS")
+	flag.StringVar(&o.cert, "cert", "", "server certificate (PEM); required unless --insecure")
 	flag.StringVar(&o.key, "key-cert", "", "server key (PEM)")
 	flag.StringVar(&o.ca, "ca-cert", "", "CA that signs the clients' certificates (PEM); every client must present one")
 	flag.StringVar(&o.cloudConfig, "cloud-config", "", "the kwok provider's node groups file")
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster the kwok nodes are created in (empty: in-cluster)")
 	flag.BoolVar(&o.upstreamOnly, "upstream-only", false, "serve upstream's service only, as a server written for upstream's autoscaler would")
+	flag.BoolVar(&o.insecure, "insecure", false, "serve without TLS (plaintext, clients not authenticated): for a local demo only")
 	flag.Parse()
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer cancel()
@@ -59,6 +60,14 @@ func main() {
 func run(ctx context.Context, o options) error {
 	if o.cloudConfig == "" {
 		return fmt.Errorf("--cloud-config (the node groups file) is required")
+	}
+	// Plaintext only when asked for, as the autoscaler's client does: a
+	// forgotten certificate must not open the provider to the network.
+	if o.cert == "" && !o.insecure {
+		return fmt.Errorf("no TLS: set --cert, --key-cert and --ca-cert, or --insecure to serve in plaintext")
+	}
+	if o.cert != "" && o.insecure {
+		return fmt.Errorf("--insecure and --cert both set: pick one")
 	}
 	cfg, err := kwok.LoadConfig(o.cloudConfig)
 	if err != nil {
@@ -104,6 +113,9 @@ func run(ctx context.Context, o options) error {
 	lis, err := net.Listen("tcp", o.address)
 	if err != nil {
 		return err
+	}
+	if o.insecure {
+		klog.ErrorS(nil, "Serving without TLS (--insecure): any client that reaches the port can scale and delete nodes", "address", lis.Addr().String())
 	}
 	klog.InfoS("Serving", "address", lis.Addr().String(), "tls", o.cert != "", "upstreamOnly", o.upstreamOnly)
 	go func() {

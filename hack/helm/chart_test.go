@@ -135,22 +135,29 @@ var providers = []struct {
 	sets      []string
 	kustomize []string
 }{
-	{"kwok", []string{"cloudProvider=kwok"}, []string{"base/clusterrole.yaml", "base/role.yaml", "kwok/rbac-kwok.yaml"}},
+	{"kwok", []string{"cloudProvider=kwok"}, []string{"base/clusterrole.yaml", "base/role.yaml", nominationsRules, "kwok/rbac-kwok.yaml"}},
 	{"clusterapi", []string{"cloudProvider=clusterapi",
 		// The test infrastructure provider's kinds, which deploy/clusterapi lists.
 		"clusterAPIInfrastructureResources[0].apiGroup=infrastructure.test.dra-autoscaler.io",
 		"clusterAPIInfrastructureResources[0].resources={devmachinetemplates,devmachinepools}"},
-		[]string{"base/clusterrole.yaml", "base/role.yaml", "clusterapi/clusterrole-clusterapi.yaml"}},
+		[]string{"base/clusterrole.yaml", "base/role.yaml", nominationsRules, "clusterapi/clusterrole-clusterapi.yaml"}},
 	{"externalgrpc", []string{"cloudProvider=externalgrpc", "externalgrpc.config.address=grpc.example:8086", "externalgrpc.tlsSecret=grpc-client"},
-		[]string{"base/clusterrole.yaml", "base/role.yaml"}},
+		[]string{"base/clusterrole.yaml", "base/role.yaml", nominationsRules}},
 }
 
+// nominationsRules is the kustomize component that turns nominations on
+// with their rule; the chart's nominatePlannedNodes (default true) does
+// the same.
+const nominationsRules = "components/nominations/clusterrole.yaml"
+
 func TestLint(t *testing.T) {
-	cases := map[string][]string{"default values": nil}
+	cases := map[string][]string{}
 	for _, p := range providers {
 		cases[p.name] = p.sets
 	}
-	cases["everything set"] = []string{"serviceMonitor.enabled=true", "autoscalingGroups[0].name=g", "autoscalingGroups[0].minSize=0",
+	cases["externalgrpc, plaintext asked for"] = []string{"cloudProvider=externalgrpc", "externalgrpc.config.address=grpc.example:8086", "externalgrpc.config.insecure=true"}
+	cases["no nominations"] = []string{"cloudProvider=clusterapi", "nominatePlannedNodes=false"}
+	cases["everything set"] = []string{"cloudProvider=clusterapi", "serviceMonitor.enabled=true", "autoscalingGroups[0].name=g", "autoscalingGroups[0].minSize=0",
 		"autoscalingGroups[0].maxSize=3", "nodeSelector.pool=system", "tolerations[0].operator=Exists", "rbac.serviceAccount.annotations.a=b"}
 	for name, sets := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -203,6 +210,58 @@ func TestProviderRBAC(t *testing.T) {
 	}
 }
 
+// pods/status patch is granted exactly when nominations are on, as the
+// kustomize base (without the component) grants it.
+func TestNominationsRule(t *testing.T) {
+	for _, on := range []bool{true, false} {
+		objs := render(t, "cloudProvider=clusterapi", fmt.Sprintf("nominatePlannedNodes=%v", on))
+		granted := slices.Contains(grants(objs, false), "ClusterRole  pods/status patch")
+		args := deployment(t, objs).Spec.Template.Spec.Containers[0].Args
+		if granted != on || !slices.Contains(args, fmt.Sprintf("--nominate-planned-nodes=%v", on)) {
+			t.Errorf("nominatePlannedNodes=%v: pods/status patch granted %v, args %q", on, granted, args)
+		}
+	}
+	files := []string{"base/clusterrole.yaml", "base/role.yaml", "clusterapi/clusterrole-clusterapi.yaml"}
+	if slices.Contains(kustomizeRules(t, files...), "ClusterRole  pods/status patch") {
+		t.Errorf("the kustomize base grants pods/status patch without the nominations component")
+	}
+}
+
+// The cloud config the chart renders for externalgrpc: the TLS files of
+// the Secret, or insecure: true as asked; never neither.
+func TestExternalGRPCCloudConfig(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		sets []string
+		want []string
+		not  []string
+	}{
+		{"TLS", []string{"externalgrpc.tlsSecret=grpc-client"},
+			[]string{"cert: /etc/externalgrpc/tls.crt", "key: /etc/externalgrpc/tls.key", "cacert: /etc/externalgrpc/ca.crt", "insecure: false"}, nil},
+		{"plaintext", []string{"externalgrpc.config.insecure=true"}, []string{"insecure: true"}, []string{"cert:", "cacert:"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := render(t, append([]string{"cloudProvider=externalgrpc", "externalgrpc.config.address=g:1"}, tc.sets...)...)
+			var cfg string
+			for _, o := range objs {
+				if o.Kind == "ConfigMap" && strings.HasSuffix(o.Metadata.Name, "-cloud-config") {
+					cfg = o.Data["cloud-config.yaml"]
+				}
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(cfg, w) {
+					t.Errorf("cloud config lacks %q:\n%s", w, cfg)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(cfg, n) {
+					t.Errorf("cloud config has %q:\n%s", n, cfg)
+				}
+			}
+		})
+	}
+}
+
 func minus(a, b []string) []string {
 	var out []string
 	for _, x := range a {
@@ -230,7 +289,7 @@ func version(t *testing.T) string {
 
 // The pod protects itself and runs the release's image.
 func TestDeploymentDefaults(t *testing.T) {
-	d := deployment(t, render(t))
+	d := deployment(t, render(t, "cloudProvider=clusterapi"))
 	pod := d.Spec.Template
 	if got := pod.Metadata.Annotations["cluster-autoscaler.kubernetes.io/safe-to-evict"]; got != "false" {
 		t.Errorf("safe-to-evict %q, want \"false\"", got)
@@ -273,10 +332,17 @@ func TestValues(t *testing.T) {
 		{"clusterapi with a management kubeconfig", []string{"cloudProvider=clusterapi", "clusterAPIKubeconfigSecret=mgmt"},
 			[]string{"--cloud-config=/etc/kubernetes/mgmt-kubeconfig"}, nil, nil},
 		{"image tag", []string{"image.tag=0.0.9"}, nil, nil, nil},
+		{"nominations by default", nil, []string{"--nominate-planned-nodes=true"}, nil, nil},
+		{"no nominations", []string{"nominatePlannedNodes=false"}, []string{"--nominate-planned-nodes=false"}, nil, nil},
+		{"externalgrpc over TLS", []string{"cloudProvider=externalgrpc", "externalgrpc.config.address=g:1", "externalgrpc.tlsSecret=grpc-client"},
+			[]string{"--cloud-config=/etc/dra-autoscaler/cloud-config.yaml"}, []string{"ConfigMap"}, nil},
+		{"externalgrpc in plaintext, asked for", []string{"cloudProvider=externalgrpc", "externalgrpc.config.address=g:1", "externalgrpc.config.insecure=true"},
+			[]string{"--cloud-config=/etc/dra-autoscaler/cloud-config.yaml"}, []string{"ConfigMap"}, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			objs := render(t, tc.sets...)
+			// A provider is required; kwok unless the case names another.
+			objs := render(t, append([]string{"cloudProvider=kwok"}, tc.sets...)...)
 			args := deployment(t, objs).Spec.Template.Spec.Containers[0].Args
 			for _, a := range tc.args {
 				if !slices.Contains(args, a) {
@@ -308,15 +374,24 @@ func TestBadValues(t *testing.T) {
 		sets []string
 		want string
 	}{
+		{"no provider", []string{"cloudProvider="}, "cloudProvider is required: set it to kwok (demo and tests only: it creates and deletes Node objects), clusterapi or externalgrpc"},
 		{"unknown provider", []string{"cloudProvider=aws"}, `cloudProvider "aws"`},
 		{"autoDiscovery on kwok", []string{"autoDiscovery.clusterName=c1"}, "the kwok provider discovers no node groups"},
-		{"externalgrpc without an address", []string{"cloudProvider=externalgrpc"}, "externalgrpc.config.address is required"},
+		{"externalgrpc without an address", []string{"cloudProvider=externalgrpc", "externalgrpc.tlsSecret=s"}, "externalgrpc.config.address is required"},
+		{"externalgrpc without TLS", []string{"cloudProvider=externalgrpc", "externalgrpc.config.address=g:1"},
+			"externalgrpc: no TLS: set externalgrpc.tlsSecret"},
+		{"externalgrpc without TLS, insecure false", []string{"cloudProvider=externalgrpc", "externalgrpc.config.address=g:1", "externalgrpc.config.insecure=false"},
+			"or, to accept a plaintext connection that anyone on the network path can read and forge, externalgrpc.config.insecure=true"},
+		{"externalgrpc with TLS and insecure", []string{"cloudProvider=externalgrpc", "externalgrpc.config.address=g:1", "externalgrpc.tlsSecret=s", "externalgrpc.config.insecure=true"},
+			"tlsSecret and config.insecure=true both set"},
+		{"nominations in extraArgs", []string{"extraArgs.nominate-planned-nodes=false"}, "set nominatePlannedNodes instead"},
 		{"a group without maxSize", []string{"autoscalingGroups[0].name=g", "autoscalingGroups[0].minSize=1"}, "want name, minSize and maxSize"},
 		{"no service account to bind", []string{"rbac.serviceAccount.create=false"}, "rbac.serviceAccount.name is required"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			vals, err := Values(tc.sets...)
+			// kwok unless the case names another provider (or none).
+			vals, err := Values(append([]string{"cloudProvider=kwok"}, tc.sets...)...)
 			if err != nil {
 				t.Fatal(err)
 			}

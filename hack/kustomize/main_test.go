@@ -167,8 +167,29 @@ func args(t *testing.T, byKind map[string][]object) (args []string, cloudConfigM
 	return c.Args, cloudConfigMounted
 }
 
+// nominations is the one rule nominations need: deploy/components/nominations
+// grants it with --nominate-planned-nodes=true, the base neither.
+const nominations = "/pods/status:patch"
+
+// nominating tells whether args turn nominations on, failing on a
+// missing or repeated flag (the component replaces the base's).
+func nominating(t *testing.T, args []string) bool {
+	t.Helper()
+	var found []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "--nominate-planned-nodes") {
+			found = append(found, a)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("args %v: want one --nominate-planned-nodes, got %v", args, found)
+	}
+	return found[0] == "--nominate-planned-nodes=true"
+}
+
 // The base is the same for every provider: no provider flag, no cloud
-// config, none of the kwok provider's rules.
+// config, none of the kwok provider's rules, and no nominations (no
+// pods/status rule, the flag off).
 func TestDeployBase(t *testing.T) {
 	byKind := build(t, "../../deploy/base")
 	counts(t, byKind, map[string]int{"ServiceAccount": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Role": 1, "RoleBinding": 1,
@@ -189,20 +210,26 @@ func TestDeployBase(t *testing.T) {
 	if slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "--cloud-") }) || mounted {
 		t.Errorf("the base names a provider: args %v, cloud config mounted %v", a, mounted)
 	}
+	if rules[nominations] || nominating(t, a) {
+		t.Errorf("the base nominates (%v) or grants %s (%v) without the nominations component", nominating(t, a), nominations, rules[nominations])
+	}
 }
 
 // The kwok overlay: the base, the provider's flags with the example node
 // groups mounted, and its rules, a state ConfigMap name for every group.
 func TestDeployKwok(t *testing.T) {
 	byKind := build(t, "../../deploy/kwok")
-	counts(t, byKind, map[string]int{"ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 2, "RoleBinding": 2,
+	counts(t, byKind, map[string]int{"ServiceAccount": 1, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 2, "RoleBinding": 2,
 		"Deployment": 1, "PodDisruptionBudget": 1, "Service": 1, "ServiceMonitor": 1, "ConfigMap": 2, "CustomResourceDefinition": 4})
 	a, mounted := args(t, byKind)
 	if len(a) < 2 || a[0] != "--cloud-provider=kwok" || a[1] != "--cloud-config=/etc/dra-autoscaler/kwok-provider.yaml" || !mounted {
 		t.Errorf("args %v, cloud config mounted %v", a, mounted)
 	}
+	if !nominating(t, a) {
+		t.Errorf("args %v: the overlay includes the nominations component, but they are off", a)
+	}
 	rules := allowed(byKind)
-	want := append([]string(nil), kwokOnly...)
+	want := append([]string{nominations}, kwokOnly...)
 	data, err := os.ReadFile("../../deploy/kwok/kwok-provider.yaml")
 	if err != nil {
 		t.Fatal(err)
@@ -230,11 +257,14 @@ func TestDeployKwok(t *testing.T) {
 // of the kwok provider's rules.
 func TestDeployClusterAPI(t *testing.T) {
 	byKind := build(t, "../../deploy/clusterapi")
-	counts(t, byKind, map[string]int{"ServiceAccount": 1, "ClusterRole": 2, "ClusterRoleBinding": 2, "Role": 1, "RoleBinding": 1,
+	counts(t, byKind, map[string]int{"ServiceAccount": 1, "ClusterRole": 3, "ClusterRoleBinding": 3, "Role": 1, "RoleBinding": 1,
 		"Deployment": 1, "ConfigMap": 1, "CustomResourceDefinition": 4})
 	a, mounted := args(t, byKind)
 	if len(a) == 0 || a[0] != "--cloud-provider=clusterapi" || slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "--cloud-config") }) || mounted {
 		t.Errorf("args %v, cloud config mounted %v", a, mounted)
+	}
+	if !nominating(t, a) {
+		t.Errorf("args %v: the overlay includes the nominations component, but they are off", a)
 	}
 	rules := allowed(byKind)
 	for _, r := range kwokOnly {
@@ -248,7 +278,7 @@ func TestDeployClusterAPI(t *testing.T) {
 		"cluster.x-k8s.io/machines:patch",
 		"cluster.x-k8s.io/machinedeployments/scale:get", "cluster.x-k8s.io/machinedeployments/scale:patch",
 		"cluster.x-k8s.io/machinesets/scale:patch", "cluster.x-k8s.io/machinepools/scale:patch",
-		"/configmaps:watch", "/events:create", "infrastructure.test.dra-autoscaler.io/devmachinetemplates:watch",
+		"/configmaps:watch", "/events:create", "infrastructure.test.dra-autoscaler.io/devmachinetemplates:watch", nominations,
 	} {
 		if !rules[want] {
 			t.Errorf("missing %s", want)

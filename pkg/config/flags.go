@@ -93,7 +93,8 @@ func (o *Options) addFlags(fs *pflag.FlagSet) *rawFlags {
 	o.Reservations.addFlags(fs)
 	o.Balancing.addFlags(fs)
 	o.KubeClient.addFlags(fs)
-	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go profiles (net/http/pprof) under /debug/pprof/ on --address.")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve Go profiles (net/http/pprof) under /debug/pprof/ on --profiling-address (not on --address).")
+	fs.StringVar(&o.ProfilingAddress, "profiling-address", o.ProfilingAddress, "Address serving /debug/pprof/ with --profiling; loopback by default (reach it with kubectl port-forward). Bind it elsewhere only on a network you trust.")
 	o.compat.addFlags(fs)
 	o.softTaint.addFlags(fs)
 	return raw
@@ -171,6 +172,9 @@ func (o *Options) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(o.Address); err != nil {
 		add("--address=%q: %v", o.Address, err)
+	}
+	if _, _, err := net.SplitHostPort(o.ProfilingAddress); o.Profiling && err != nil {
+		add("--profiling-address=%q: %v", o.ProfilingAddress, err)
 	}
 	if o.CloudProvider == "" {
 		add("--cloud-provider: required")

@@ -118,12 +118,20 @@ type Options struct {
 
 	Balancing  BalancingOptions
 	KubeClient KubeClientOptions
-	// Profiling serves net/http/pprof under /debug/pprof/ on Address.
-	Profiling bool
+	// Profiling serves net/http/pprof under /debug/pprof/ on
+	// ProfilingAddress, a listener of its own (loopback by default):
+	// profiles show memory contents and cost CPU, so they are not served
+	// to whoever can reach /metrics.
+	Profiling        bool
+	ProfilingAddress string
 
 	compat    compatFlags
 	softTaint softTaintOptions
 }
+
+// DefaultProfilingAddress is --profiling-address's default: loopback,
+// reached with `kubectl port-forward` (Go's usual pprof port).
+const DefaultProfilingAddress = "127.0.0.1:6060"
 
 // Default returns the options with upstream's defaults.
 func Default() *Options {
@@ -152,12 +160,13 @@ func Default() *Options {
 			ResourceName:      "cluster-autoscaler",
 			ResourceNamespace: "kube-system",
 		},
-		Address:        ":8085",
-		Namespace:      "kube-system",
-		Health:         DefaultHealth(),
-		Sharing:        DefaultSharing(),
-		ScaleDown:      DefaultScaleDown(),
-		ExplainOptions: DefaultExplain(),
+		Address:          ":8085",
+		ProfilingAddress: DefaultProfilingAddress,
+		Namespace:        "kube-system",
+		Health:           DefaultHealth(),
+		Sharing:          DefaultSharing(),
+		ScaleDown:        DefaultScaleDown(),
+		ExplainOptions:   DefaultExplain(),
 
 		ProvisioningRequests: DefaultProvisioningRequestOptions(),
 		Reservations:         defaultReservationOptions(),

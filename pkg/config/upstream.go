@@ -155,7 +155,7 @@ var upstreamFlags = []UpstreamFlag{
 	{Name: "parallel-scale-up", Support: Refused, Note: "not configurable; drop the flag"},
 	{Name: "pod-injection-limit", Support: Refused, Note: "no pod injection; ProvisioningRequests are served by --enable-provisioning-requests"},
 	{Name: "predicate-parallelism", Support: Refused, Note: "not configurable; drop the flag"},
-	{Name: "profiling", Support: Supported},
+	{Name: "profiling", Support: Different, Note: "profiles are served on --profiling-address (127.0.0.1:6060 by default), not on --address: they show memory contents"},
 	{Name: "provisioning-request-initial-backoff-time", Support: Refused, Note: "a ProvisioningRequest is retried every loop until it is provisioned or fails"},
 	{Name: "provisioning-request-max-backoff-cache-size", Support: Refused, Note: "a ProvisioningRequest is retried every loop until it is provisioned or fails"},
 	{Name: "provisioning-request-max-backoff-time", Support: Refused, Note: "a ProvisioningRequest is retried every loop until it is provisioned or fails"},

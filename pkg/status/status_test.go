@@ -92,3 +92,33 @@ func TestBuildAndWrite(t *testing.T) {
 type errTest string
 
 func (e errTest) Error() string { return string(e) }
+
+// An insecure provider connection is said in every status written, and
+// only then; upstream's fields are as they were.
+func TestCloudProviderInsecure(t *testing.T) {
+	for _, reason := range []string{"", "externalgrpc h:1: plaintext connection (insecure: true)"} {
+		client := fake.NewClientset()
+		w := NewWriter(client, "kube-system", "status")
+		w.SetCloudProviderInsecure(reason)
+		var b Builder
+		s := b.Build(BuildInput{Now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), Healthy: true})
+		ctx := context.Background()
+		if err := w.Write(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		if s.CloudProviderInsecure != "" {
+			t.Error("Write changed the caller's status")
+		}
+		back, err := Read(ctx, client, "kube-system", "status")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back.CloudProviderInsecure != reason || back.AutoscalerStatus != "Running" || back.ClusterWide.Health.Status != HealthHealthy {
+			t.Errorf("reason %q: read back %+v", reason, back)
+		}
+		cm, _ := client.CoreV1().ConfigMaps("kube-system").Get(ctx, "status", metav1.GetOptions{})
+		if has := strings.Contains(cm.Data[Key], "cloudProviderInsecure:"); has != (reason != "") {
+			t.Errorf("reason %q: cloudProviderInsecure in the YAML %v:\n%s", reason, has, cm.Data[Key])
+		}
+	}
+}

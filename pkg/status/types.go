@@ -20,6 +20,10 @@ type AutoscalerStatus struct {
 	NodeGroups       []NodeGroupStatus `json:"nodeGroups"`
 
 	// Ours.
+	// CloudProviderInsecure says why the connection to the cloud provider
+	// is neither authenticated nor encrypted (externalgrpc with
+	// `insecure: true`); empty when it is secure.
+	CloudProviderInsecure  string               `json:"cloudProviderInsecure,omitempty"`
 	Gangs                  []GangStatus         `json:"gangs,omitempty"`
 	Reservations           []ReservationStatus  `json:"reservations,omitempty"`
 	PodsNotHelped          []PodNotHelped       `json:"podsNotHelped,omitempty"`

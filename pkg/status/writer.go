@@ -24,6 +24,9 @@ const LastUpdatedAnnotation = "cluster-autoscaler.kubernetes.io/last-updated"
 type Writer struct {
 	client          kubernetes.Interface
 	namespace, name string
+	// insecure is stamped on every status written
+	// (SetCloudProviderInsecure).
+	insecure string
 }
 
 // NewWriter returns a writer of namespace/name.
@@ -31,8 +34,18 @@ func NewWriter(client kubernetes.Interface, namespace, name string) *Writer {
 	return &Writer{client: client, namespace: namespace, name: name}
 }
 
+// SetCloudProviderInsecure makes every status written say why the
+// provider's connection is insecure: a fact of the configuration, fixed
+// at start, not of any one pass.
+func (w *Writer) SetCloudProviderInsecure(reason string) { w.insecure = reason }
+
 // Write stores s, creating the ConfigMap when it is missing.
 func (w *Writer) Write(ctx context.Context, s *AutoscalerStatus) error {
+	if w.insecure != "" {
+		stamped := *s
+		stamped.CloudProviderInsecure = w.insecure
+		s = &stamped
+	}
 	data, err := yaml.Marshal(s)
 	if err != nil {
 		return fmt.Errorf("status: %w", err)

@@ -82,7 +82,7 @@ func TestChartFlagsExist(t *testing.T) {
 	for name, sets := range map[string][]string{
 		"kwok":         append([]string{"cloudProvider=kwok", "replicaCount=1"}, groups...),
 		"clusterapi":   {"cloudProvider=clusterapi", "autoDiscovery.clusterName=c1", "autoDiscovery.namespace=ns1", "autoDiscovery.labels[0].pool=gpu", "clusterAPIKubeconfigSecret=mgmt"},
-		"externalgrpc": append([]string{"cloudProvider=externalgrpc", "externalgrpc.config.address=grpc.example:8086"}, groups...),
+		"externalgrpc": append([]string{"cloudProvider=externalgrpc", "externalgrpc.config.address=grpc.example:8086", "externalgrpc.tlsSecret=grpc-client"}, groups...),
 	} {
 		t.Run(name, func(t *testing.T) {
 			args := chartArgs(t, c.HelmRender(t, chartRelease, deployNS, sets...))

@@ -31,8 +31,14 @@ func WriteKwokConfig(t testing.TB, cfg any) string {
 // (stderr, the logs, only when it fails).
 func (c *Cluster) Explain(t testing.TB, kwokConfig any, args ...string) (int, string, string) {
 	t.Helper()
-	all := append([]string{"explain", "--kubeconfig=" + c.Kubeconf, "--cloud-provider=kwok",
-		"--cloud-config=" + WriteKwokConfig(t, kwokConfig)}, args...)
+	return c.ExplainWith(t, append([]string{"--cloud-provider=kwok", "--cloud-config=" + WriteKwokConfig(t, kwokConfig)}, args...)...)
+}
+
+// ExplainWith runs `dra-autoscaler explain` against this cluster with
+// args alone (the provider's flags included), as Explain does.
+func (c *Cluster) ExplainWith(t testing.TB, args ...string) (int, string, string) {
+	t.Helper()
+	all := append([]string{"explain", "--kubeconfig=" + c.Kubeconf}, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.AutoscalerBinary(t), all...)

@@ -1,18 +1,23 @@
 package framework
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/externalgrpc/server"
@@ -125,17 +130,94 @@ func writeClientConfig(t testing.TB, dir, address string, files certs.Files) str
 // a test shapes (bad input, say), so that the production server binary
 // needs no test knobs.
 func ServeGRPC(t testing.TB, cp cloudprovider.CloudProvider) (clientConfig string) {
+	clientConfig, _ = ServeGRPCWith(t, cp, GRPCServeOptions{})
+	return clientConfig
+}
+
+// GRPCServeOptions shape a server ServeGRPCWith runs.
+type GRPCServeOptions struct {
+	// Insecure serves in plaintext; the client config says insecure: true.
+	Insecure bool
+	// TearDownOnCleanup behaves as upstream's example server: after a
+	// Cleanup call every call fails (UNAVAILABLE), for every client.
+	TearDownOnCleanup bool
+}
+
+// ServeGRPCWith is ServeGRPC shaped by opts, and returns the recorder of
+// every call the server receives.
+func ServeGRPCWith(t testing.TB, cp cloudprovider.CloudProvider, opts GRPCServeOptions) (clientConfig string, rec *RPCRecorder) {
 	t.Helper()
 	dir := t.TempDir()
-	files := certs.Write(t, dir)
+	rec = &RPCRecorder{tearDown: opts.TearDownOnCleanup}
+	sopts := []grpc.ServerOption{grpc.ChainUnaryInterceptor(rec.intercept)}
+	var files certs.Files
+	if !opts.Insecure {
+		files = certs.Write(t, dir)
+		sopts = append(sopts, grpc.Creds(credentials.NewTLS(certs.ServerTLS(t, files))))
+	}
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer(grpc.Creds(credentials.NewTLS(certs.ServerTLS(t, files))))
+	g := grpc.NewServer(sopts...)
 	server.New(cp).Register(g)
 	go func() { _ = g.Serve(lis) }()
 	t.Cleanup(g.Stop)
 	_, port, _ := net.SplitHostPort(lis.Addr().String())
-	return writeClientConfig(t, dir, "localhost:"+port, files)
+	if opts.Insecure {
+		return WriteFile(t, dir, "externalgrpc.yaml", fmt.Sprintf("address: 127.0.0.1:%s\ninsecure: true\ngrpc_timeout: 10s\n", port)), rec
+	}
+	return writeClientConfig(t, dir, "localhost:"+port, files), rec
+}
+
+// WriteFile writes content to name in dir and returns its path.
+func WriteFile(t testing.TB, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// RPC is one call a test server received.
+type RPC struct {
+	// Method is the full method name, /<service>/<method>.
+	Method string
+	// UserAgent is the client's (dra-autoscaler's calls say which kind of
+	// client made them: externalgrpc.UserAgent, ReadOnlyUserAgent).
+	UserAgent string
+}
+
+// Name is the method's short name (NodeGroupIncreaseSize).
+func (r RPC) Name() string { return r.Method[strings.LastIndex(r.Method, "/")+1:] }
+
+// RPCRecorder records every call a test server receives, in order.
+type RPCRecorder struct {
+	mu       sync.Mutex
+	calls    []RPC
+	tearDown bool
+	down     bool
+}
+
+// Calls are the calls received so far.
+func (r *RPCRecorder) Calls() []RPC {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]RPC(nil), r.calls...)
+}
+
+func (r *RPCRecorder) intercept(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	r.mu.Lock()
+	r.calls = append(r.calls, RPC{Method: info.FullMethod, UserAgent: strings.Join(md.Get("user-agent"), " ")})
+	down := r.down
+	if r.tearDown && strings.HasSuffix(info.FullMethod, "/Cleanup") {
+		r.down = true
+	}
+	r.mu.Unlock()
+	if down {
+		return nil, status.Error(codes.Unavailable, "provider torn down by a client's Cleanup, as upstream's example server does")
+	}
+	return h(ctx, req)
 }

@@ -43,10 +43,13 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- printf "%s-priority-expander" (include "dra-autoscaler.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
-{{/* The provider, checked: every template that depends on it calls this. */}}
+{{/* The provider, checked: every template that depends on it calls this. There is no default: kwok, the one that needs no infrastructure, fakes nodes and may create and delete Nodes. */}}
 {{- define "dra-autoscaler.provider" -}}
+{{- if not .Values.cloudProvider -}}
+{{- fail "cloudProvider is required: set it to kwok (demo and tests only: it creates and deletes Node objects), clusterapi or externalgrpc" -}}
+{{- end -}}
 {{- if not (has .Values.cloudProvider (list "kwok" "clusterapi" "externalgrpc")) -}}
-{{- fail (printf "cloudProvider %q: want kwok, clusterapi or externalgrpc" .Values.cloudProvider) -}}
+{{- fail (printf "cloudProvider %q: want kwok (demo and tests only), clusterapi or externalgrpc" .Values.cloudProvider) -}}
 {{- end -}}
 {{- .Values.cloudProvider -}}
 {{- end -}}

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+)
+
+// access is what the parts built for a command may do to the world: the
+// running autoscaler reads and writes; explain only reads, and then every
+// transport it is given refuses writes and its provider is the
+// cloudprovider.ReadOnly view, so no stage, provider or client it runs can
+// change anything, whatever it tries.
+type access int
+
+const (
+	readWrite access = iota
+	readOnly
+)
+
+// readOnlyConfig is cfg whose transport lets only reads reach the API
+// server: GET (watches included), HEAD and OPTIONS. Any other request
+// fails before it is sent with an error wrapping cloudprovider.ErrReadOnly.
+// Every client made from it (clientset, dynamic, discovery, the providers'
+// own) inherits the wrapper. explain needs no POST that only reads (no
+// access reviews): none is let through.
+func readOnlyConfig(cfg *rest.Config) *rest.Config {
+	out := rest.CopyConfig(cfg)
+	out.Wrap(func(rt http.RoundTripper) http.RoundTripper { return readOnlyTransport{next: rt} })
+	return out
+}
+
+// readOnlyTransport refuses every request but the reads.
+type readOnlyTransport struct{ next http.RoundTripper }
+
+func (t readOnlyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	switch req.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return t.next.RoundTrip(req)
+	}
+	if req.Body != nil {
+		// RoundTrip must close the body, even of a request not sent.
+		_ = req.Body.Close()
+	}
+	return nil, fmt.Errorf("%s %s not sent: %w", req.Method, req.URL.Path, cloudprovider.ErrReadOnly)
+}
