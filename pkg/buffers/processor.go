@@ -36,12 +36,22 @@ type Processor struct {
 	src      Source
 	dyn      dynamic.Interface    // nil: no status written (explain)
 	recorder record.EventRecorder // nil: no events
+	admit    *admissions          // nil: no admission check
 }
 
 // New returns a processor reading from src; dyn writes the buffers'
 // status and recorder their events (either may be nil).
 func New(src Source, dyn dynamic.Interface, recorder record.EventRecorder) *Processor {
 	return &Processor{src: src, dyn: dyn, recorder: recorder}
+}
+
+// WithAdmission has every buffer's pod judged by the API server's
+// admission (through api, a server-side dry run) before it holds any
+// capacity; verdicts are kept per buffer, generation and template version
+// for AdmissionRecheck.
+func (p *Processor) WithAdmission(api Admission) *Processor {
+	p.admit = newAdmissions(api)
+	return p
 }
 
 // Input is the pass's state the buffers are served in. The runner's
@@ -88,30 +98,61 @@ func (p *Processor) Run(ctx context.Context, in Input) (*Outcome, error) {
 	for _, t := range in.ClaimTemplates {
 		templates[t.Namespace+"/"+t.Name] = t
 	}
+	ev := newEvaluators(deviceClasses(in.Runner))
 	quotasOf := map[string]*quotas{}
+	quotaErrs := map[string]error{}
+	seen := map[types.UID]bool{}
 	for _, obj := range sorted(objs) {
 		b := p.one(ctx, obj, in.Now)
 		if b == nil {
 			continue
 		}
+		seen[b.Obj.UID] = true
 		out.Buffers = append(out.Buffers, b)
 		if b.NotReady != "" || !b.Active {
 			continue
 		}
 		ns := b.Obj.Namespace
-		q := quotasOf[ns]
-		if q == nil {
+		if p.admit != nil {
+			p.admit.check(ctx, b, in.Now)
+			if b.NotReady != "" {
+				continue
+			}
+		}
+		q, qerr := quotasOf[ns], quotaErrs[ns]
+		if q == nil && qerr == nil {
 			list, err := p.src.Quotas(ns)
 			if err != nil {
-				logger.Error(err, "Listing ResourceQuotas failed; buffers of the namespace held unlimited", "namespace", ns)
+				// Unknown quotas are no room: a namespace whose quotas
+				// cannot be read must not hold capacity unlimited.
+				qerr = fmt.Errorf("listing the ResourceQuotas of namespace %s: %w", ns, err)
+				quotaErrs[ns] = qerr
+				logger.Error(err, "Listing ResourceQuotas failed; the namespace's buffers hold nothing this pass", "namespace", ns)
+			} else {
+				q = newQuotas(list, ev)
+				quotasOf[ns] = q
 			}
-			q = newQuotas(list)
-			quotasOf[ns] = q
 		}
-		usage := quotaUsage(b.Template, func(name string) *resourceapi.ResourceClaimTemplate { return templates[ns+"/"+name] })
-		b.Replicas, b.Quota = q.take(b.Wanted, usage)
+		if qerr != nil {
+			b.Replicas, b.QuotaErr = 0, qerr.Error()
+			continue
+		}
+		c, err := ev.charge(b.Template, ns, func(name string) *resourceapi.ResourceClaimTemplate { return templates[ns+"/"+name] })
+		if err != nil {
+			b.NotReady, b.Message = ReasonInvalid, err.Error()
+			continue
+		}
+		if b.AdmissionQuota != "" {
+			// The API server's quota admission refused one pod: none fit.
+			b.Replicas, b.Quota = 0, b.AdmissionQuota
+		} else {
+			b.Replicas, b.Quota = q.take(b.Wanted, c)
+		}
 		b.Pods = podsFor(b.Obj, b.Template, b.Replicas)
 		out.Pods = append(out.Pods, b.Pods...)
+	}
+	if p.admit != nil {
+		p.admit.forget(seen)
 	}
 	if len(out.Pods) == 0 {
 		return out, nil
@@ -223,6 +264,18 @@ func candidates(in Input) []string {
 		}
 	}
 	return out
+}
+
+// deviceClasses are the snapshot's DeviceClasses (none without a runner).
+func deviceClasses(runner *framework.Runner) []*resourceapi.DeviceClass {
+	if runner == nil {
+		return nil
+	}
+	classes, err := runner.Snapshot().DeviceClasses().List()
+	if err != nil {
+		return nil
+	}
+	return classes
 }
 
 func why(rs []report.GroupReason) string {

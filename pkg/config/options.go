@@ -110,6 +110,7 @@ type Options struct {
 	ScaleDown ScaleDownOptions
 	ExplainOptions
 	ProvisioningRequests ProvisioningRequestOptions
+	CapacityBuffers      CapacityBufferOptions
 	Reservations         ReservationOptions
 	Nominations          NominationOptions
 
@@ -156,6 +157,7 @@ func Default() *Options {
 		ExplainOptions: DefaultExplain(),
 
 		ProvisioningRequests: DefaultProvisioningRequestOptions(),
+		CapacityBuffers:      DefaultCapacityBufferOptions(),
 		Reservations:         defaultReservationOptions(),
 		Nominations:          DefaultNominations(),
 
