@@ -35,11 +35,11 @@ func (f *fakeAdmission) DryRunCreate(_ context.Context, pod *corev1.Pod) error {
 }
 
 var (
-	denied = apierrors.NewForbidden(podsResource, "", errors.New("ValidatingAdmissionPolicy 'no-gpu-pods' with binding 'no-gpu-pods-binding' denied request: GPU pods are not allowed here"))
-	noDry  = apierrors.NewBadRequest(`admission webhook "audit.example.com" does not support dry run`)
-	quota  = apierrors.NewForbidden(podsResource, "", errors.New("exceeded quota: team-pods, requested: pods=1, used: pods=4, limited: pods=4"))
-	down   = apierrors.NewInternalError(errors.New(`failed calling webhook "audit.example.com": connection refused`))
-	lost   = errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+	denied  = apierrors.NewForbidden(podsResource, "", errors.New("ValidatingAdmissionPolicy 'no-gpu-pods' with binding 'no-gpu-pods-binding' denied request: GPU pods are not allowed here"))
+	noDry   = apierrors.NewBadRequest(`admission webhook "audit.example.com" does not support dry run`)
+	quota   = apierrors.NewForbidden(podsResource, "", errors.New("exceeded quota: team-pods, requested: pods=1, used: pods=4, limited: pods=4"))
+	down    = apierrors.NewInternalError(errors.New(`failed calling webhook "audit.example.com": connection refused`))
+	errLost = errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
 )
 
 // A buffer's pod is judged by admission before it holds anything; the
@@ -85,7 +85,7 @@ func TestAdmission(t *testing.T) {
 		}},
 		{"no answer and no verdict: nothing held", []pass{
 			{0, down, false, 1, 0, buffers.ReasonAdmissionUnknown, "connection refused"},
-			{time.Second, lost, false, 2, 0, buffers.ReasonAdmissionUnknown, "connection refused"},
+			{time.Second, errLost, false, 2, 0, buffers.ReasonAdmissionUnknown, "connection refused"},
 			{2 * time.Second, nil, false, 3, 2, "", ""},
 		}},
 		{"no answer keeps the last verdict", []pass{
