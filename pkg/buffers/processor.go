@@ -99,8 +99,7 @@ func (p *Processor) Run(ctx context.Context, in Input) (*Outcome, error) {
 		templates[t.Namespace+"/"+t.Name] = t
 	}
 	ev := newEvaluators(deviceClasses(in.Runner))
-	quotasOf := map[string]*quotas{}
-	quotaErrs := map[string]error{}
+	pq := &passQuotas{src: p.src, ev: ev, byNS: map[string]*quotas{}, errs: map[string]error{}}
 	seen := map[types.UID]bool{}
 	for _, obj := range sorted(objs) {
 		b := p.one(ctx, obj, in.Now)
@@ -109,46 +108,8 @@ func (p *Processor) Run(ctx context.Context, in Input) (*Outcome, error) {
 		}
 		seen[b.Obj.UID] = true
 		out.Buffers = append(out.Buffers, b)
-		if b.NotReady != "" || !b.Active {
-			continue
-		}
 		ns := b.Obj.Namespace
-		if p.admit != nil {
-			p.admit.check(ctx, b, in.Now)
-			if b.NotReady != "" {
-				continue
-			}
-		}
-		q, qerr := quotasOf[ns], quotaErrs[ns]
-		if q == nil && qerr == nil {
-			list, err := p.src.Quotas(ns)
-			if err != nil {
-				// Unknown quotas are no room: a namespace whose quotas
-				// cannot be read must not hold capacity unlimited.
-				qerr = fmt.Errorf("listing the ResourceQuotas of namespace %s: %w", ns, err)
-				quotaErrs[ns] = qerr
-				logger.Error(err, "Listing ResourceQuotas failed; the namespace's buffers hold nothing this pass", "namespace", ns)
-			} else {
-				q = newQuotas(list, ev)
-				quotasOf[ns] = q
-			}
-		}
-		if qerr != nil {
-			b.Replicas, b.QuotaErr = 0, qerr.Error()
-			continue
-		}
-		c, err := ev.charge(b.Template, ns, func(name string) *resourceapi.ResourceClaimTemplate { return templates[ns+"/"+name] })
-		if err != nil {
-			b.NotReady, b.Message = ReasonInvalid, err.Error()
-			continue
-		}
-		if b.AdmissionQuota != "" {
-			// The API server's quota admission refused one pod: none fit.
-			b.Replicas, b.Quota = 0, b.AdmissionQuota
-		} else {
-			b.Replicas, b.Quota = q.take(b.Wanted, c)
-		}
-		b.Pods = podsFor(b.Obj, b.Template, b.Replicas)
+		p.size(ctx, b, pq, func(name string) *resourceapi.ResourceClaimTemplate { return templates[ns+"/"+name] }, in.Now)
 		out.Pods = append(out.Pods, b.Pods...)
 	}
 	if p.admit != nil {
@@ -166,6 +127,65 @@ func (p *Processor) Run(ctx context.Context, in Input) (*Outcome, error) {
 		}
 	}
 	return out, nil
+}
+
+// size decides what the buffer holds in this pass and makes its pods:
+// nothing unless it is ready, inside its windows, admitted, and its
+// namespace's quotas are known; then what the quotas leave.
+func (p *Processor) size(ctx context.Context, b *Buffer, pq *passQuotas, claimTemplate func(name string) *resourceapi.ResourceClaimTemplate, now time.Time) {
+	if b.NotReady != "" || !b.Active {
+		return
+	}
+	if p.admit != nil {
+		if p.admit.check(ctx, b, now); b.NotReady != "" {
+			return
+		}
+	}
+	q, err := pq.of(ctx, b.Obj.Namespace)
+	if err != nil {
+		b.Replicas, b.QuotaErr = 0, err.Error()
+		return
+	}
+	c, err := pq.ev.charge(b.Template, b.Obj.Namespace, claimTemplate)
+	if err != nil {
+		b.NotReady, b.Message = ReasonInvalid, err.Error()
+		return
+	}
+	if b.AdmissionQuota != "" {
+		// The API server's quota admission refused one pod: none fit.
+		b.Replicas, b.Quota = 0, b.AdmissionQuota
+	} else {
+		b.Replicas, b.Quota = q.take(b.Wanted, c)
+	}
+	b.Pods = podsFor(b.Obj, b.Template, b.Replicas)
+}
+
+// passQuotas reads each namespace's quotas once in a pass; its buffers
+// then take from them in turn.
+type passQuotas struct {
+	src  Source
+	ev   evaluators
+	byNS map[string]*quotas
+	errs map[string]error
+}
+
+// of is the namespace's quotas, or why they cannot be known: unknown
+// quotas are no room, never unlimited.
+func (pq *passQuotas) of(ctx context.Context, ns string) (*quotas, error) {
+	if q, ok := pq.byNS[ns]; ok {
+		return q, nil
+	}
+	if err, ok := pq.errs[ns]; ok {
+		return nil, err
+	}
+	list, err := pq.src.Quotas(ns)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Listing ResourceQuotas failed; the namespace's buffers hold nothing this pass", "namespace", ns)
+		pq.errs[ns] = fmt.Errorf("listing the ResourceQuotas of namespace %s: %w", ns, err)
+		return nil, pq.errs[ns]
+	}
+	pq.byNS[ns] = newQuotas(list, pq.ev)
+	return pq.byNS[ns], nil
 }
 
 // one converts a buffer object; nil for one this autoscaler leaves alone
