@@ -96,6 +96,9 @@ func run(ctx context.Context, opts *config.Options) error {
 	// every minute until it is).
 	bufferWatch := buffers.NewWatcher(dyn, client)
 	l.Buffers = buffers.New(bufferWatch, dyn, recorder)
+	if opts.CapacityBuffers.PodDryRun {
+		l.Buffers.WithAdmission(buffers.DryRun{Client: client})
+	}
 	autoscale := func(ctx context.Context) error {
 		served, err := observe.Discover(client)
 		if err != nil {

@@ -36,12 +36,22 @@ type Processor struct {
 	src      Source
 	dyn      dynamic.Interface    // nil: no status written (explain)
 	recorder record.EventRecorder // nil: no events
+	admit    *admissions          // nil: no admission check
 }
 
 // New returns a processor reading from src; dyn writes the buffers'
 // status and recorder their events (either may be nil).
 func New(src Source, dyn dynamic.Interface, recorder record.EventRecorder) *Processor {
 	return &Processor{src: src, dyn: dyn, recorder: recorder}
+}
+
+// WithAdmission has every buffer's pod judged by the API server's
+// admission (through api, a server-side dry run) before it holds any
+// capacity; verdicts are kept per buffer, generation and template version
+// for AdmissionRecheck.
+func (p *Processor) WithAdmission(api Admission) *Processor {
+	p.admit = newAdmissions(api)
+	return p
 }
 
 // Input is the pass's state the buffers are served in. The runner's
@@ -88,30 +98,22 @@ func (p *Processor) Run(ctx context.Context, in Input) (*Outcome, error) {
 	for _, t := range in.ClaimTemplates {
 		templates[t.Namespace+"/"+t.Name] = t
 	}
-	quotasOf := map[string]*quotas{}
+	ev := newEvaluators(deviceClasses(in.Runner))
+	pq := &passQuotas{src: p.src, ev: ev, byNS: map[string]*quotas{}, errs: map[string]error{}}
+	seen := map[types.UID]bool{}
 	for _, obj := range sorted(objs) {
 		b := p.one(ctx, obj, in.Now)
 		if b == nil {
 			continue
 		}
+		seen[b.Obj.UID] = true
 		out.Buffers = append(out.Buffers, b)
-		if b.NotReady != "" || !b.Active {
-			continue
-		}
 		ns := b.Obj.Namespace
-		q := quotasOf[ns]
-		if q == nil {
-			list, err := p.src.Quotas(ns)
-			if err != nil {
-				logger.Error(err, "Listing ResourceQuotas failed; buffers of the namespace held unlimited", "namespace", ns)
-			}
-			q = newQuotas(list)
-			quotasOf[ns] = q
-		}
-		usage := quotaUsage(b.Template, func(name string) *resourceapi.ResourceClaimTemplate { return templates[ns+"/"+name] })
-		b.Replicas, b.Quota = q.take(b.Wanted, usage)
-		b.Pods = podsFor(b.Obj, b.Template, b.Replicas)
+		p.size(ctx, b, pq, func(name string) *resourceapi.ResourceClaimTemplate { return templates[ns+"/"+name] }, in.Now)
 		out.Pods = append(out.Pods, b.Pods...)
+	}
+	if p.admit != nil {
+		p.admit.forget(seen)
 	}
 	if len(out.Pods) == 0 {
 		return out, nil
@@ -125,6 +127,65 @@ func (p *Processor) Run(ctx context.Context, in Input) (*Outcome, error) {
 		}
 	}
 	return out, nil
+}
+
+// size decides what the buffer holds in this pass and makes its pods:
+// nothing unless it is ready, inside its windows, admitted, and its
+// namespace's quotas are known; then what the quotas leave.
+func (p *Processor) size(ctx context.Context, b *Buffer, pq *passQuotas, claimTemplate func(name string) *resourceapi.ResourceClaimTemplate, now time.Time) {
+	if b.NotReady != "" || !b.Active {
+		return
+	}
+	if p.admit != nil {
+		if p.admit.check(ctx, b, now); b.NotReady != "" {
+			return
+		}
+	}
+	q, err := pq.of(ctx, b.Obj.Namespace)
+	if err != nil {
+		b.Replicas, b.QuotaErr = 0, err.Error()
+		return
+	}
+	c, err := pq.ev.charge(b.Template, b.Obj.Namespace, claimTemplate)
+	if err != nil {
+		b.NotReady, b.Message = ReasonInvalid, err.Error()
+		return
+	}
+	if b.AdmissionQuota != "" {
+		// The API server's quota admission refused one pod: none fit.
+		b.Replicas, b.Quota = 0, b.AdmissionQuota
+	} else {
+		b.Replicas, b.Quota = q.take(b.Wanted, c)
+	}
+	b.Pods = podsFor(b.Obj, b.Template, b.Replicas)
+}
+
+// passQuotas reads each namespace's quotas once in a pass; its buffers
+// then take from them in turn.
+type passQuotas struct {
+	src  Source
+	ev   evaluators
+	byNS map[string]*quotas
+	errs map[string]error
+}
+
+// of is the namespace's quotas, or why they cannot be known: unknown
+// quotas are no room, never unlimited.
+func (pq *passQuotas) of(ctx context.Context, ns string) (*quotas, error) {
+	if q, ok := pq.byNS[ns]; ok {
+		return q, nil
+	}
+	if err, ok := pq.errs[ns]; ok {
+		return nil, err
+	}
+	list, err := pq.src.Quotas(ns)
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Listing ResourceQuotas failed; the namespace's buffers hold nothing this pass", "namespace", ns)
+		pq.errs[ns] = fmt.Errorf("listing the ResourceQuotas of namespace %s: %w", ns, err)
+		return nil, pq.errs[ns]
+	}
+	pq.byNS[ns] = newQuotas(list, pq.ev)
+	return pq.byNS[ns], nil
 }
 
 // one converts a buffer object; nil for one this autoscaler leaves alone
@@ -223,6 +284,18 @@ func candidates(in Input) []string {
 		}
 	}
 	return out
+}
+
+// deviceClasses are the snapshot's DeviceClasses (none without a runner).
+func deviceClasses(runner *framework.Runner) []*resourceapi.DeviceClass {
+	if runner == nil {
+		return nil
+	}
+	classes, err := runner.Snapshot().DeviceClasses().List()
+	if err != nil {
+		return nil
+	}
+	return classes
 }
 
 func why(rs []report.GroupReason) string {

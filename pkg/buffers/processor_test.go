@@ -69,6 +69,7 @@ type env struct {
 	ctx    context.Context
 	runner *framework.Runner
 	proc   *buffers.Processor
+	src    *buffers.Listers
 	in     buffers.Input
 }
 
@@ -106,7 +107,7 @@ func newEnv(t *testing.T, bufs []*unstructured.Unstructured, kube []runtime.Obje
 	b := backoff.New(5*time.Minute, 30*time.Minute, 3*time.Hour)
 	planner := plan.New(plan.Options{MaxNodesPerScaleUp: 1000, ScaleUpFromZero: true}, estimator.New(runner, estimator.Options{}),
 		expander.Chain{leastwaste.New()}, limits.New(config.Default(), nil), b, nil)
-	return &env{ctx: ctx, runner: runner, proc: buffers.New(src, nil, nil),
+	return &env{ctx: ctx, runner: runner, proc: buffers.New(src, nil, nil), src: src,
 		in: buffers.Input{Runner: runner, Candidates: nodes, Planner: planner, Groups: groups, ClaimTemplates: claimTemplates, Now: now}}
 }
 

@@ -8,8 +8,12 @@
 // node; the others are planned like pending pods, so nodes are added for
 // them. Their DRA claims are simulated from the claim templates, so a
 // buffer can hold devices. ResourceQuotas cut a buffer's replicas
-// (LimitedByQuotas); an annotation of ours limits a buffer to time
-// windows. The leader writes each buffer's status when it changes.
+// (LimitedByQuotas), charged by the API server's own quota evaluators;
+// quotas that cannot be listed leave the namespace's buffers nothing. The
+// API server's admission judges each buffer's pod in a dry run, and a
+// buffer whose pod it rejects holds nothing. An annotation of ours limits
+// a buffer to time windows. The leader writes each buffer's status when
+// it changes.
 package buffers
 
 import (
@@ -48,6 +52,10 @@ type Buffer struct {
 	TemplateRef *v1beta1.LocalObjectRef
 	Generation  *int64
 	Template    *corev1.PodTemplateSpec
+	// TemplateVersion changes whenever the template may have (the
+	// PodTemplate's resourceVersion, the workload's generation): the
+	// admission verdict is kept per version.
+	TemplateVersion string
 	// Wanted is what the spec asks for; Replicas what is held after the
 	// quotas (0 outside the active windows).
 	Wanted, Replicas int32
@@ -60,7 +68,13 @@ type Buffer struct {
 	Until  time.Time
 	// Quota says which quota cut Replicas ("" when none did).
 	Quota string
-	Pods  []*corev1.Pod
+	// QuotaErr says why the namespace's quotas could not be read ("" when
+	// they could); the buffer then holds nothing.
+	QuotaErr string
+	// AdmissionQuota is the API server's quota admission refusing the
+	// buffer's pod in the dry run ("" when it did not).
+	AdmissionQuota string
+	Pods           []*corev1.Pod
 	// What the simulation did: pods on existing or upcoming nodes, pods
 	// planned on new nodes, pods left without room and why.
 	Fit, Planned, Unplaced int
@@ -98,6 +112,7 @@ func resolve(obj *v1beta1.CapacityBuffer, src Source, now time.Time) *Buffer {
 		b.TemplateRef = &v1beta1.LocalObjectRef{Name: t.Name}
 		b.Generation = &t.Generation
 		b.Template = &t.Template
+		b.TemplateVersion = "PodTemplate/" + t.ResourceVersion
 	} else {
 		ref := *obj.Spec.ScalableRef
 		wl, err = src.Workload(obj.Namespace, ref)
@@ -112,6 +127,7 @@ func resolve(obj *v1beta1.CapacityBuffer, src Source, now time.Time) *Buffer {
 		}
 		b.Generation = &wl.Generation
 		b.Template = wl.Template
+		b.TemplateVersion = fmt.Sprintf("%s/%d", ref.Kind, wl.Generation)
 	}
 	n, err := wanted(obj.Spec, wl, templateRequests(b.Template, obj.Namespace))
 	if err != nil {

@@ -57,8 +57,12 @@ func (l *Listers) PodTemplate(namespace, name string) (*corev1.PodTemplate, erro
 	return l.PodTemplates.PodTemplates(namespace).Get(name)
 }
 
-// Quotas lists a namespace's ResourceQuotas.
+// Quotas lists a namespace's ResourceQuotas; without a lister the quotas
+// are unknown, an error (never "no quotas").
 func (l *Listers) Quotas(namespace string) ([]*corev1.ResourceQuota, error) {
+	if l.Quota == nil {
+		return nil, fmt.Errorf("no ResourceQuota lister")
+	}
 	return l.Quota.ResourceQuotas(namespace).List(labels.Everything())
 }
 

@@ -35,6 +35,11 @@ const (
 	EventInvalidCapacityBuff = "InvalidCapacityBuffer"
 )
 
+// ReasonQuotaListFailed (LimitedByQuotas, Provisioning, and the Warning
+// event): the namespace's ResourceQuotas could not be listed; the buffer
+// holds nothing until they can.
+const ReasonQuotaListFailed = "QuotaListFailed"
+
 // Status is the buffer's status as the pass leaves it. failed are the
 // node groups whose scale-up failed in the pass; unsafe says why the pass
 // made no scale-up at all ("" when it could).
@@ -62,6 +67,13 @@ func (b *Buffer) Status(failed map[string]error, unsafe string) v1beta1.Capacity
 			msg += " until " + b.Until.UTC().Format(time.RFC3339)
 		}
 		set(v1beta1.ConditionProvisioning, metav1.ConditionFalse, ReasonOutsideWindows, msg)
+		st.Replicas = ptr.To[int32](0)
+		return st
+	}
+	if b.QuotaErr != "" {
+		msg := "the namespace's ResourceQuotas could not be read, so the buffer holds no capacity: " + b.QuotaErr
+		set(v1beta1.ConditionLimitedByQuotas, metav1.ConditionTrue, ReasonQuotaListFailed, msg)
+		set(v1beta1.ConditionProvisioning, metav1.ConditionFalse, ReasonQuotaListFailed, msg)
 		st.Replicas = ptr.To[int32](0)
 		return st
 	}
@@ -137,7 +149,13 @@ func (p *Processor) Write(ctx context.Context, out *Outcome, results []act.Launc
 		case ReasonCapacityNotFound:
 			p.event(b, corev1.EventTypeNormal, EventNotTriggerScaleUp, prov.Message)
 		case ReasonNotReady:
-			p.event(b, corev1.EventTypeWarning, EventInvalidCapacityBuff, prov.Message)
+			reason := EventInvalidCapacityBuff
+			if b.NotReady == ReasonPodRejected || b.NotReady == ReasonAdmissionUnknown {
+				reason = b.NotReady
+			}
+			p.event(b, corev1.EventTypeWarning, reason, prov.Message)
+		case ReasonQuotaListFailed:
+			p.event(b, corev1.EventTypeWarning, ReasonQuotaListFailed, prov.Message)
 		}
 	}
 }

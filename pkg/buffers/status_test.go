@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/ptr"
 
 	"github.com/dra-autoscaler/dra-autoscaler/apis/capacitybuffer/v1beta1"
@@ -36,6 +37,10 @@ func TestStatus(t *testing.T) {
 	inactive.Active, inactive.Until = false, time.Date(2026, 12, 7, 20, 0, 0, 0, time.UTC)
 	invalid := servedBuffer(0, 0, 0)
 	invalid.NotReady, invalid.Message = ReasonTemplateNotFound, "PodTemplate ns/t not found"
+	unreadable := servedBuffer(0, 0, 0)
+	unreadable.QuotaErr = `resourcequotas is forbidden: cannot list resource "resourcequotas"`
+	rejected := servedBuffer(0, 0, 0)
+	rejected.NotReady, rejected.Message = ReasonPodRejected, "the API server's admission rejects a pod of the buffer's template: ValidatingAdmissionPolicy 'no-gpu' denied request"
 	for _, tc := range []struct {
 		name   string
 		b      *Buffer
@@ -52,6 +57,8 @@ func TestStatus(t *testing.T) {
 		{"limited", limited, nil, "", []string{"ReadyForProvisioning=True/AttributesSetSuccessfully", "LimitedByQuotas=True/QuotaExceeded", "Provisioning=True/CapacityAvailable"}, ""},
 		{"inactive", inactive, nil, "", []string{"ReadyForProvisioning=True/AttributesSetSuccessfully", "Provisioning=False/OutsideActiveWindows"}, "until 2026-12-07T20:00:00Z"},
 		{"not ready", invalid, nil, "", []string{"ReadyForProvisioning=False/PodTemplateNotFound", "Provisioning=False/NotReadyForProvisioning"}, "not found"},
+		{"quotas unreadable", unreadable, nil, "", []string{"ReadyForProvisioning=True/AttributesSetSuccessfully", "LimitedByQuotas=True/QuotaListFailed", "Provisioning=False/QuotaListFailed"}, "cannot list resource"},
+		{"rejected by admission", rejected, nil, "", []string{"ReadyForProvisioning=False/PodRejectedByAdmission", "Provisioning=False/NotReadyForProvisioning"}, "ValidatingAdmissionPolicy 'no-gpu'"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := tc.b.Status(tc.failed, tc.unsafe)
@@ -109,5 +116,51 @@ func TestWriteOnlyChanges(t *testing.T) {
 	p.Write(context.Background(), out, nil, "")
 	if patches() != 1 {
 		t.Errorf("%d status patches after an unchanged pass, want still 1", patches())
+	}
+}
+
+// A buffer that holds nothing because of its namespace's quotas or its
+// pod's admission gets a Warning event naming why, once.
+func TestWriteWarnsWhyNothingIsHeld(t *testing.T) {
+	unreadable := servedBuffer(0, 0, 0)
+	unreadable.QuotaErr = "resourcequotas is forbidden"
+	rejected := servedBuffer(0, 0, 0)
+	rejected.Obj = rejected.Obj.DeepCopy()
+	rejected.Obj.Name = "r"
+	rejected.NotReady, rejected.Message = ReasonPodRejected, "ValidatingAdmissionPolicy 'no-gpu' denied request"
+	var objs []runtime.Object
+	for _, b := range []*Buffer{unreadable, rejected} {
+		obj, _ := runtime.DefaultUnstructuredConverter.ToUnstructured(b.Obj)
+		u := &unstructured.Unstructured{Object: obj}
+		u.SetAPIVersion(v1beta1.SchemeGroupVersion.String())
+		u.SetKind(v1beta1.Kind)
+		objs = append(objs, u)
+	}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{v1beta1.Resource: "CapacityBufferList"}, objs...)
+	recorder := record.NewFakeRecorder(10)
+	p := New(nil, dyn, recorder)
+	out := &Outcome{Buffers: []*Buffer{unreadable, rejected}}
+	p.Write(context.Background(), out, nil, "")
+	var events []string
+	for len(recorder.Events) > 0 {
+		events = append(events, <-recorder.Events)
+	}
+	want := []string{"Warning QuotaListFailed ", "Warning PodRejectedByAdmission "}
+	if len(events) != len(want) {
+		t.Fatalf("events %q, want %q", events, want)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(events[i], w) {
+			t.Errorf("event %q, want %q...", events[i], w)
+		}
+	}
+	if !strings.Contains(events[1], "'no-gpu'") || !strings.Contains(events[0], "forbidden") {
+		t.Errorf("events %q do not say why", events)
+	}
+	// The next pass reads its status back: nothing new to tell.
+	unreadable.Obj.Status, rejected.Obj.Status = unreadable.Status(nil, ""), rejected.Status(nil, "")
+	p.Write(context.Background(), out, nil, "")
+	if n := len(recorder.Events); n != 0 {
+		t.Errorf("%d more event(s) for an unchanged pass", n)
 	}
 }

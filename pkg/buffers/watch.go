@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -24,9 +25,12 @@ import (
 const rediscoverEvery = time.Minute
 
 // Watcher watches the buffers (a dynamic informer: no generated
-// clientset) and, once the CRD is served, what they name: PodTemplates,
-// workloads and ResourceQuotas. Without the CRD it starts nothing and
-// lists no buffer.
+// clientset) and, once the CRD is served, what they name: PodTemplates
+// and workloads. ResourceQuotas are listed per namespace when asked, not
+// watched: the autoscaler may be allowed to read them in some namespaces
+// only (RBAC per namespace), and a namespace it cannot read must fail on
+// its own, not take every namespace's quotas with it. Without the CRD it
+// starts nothing and lists no buffer.
 type Watcher struct {
 	dyn    dynamic.Interface
 	client kubernetes.Interface
@@ -85,7 +89,6 @@ func (w *Watcher) ensure(timeout time.Duration) error {
 	core := informers.NewSharedInformerFactory(w.client, 0)
 	l := &Listers{
 		PodTemplates: core.Core().V1().PodTemplates().Lister(),
-		Quota:        core.Core().V1().ResourceQuotas().Lister(),
 		Deployments:  core.Apps().V1().Deployments().Lister(),
 		ReplicaSets:  core.Apps().V1().ReplicaSets().Lister(),
 		StatefulSets: core.Apps().V1().StatefulSets().Lister(),
@@ -152,13 +155,30 @@ func (w *Watcher) Workload(namespace string, ref v1beta1.ScalableRef) (*Workload
 	return l.Workload(namespace, ref)
 }
 
-// Quotas lists a namespace's ResourceQuotas.
+// quotaListTimeout bounds one namespace's quota listing in a pass.
+const quotaListTimeout = 10 * time.Second
+
+// Quotas lists a namespace's ResourceQuotas from the API server (from its
+// watch cache: resourceVersion 0). An error, a refusal by RBAC included,
+// is the caller's to treat as no room.
 func (w *Watcher) Quotas(namespace string) ([]*corev1.ResourceQuota, error) {
-	l := w.current()
-	if l == nil {
+	if w.current() == nil {
 		return nil, errNotWatching
 	}
-	return l.Quotas(namespace)
+	w.mu.Lock()
+	ctx := w.ctx
+	w.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, quotaListTimeout)
+	defer cancel()
+	list, err := w.client.CoreV1().ResourceQuotas(namespace).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*corev1.ResourceQuota, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, &list.Items[i])
+	}
+	return out, nil
 }
 
 var errNotWatching = errors.New("CapacityBuffers are not watched (CRD not served)")

@@ -89,6 +89,7 @@ func (o *Options) addFlags(fs *pflag.FlagSet) *rawFlags {
 	raw.scaleDown = o.ScaleDown.addFlags(fs)
 	o.ExplainOptions.addFlags(fs)
 	o.ProvisioningRequests.addFlags(fs)
+	o.CapacityBuffers.addFlags(fs)
 	o.Nominations.addFlags(fs)
 	o.Reservations.addFlags(fs)
 	o.Balancing.addFlags(fs)

@@ -113,6 +113,7 @@ type Options struct {
 	ScaleDown ScaleDownOptions
 	ExplainOptions
 	ProvisioningRequests ProvisioningRequestOptions
+	CapacityBuffers      CapacityBufferOptions
 	Reservations         ReservationOptions
 	Nominations          NominationOptions
 
@@ -169,6 +170,7 @@ func Default() *Options {
 		ExplainOptions:   DefaultExplain(),
 
 		ProvisioningRequests: DefaultProvisioningRequestOptions(),
+		CapacityBuffers:      DefaultCapacityBufferOptions(),
 		Reservations:         defaultReservationOptions(),
 		Nominations:          DefaultNominations(),
 

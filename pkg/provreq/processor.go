@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
@@ -61,6 +62,9 @@ func NewProcessor(opts Options, requests provlisters.ProvisioningRequestLister, 
 	client StatusClient, planner GangPlanner, actuator ScaleUpLauncher, recorder record.EventRecorder) *Processor {
 	if opts.TemplateGrace == 0 {
 		opts.TemplateGrace = DefaultTemplateGrace
+	}
+	if opts.MaxPods <= 0 {
+		opts.MaxPods = config.DefaultMaxPodsPerProvisioningRequest
 	}
 	return &Processor{opts: opts, requests: requests, templates: templates, client: client,
 		planner: planner, actuator: actuator, recorder: recorder, misses: map[types.UID]int{}}

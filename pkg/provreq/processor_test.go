@@ -92,6 +92,11 @@ type env struct {
 }
 
 func newEnv(t testing.TB, groups []*nodegroups.Info, reqs []*v1.ProvisioningRequest, templates []*corev1.PodTemplate, objs ...any) *env {
+	return newEnvWith(t, provreq.Options{BookingDuration: 10 * time.Minute}, groups, reqs, templates, objs...)
+}
+
+// newEnvWith is newEnv with the processor's options.
+func newEnvWith(t testing.TB, opts provreq.Options, groups []*nodegroups.Info, reqs []*v1.ProvisioningRequest, templates []*corev1.PodTemplate, objs ...any) *env {
 	_, ctx := ktesting.NewTestContext(t)
 	runner, err := framework.New(ctx, framework.Options{})
 	if err != nil {
@@ -117,7 +122,7 @@ func newEnv(t testing.TB, groups []*nodegroups.Info, reqs []*v1.ProvisioningRequ
 	b := backoff.New(5*time.Minute, 30*time.Minute, 3*time.Hour)
 	planner := plan.New(plan.Options{MaxNodesPerScaleUp: 1000, ScaleUpFromZero: true}, estimator.New(runner, estimator.Options{}),
 		expander.Chain{leastwaste.New()}, limits.New(config.Default(), nil), b, nil)
-	e.proc = provreq.NewProcessor(provreq.Options{BookingDuration: 10 * time.Minute},
+	e.proc = provreq.NewProcessor(opts,
 		provlisters.NewProvisioningRequestLister(reqIndex), corelisters.NewPodTemplateLister(tmplIndex),
 		e.client, planner, act.New(track.New(15*time.Minute, b), b), e.recorder)
 	return e

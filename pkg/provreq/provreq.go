@@ -44,6 +44,10 @@ const (
 	MessageExpired                       = "ProvisioningRequest is expired"
 )
 
+// ReasonTooManyPods is ours (Failed, and its Warning event): the request
+// asks for more pods than --max-pods-per-provisioning-request.
+const ReasonTooManyPods = "TooManyPods"
+
 // Expiration is how long a request may stay unprovisioned before it is
 // Failed (upstream's defaultExpirationTime).
 const Expiration = 7 * 24 * time.Hour
@@ -63,6 +67,8 @@ type Options struct {
 	// not exist before it is Failed: Kueue creates the templates right
 	// after the request (they are owned by it).
 	TemplateGrace time.Duration
+	// MaxPods bounds the pods of one request (0: the flag's default).
+	MaxPods int
 }
 
 // DefaultTemplateGrace is the grace for missing PodTemplates.

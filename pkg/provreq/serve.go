@@ -57,9 +57,19 @@ func (p *Processor) serve(ctx context.Context, pr *v1.ProvisioningRequest, in Pr
 		return u
 	}
 	u.set(pr, in, v1.Accepted, metav1.ConditionTrue, ReasonAccepted, MessageAccepted)
-	pods, err := PodsFor(pr, p.templates)
+	pods, err := PodsFor(pr, p.templates, p.opts.MaxPods)
 	if err != nil {
 		var missing *MissingTemplateError
+		var tooMany *TooManyPodsError
+		if errors.As(err, &tooMany) {
+			// Failed, not Provisioned=False: it will not fit the bound
+			// later either, and Kueue tells the workload at once.
+			logger.Info("ProvisioningRequest asks for too many pods; not simulated", "pods", tooMany.Pods, "max", tooMany.Max)
+			if u.set(pr, in, v1.Failed, metav1.ConditionTrue, ReasonTooManyPods, err.Error()) {
+				u.event(corev1.EventTypeWarning, ReasonTooManyPods, err.Error())
+			}
+			return u
+		}
 		if errors.As(err, &missing) && in.Now.Sub(pr.CreationTimestamp.Time) < p.opts.TemplateGrace {
 			logger.V(2).Info("PodTemplate not there yet; waiting", "err", err)
 			return u

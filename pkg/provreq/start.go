@@ -39,9 +39,9 @@ func Start(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, opt
 	if err := inf.Start(ctx, 2*time.Minute); err != nil {
 		return nil, err
 	}
-	p := NewProcessor(Options{BookingDuration: opts.BookingDuration}, inf.Requests, inf.Templates, TypedStatusClient{client.AutoscalingV1()}, planner, actuator, recorder)
+	p := NewProcessor(Options{BookingDuration: opts.BookingDuration, MaxPods: opts.MaxPods}, inf.Requests, inf.Templates, TypedStatusClient{client.AutoscalingV1()}, planner, actuator, recorder)
 	p.informers = inf
-	logger.Info("Serving ProvisioningRequests", "bookingDuration", opts.BookingDuration)
+	logger.Info("Serving ProvisioningRequests", "bookingDuration", opts.BookingDuration, "maxPods", opts.MaxPods)
 	return p, nil
 }
 
