@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -79,21 +79,16 @@ func (l *fencedLock) stamp(err error, r resourcelock.LeaderElectionRecord, at ti
 	}
 }
 
+// errNotLeading refuses the writes of a replica that lost the lease.
+var errNotLeading = errors.New("this replica does not hold the leader lease")
+
 // wrap is a transport that refuses every write while the lease is not
 // held; reads pass.
 func (f *leaseFence) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		switch req.Method {
-		case http.MethodGet, http.MethodHead, http.MethodOptions:
-		default:
-			if !f.Held() {
-				return nil, fmt.Errorf("%s %s refused: this replica does not hold the leader lease", req.Method, req.URL.Path)
-			}
+	return writesIf(rt, func() error {
+		if f.Held() {
+			return nil
 		}
-		return rt.RoundTrip(req)
+		return errNotLeading
 	})
 }
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

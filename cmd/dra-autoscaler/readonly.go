@@ -29,21 +29,35 @@ const (
 // access reviews): none is let through.
 func readOnlyConfig(cfg *rest.Config) *rest.Config {
 	out := rest.CopyConfig(cfg)
-	out.Wrap(func(rt http.RoundTripper) http.RoundTripper { return readOnlyTransport{next: rt} })
+	out.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+		return writesIf(rt, func() error { return cloudprovider.ErrReadOnly })
+	})
 	return out
 }
 
-// readOnlyTransport refuses every request but the reads.
-type readOnlyTransport struct{ next http.RoundTripper }
+// writesIf is a transport that sends reads (GET, watches included, HEAD,
+// OPTIONS) and sends any other request only while refused returns nil;
+// otherwise the request fails unsent with that error.
+func writesIf(next http.RoundTripper, refused func() error) http.RoundTripper {
+	return writeGate{next: next, refused: refused}
+}
 
-func (t readOnlyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+type writeGate struct {
+	next    http.RoundTripper
+	refused func() error
+}
+
+func (t writeGate) RoundTrip(req *http.Request) (*http.Response, error) {
 	switch req.Method {
 	case http.MethodGet, http.MethodHead, http.MethodOptions:
 		return t.next.RoundTrip(req)
 	}
-	if req.Body != nil {
-		// RoundTrip must close the body, even of a request not sent.
-		_ = req.Body.Close()
+	if err := t.refused(); err != nil {
+		if req.Body != nil {
+			// RoundTrip must close the body, even of a request not sent.
+			_ = req.Body.Close()
+		}
+		return nil, fmt.Errorf("%s %s not sent: %w", req.Method, req.URL.Path, err)
 	}
-	return nil, fmt.Errorf("%s %s not sent: %w", req.Method, req.URL.Path, cloudprovider.ErrReadOnly)
+	return t.next.RoundTrip(req)
 }
