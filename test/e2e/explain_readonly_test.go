@@ -26,11 +26,7 @@ func TestExplainReadOnlyOverExternalGRPC(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t)
 	cpu := s.cpuGroup("cpu", 2)
-	kp, err := kwok.New(s.c.Client, &kwok.Config{NodeGroups: []kwok.NodeGroupConfig{cpu}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kp.Cleanup() })
+	kp := s.kwokBehindGRPC(t, cpu)
 	cloudConfig, rec := framework.ServeGRPCWith(t, kp, framework.GRPCServeOptions{TearDownOnCleanup: true})
 	a := s.c.StartAutoscaler(t, kwok.Config{}, "--cloud-provider=externalgrpc", "--cloud-config="+cloudConfig, "--namespace="+s.ns)
 

@@ -106,11 +106,7 @@ func TestExternalGRPCBadInput(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t)
 	cpu := s.cpuGroup("cpu", 2)
-	kp, err := kwok.New(s.c.Client, &kwok.Config{NodeGroups: []kwok.NodeGroupConfig{cpu}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kp.Cleanup() })
+	kp := s.kwokBehindGRPC(t, cpu)
 	noID := s.ns + "-no-id"
 	negMin := &answerGroup{id: s.group("neg-min"), min: -1, max: 3}
 	inverted := &answerGroup{id: s.group("inverted"), min: 3, max: 2}

@@ -29,6 +29,19 @@ func (s *scenario) startOverGRPC(t *testing.T, serverArgs []string, groups []kwo
 	return srv, a
 }
 
+// kwokBehindGRPC is a kwok provider over the test's groups, for a gRPC
+// server the test runs in-process (framework.ServeGRPCWith); it is cleaned
+// up with the test.
+func (s *scenario) kwokBehindGRPC(t *testing.T, groups ...kwok.NodeGroupConfig) *kwok.Provider {
+	t.Helper()
+	kp, err := kwok.New(s.c.Client, &kwok.Config{NodeGroups: groups})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kp.Cleanup() })
+	return kp
+}
+
 // Scale from zero through the extension's template: no node of the GPU
 // group exists, so the ResourceSlices the simulator needs come only from
 // NodeGroupTemplate. The real scheduler binds the pods on one new node,

@@ -157,31 +157,11 @@ func TestGracefulHandovers(t *testing.T) {
 	p.launch(t, 1)
 	const rounds = 10
 	handovers := 0
-	for i := range rounds {
-		name := fmt.Sprintf("g%d", i)
-		s.gang(t, name, 4, "") // 4 one-GPU members: 2 nodes
-		asked := fmt.Sprintf(`gang="%s/%s"`, s.ns, name)
-		framework.Eventually(s.ctx, t, 2*time.Minute, name+": the leader asked for its nodes", func(ctx context.Context) (bool, string, error) {
-			return strings.Contains(grepLines(p.procs[p.leader].Log(), `"Scale-up"`), asked), "", nil
-		})
+	handover := func() {
 		p.handover(t, handovers%2 == 0)
 		handovers++
-		framework.Eventually(s.ctx, t, 2*time.Minute, name+" Running", func(ctx context.Context) (bool, string, error) {
-			pods, err := s.c.Client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, "", err
-			}
-			c := gangRunning(pods.Items)[name]
-			return c[0] == 4, fmt.Sprintf("%d/%d", c[0], c[1]), nil
-		})
-		nodes, err := s.groupNodes(s.ctx, g.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := 2 * (i + 1); len(nodes) != want {
-			t.Fatalf("after %d gangs and %d handovers: %d nodes, want exactly %d", i+1, handovers, len(nodes), want)
-		}
 	}
+	s.gangsAcrossHandovers(t, g, rounds, func() string { return p.procs[p.leader].Log() }, handover)
 	// Pods that prefer the nodes of the gangs about to finish: once the
 	// gangs go, those nodes are drained (evictions) rather than emptied.
 	nodes, err := s.groupNodes(s.ctx, g.Name)
@@ -207,32 +187,7 @@ func TestGracefulHandovers(t *testing.T) {
 			Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: finishing}}}}}}}
 	s.replicas(t, "movable", 6, movable)
 	s.readyReplicas(t, 2*time.Minute, map[string]int32{"movable": 6})
-	for i := range rounds / 2 {
-		for j := range 4 {
-			if err := s.c.Client.CoreV1().Pods(s.ns).Delete(s.ctx, fmt.Sprintf("g%d-%d", i, j), metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	for k := 0; k < rounds; k++ {
-		_, total, err := s.tainted(s.ctx, g.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if total <= rounds {
-			break // every finished gang's node is gone
-		}
-		framework.Eventually(s.ctx, t, 2*time.Minute, "a node being removed", func(ctx context.Context) (bool, string, error) {
-			tainted, total, err := s.tainted(ctx, g.Name)
-			return len(tainted) > 0 || total <= rounds, fmt.Sprintf("%d nodes, tainted %v", total, tainted), err
-		})
-		p.handover(t, handovers%2 == 0)
-		handovers++
-	}
-	framework.Eventually(s.ctx, t, 3*time.Minute, "exactly the running gangs' nodes, none tainted or cordoned", func(ctx context.Context) (bool, string, error) {
-		tainted, total, err := s.tainted(ctx, g.Name)
-		return total == rounds && len(tainted) == 0, fmt.Sprintf("%d nodes, tainted %v", total, tainted), err
-	})
+	s.removalsAcrossHandovers(t, g, rounds, handover)
 	s.readyReplicas(t, 2*time.Minute, map[string]int32{"movable": 6})
 	if len(p.acted) > 0 {
 		t.Errorf("replicas acted after losing the lease:\n%s", strings.Join(p.acted, "\n"))

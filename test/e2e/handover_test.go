@@ -32,12 +32,79 @@ func (r *replicas) start(t *testing.T) {
 	})
 }
 
-// killWhen SIGKILLs the leader as soon as cond holds, and starts the next.
-func (r *replicas) killWhen(t *testing.T, what string, cond func(ctx context.Context) (bool, string, error)) {
-	framework.Eventually(r.s.ctx, t, 2*time.Minute, what, cond)
+// kill SIGKILLs the leader and starts the next.
+func (r *replicas) kill(t *testing.T) {
 	r.leader.Kill()
 	r.kills++
 	r.start(t)
+}
+
+// gangsAcrossHandovers runs gangs g0..g<rounds-1> of four one-GPU members
+// (two nodes each) on group g, one after the other: once the leader of
+// the moment (leaderLog) asked for a gang's nodes, handover passes the
+// lease on; the gang must then run on exactly its own nodes, the next
+// leader finding the instances the last one asked for (no double
+// scale-up).
+func (s *scenario) gangsAcrossHandovers(t *testing.T, g kwok.NodeGroupConfig, rounds int, leaderLog func() string, handover func()) {
+	t.Helper()
+	for i := range rounds {
+		name := fmt.Sprintf("g%d", i)
+		s.gang(t, name, 4, "")
+		asked := fmt.Sprintf(`gang="%s/%s"`, s.ns, name)
+		framework.Eventually(s.ctx, t, 2*time.Minute, name+": the leader asked for its nodes", func(ctx context.Context) (bool, string, error) {
+			return strings.Contains(grepLines(leaderLog(), `"Scale-up"`), asked), "", nil
+		})
+		handover()
+		framework.Eventually(s.ctx, t, 2*time.Minute, name+" Running", func(ctx context.Context) (bool, string, error) {
+			pods, err := s.c.Client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, "", err
+			}
+			c := gangRunning(pods.Items)[name]
+			return c[0] == 4, fmt.Sprintf("%d/%d", c[0], c[1]), nil
+		})
+		nodes, err := s.groupNodes(s.ctx, g.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := 2 * (i + 1); len(nodes) != want {
+			t.Fatalf("after %d gangs and as many handovers: %d nodes, want exactly %d", i+1, len(nodes), want)
+		}
+	}
+}
+
+// removalsAcrossHandovers ends the first half of the gangs and passes the
+// lease on in the middle of removals, up to rounds times, until only the
+// other half's nodes are left, none tainted or cordoned.
+func (s *scenario) removalsAcrossHandovers(t *testing.T, g kwok.NodeGroupConfig, rounds int, handover func()) {
+	t.Helper()
+	for i := range rounds / 2 {
+		for j := range 4 {
+			name := fmt.Sprintf("g%d-%d", i, j)
+			if err := s.c.Client.CoreV1().Pods(s.ns).Delete(s.ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	keep := rounds // the remaining gangs' nodes
+	for range rounds {
+		_, total, err := s.tainted(s.ctx, g.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if total <= keep {
+			break // every idle node is gone
+		}
+		framework.Eventually(s.ctx, t, 2*time.Minute, "a node being removed", func(ctx context.Context) (bool, string, error) {
+			tainted, total, err := s.tainted(ctx, g.Name)
+			return len(tainted) > 0 || total <= keep, fmt.Sprintf("%d nodes, tainted %v", total, tainted), err
+		})
+		handover()
+	}
+	framework.Eventually(s.ctx, t, 3*time.Minute, "exactly the running gangs' nodes, none tainted or cordoned", func(ctx context.Context) (bool, string, error) {
+		tainted, total, err := s.tainted(ctx, g.Name)
+		return total == keep && len(tainted) == 0, fmt.Sprintf("%d nodes, tainted %v", total, tainted), err
+	})
 }
 
 // tainted are the group's nodes carrying the scale-down taint or cordoned.
@@ -74,61 +141,10 @@ func TestLeaderKilledMidScaleUpAndDrain(t *testing.T) {
 		"--scale-down-delay-after-delete=0s", "--scale-down-delay-after-failure=0s"}}
 	r.start(t)
 	const rounds = 10
-	for i := range rounds {
-		name := fmt.Sprintf("g%d", i)
-		s.gang(t, name, 4, "") // 4 one-GPU members: 2 nodes
-		asked := fmt.Sprintf(`gang="%s/%s"`, s.ns, name)
-		r.killWhen(t, name+": the leader asked for its nodes", func(ctx context.Context) (bool, string, error) {
-			for _, l := range strings.Split(r.leader.Log(), "\n") {
-				if strings.Contains(l, `"Scale-up"`) && strings.Contains(l, asked) {
-					return true, "", nil
-				}
-			}
-			return false, "", nil
-		})
-		framework.Eventually(s.ctx, t, 2*time.Minute, name+" Running", func(ctx context.Context) (bool, string, error) {
-			pods, err := s.c.Client.CoreV1().Pods(s.ns).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				return false, "", err
-			}
-			c := gangRunning(pods.Items)[name]
-			return c[0] == 4, fmt.Sprintf("%d/%d", c[0], c[1]), nil
-		})
-		nodes, err := s.groupNodes(s.ctx, g.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if want := 2 * (i + 1); len(nodes) != want {
-			t.Fatalf("after %d gangs and %d kills: %d nodes, want exactly %d", i+1, r.kills, len(nodes), want)
-		}
-	}
+	s.gangsAcrossHandovers(t, g, rounds, func() string { return r.leader.Log() }, func() { r.kill(t) })
 	// Half the gangs finish: their 10 nodes go, a kill in the middle of
 	// each removal.
-	for i := range rounds / 2 {
-		for j := range 4 {
-			name := fmt.Sprintf("g%d-%d", i, j)
-			if err := s.c.Client.CoreV1().Pods(s.ns).Delete(s.ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	for k := 0; k < rounds; k++ {
-		_, total, err := s.tainted(s.ctx, g.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if total <= rounds {
-			break // every idle node is gone
-		}
-		r.killWhen(t, "a node being removed", func(ctx context.Context) (bool, string, error) {
-			tainted, total, err := s.tainted(ctx, g.Name)
-			return len(tainted) > 0 || total <= rounds, fmt.Sprintf("%d nodes, tainted %v", total, tainted), err
-		})
-	}
-	framework.Eventually(s.ctx, t, 2*time.Minute, "exactly the running gangs' nodes, none tainted or cordoned", func(ctx context.Context) (bool, string, error) {
-		tainted, total, err := s.tainted(ctx, g.Name)
-		return total == rounds && len(tainted) == 0, fmt.Sprintf("%d nodes, tainted %v", total, tainted), err
-	})
+	s.removalsAcrossHandovers(t, g, rounds, func() { r.kill(t) })
 	pods, _ := s.c.Client.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{})
 	running := 0
 	for _, p := range pods.Items {

@@ -22,11 +22,7 @@ func TestExternalGRPCRequiresTLSUnlessInsecure(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t)
 	cpu := s.cpuGroup("cpu", 2)
-	kp, err := kwok.New(s.c.Client, &kwok.Config{NodeGroups: []kwok.NodeGroupConfig{cpu}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = kp.Cleanup() })
+	kp := s.kwokBehindGRPC(t, cpu)
 	plain, rec := framework.ServeGRPCWith(t, kp, framework.GRPCServeOptions{Insecure: true})
 	address := readAddress(t, plain)
 	dir := t.TempDir()
