@@ -56,7 +56,7 @@ test-unit:
 
 # The loop, its stages, scale-down, drains, the binary's wiring and the
 # providers run goroutines: they are tested with -race too.
-RACE_PKGS := ./pkg/loop/... ./pkg/stages/... ./pkg/scaleup/... ./pkg/scaledown/... ./pkg/drain/... ./cmd/... ./cloudprovider/...
+RACE_PKGS := ./pkg/loop/... ./pkg/stages/... ./pkg/scaleup/... ./pkg/scaledown/... ./pkg/drain/... ./pkg/safety/... ./cmd/... ./cloudprovider/...
 test-race:
 	$(GO) test $(TEST_FLAGS) -race -timeout 30m $(RACE_PKGS)
 

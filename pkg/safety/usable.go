@@ -21,6 +21,9 @@ import (
 // that the node is no failed scale-up, however unusable it is now.
 const UsableAnnotation = "autoscaling.dra-autoscaler.io/usable-since"
 
+// MarksPerPass bounds the marks queued by one Mark call (one pass).
+const MarksPerPass = 10
+
 // UsableSince tells whether the node carries UsableAnnotation, and since
 // when. A value that is not a time still marks the node: someone meant to
 // say it was usable, and keeping a node is the cheaper mistake.
@@ -37,10 +40,14 @@ func UsableSince(n *corev1.Node) (time.Time, bool) {
 }
 
 // Marker writes UsableAnnotation on the nodes it is given, in the
-// background: the first pass of a large cluster has thousands to mark and
-// must not wait for them (each is one API call at the client's QPS). A
-// node is written once per process; one whose write failed is tried again
-// when it is given again.
+// background, at most MarksPerPass of them per pass: the marks share the
+// autoscaler's client, whose QPS (--kube-client-qps, 5 by default) the
+// loop's own writes (taints, evictions, nominations) need. A new node is
+// marked in the pass that first sees it usable; the thousands of nodes of
+// a cluster the autoscaler is installed on are marked over many passes
+// (until then this process alone knows them usable, as before the
+// annotation existed). A node is written once per process; one whose
+// write failed is tried again when it is given again.
 type Marker struct {
 	client kubernetes.Interface
 
@@ -64,10 +71,15 @@ func (m *Marker) Mark(ctx context.Context, nodes []*corev1.Node, now time.Time) 
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	queued := 0
 	for _, n := range nodes {
+		if queued == MarksPerPass {
+			break
+		}
 		if _, ok := UsableSince(n); ok || m.done[n.Name] {
 			continue
 		}
+		queued++
 		m.done[n.Name] = true
 		m.at[n.Name] = now
 		m.queue = append(m.queue, n.Name)

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
@@ -190,6 +191,7 @@ func (t *Tracker) InFlight() []Request {
 // that failed before.
 func (t *Tracker) Update(ctx context.Context, groups []*nodegroups.Info, now time.Time) []Failure {
 	views := make(map[string]*view, len(groups))
+	var usable []*corev1.Node
 	for _, g := range groups {
 		v := observe(g)
 		if v.listErr != nil {
@@ -198,8 +200,9 @@ func (t *Tracker) Update(ctx context.Context, groups []*nodegroups.Info, now tim
 		}
 		views[g.Id] = v
 		t.markUsable(v)
-		t.marker.Mark(ctx, g.Ready, now)
+		usable = append(usable, g.Ready...)
 	}
+	t.marker.Mark(ctx, usable, now)
 	t.retryRemovals(ctx, views, now)
 	// Gangs first: an attempt past its deadline is undone as a whole
 	// before its instances are judged one by one.
