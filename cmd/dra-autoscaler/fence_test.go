@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,6 +32,17 @@ func TestLeaseFenceDropsWhenTheLeaseIsLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	client := fake.NewClientset()
+	// Once another replica took the lease over, this replica's writes of
+	// it conflict, as the API server's resourceVersion check makes them
+	// (the fake does not). Installed before anything runs: reactors are
+	// not safe to add while the fake is in use.
+	var takenOver atomic.Bool
+	client.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if !takenOver.Load() {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), "autoscaler", errors.New("the object has been modified"))
+	})
 	fence := newLeaseFence(true, opts.LeaderElection.RenewDeadline.Duration)
 	if fence.Held() {
 		t.Fatal("held before any lease was written")
@@ -64,11 +76,7 @@ func TestLeaseFenceDropsWhenTheLeaseIsLost(t *testing.T) {
 	if _, err := client.CoordinationV1().Leases("kube-system").Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// From now on this replica's writes of the lease conflict, as the API
-	// server's resourceVersion check makes them (the fake does not).
-	client.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
-		return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), "autoscaler", errors.New("the object has been modified"))
-	})
+	takenOver.Store(true)
 	deadline := time.Now().Add(10 * time.Second)
 	for fence.Held() {
 		if time.Now().After(deadline) {
