@@ -105,6 +105,11 @@ func (a *admissions) check(ctx context.Context, b *Buffer, now time.Time) {
 			// is not remembered; the next pass asks again.
 			b.AdmissionQuota = "the API server's quota admission: " + err.Error()
 			return
+		case namespaceGoing:
+			// Nothing will run there again: the buffer holds nothing.
+			logger.V(4).Info("Capacity buffer's namespace is being deleted; it holds nothing")
+			b.NotReady, b.Message = ReasonAdmissionUnknown, "the buffer's namespace is being deleted"
+			return
 		default:
 			logger.Info("Capacity buffer pod could not be judged by admission", "err", err, "earlierVerdict", known)
 			if !known {
@@ -133,6 +138,7 @@ const (
 	admitted verdictKind = iota
 	rejected
 	quotaExceeded
+	namespaceGoing
 	unknown
 )
 
@@ -140,7 +146,8 @@ const (
 // pod (4xx: forbidden by a policy, plugin or webhook, invalid, a webhook
 // that cannot take a dry run) are verdicts; the rest (no answer, 5xx such
 // as a webhook that failed, throttling, timeouts, the autoscaler's own
-// credentials refused) say nothing about the pod.
+// credentials refused or its RBAC short of creating pods) say nothing
+// about the pod. A namespace being deleted takes no pod at all.
 func classify(err error) verdictKind {
 	if err == nil {
 		return admitted
@@ -149,10 +156,16 @@ func classify(err error) verdictKind {
 	if !errors.As(err, &status) {
 		return unknown
 	}
-	code := status.Status().Code
+	code, msg := status.Status().Code, status.Status().Message
 	switch {
-	case code == http.StatusForbidden && strings.Contains(status.Status().Message, "exceeded quota:"):
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		return namespaceGoing
+	case code == http.StatusForbidden && strings.Contains(msg, "exceeded quota:"):
 		return quotaExceeded
+	case code == http.StatusForbidden && strings.Contains(msg, `cannot create resource "pods"`):
+		// RBAC's answer about the autoscaler, not admission's about
+		// the pod.
+		return unknown
 	case code == http.StatusUnauthorized, code == http.StatusRequestTimeout, code == http.StatusTooManyRequests:
 		return unknown
 	case code >= 400 && code < 500:

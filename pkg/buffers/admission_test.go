@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -39,6 +40,12 @@ var (
 	noDry   = apierrors.NewBadRequest(`admission webhook "audit.example.com" does not support dry run`)
 	quota   = apierrors.NewForbidden(podsResource, "", errors.New("exceeded quota: team-pods, requested: pods=1, used: pods=4, limited: pods=4"))
 	down    = apierrors.NewInternalError(errors.New(`failed calling webhook "audit.example.com": connection refused`))
+	noRBAC  = apierrors.NewForbidden(podsResource, "", errors.New(`User "system:serviceaccount:kube-system:dra-autoscaler" cannot create resource "pods" in API group "" in the namespace "team"`))
+	goingNS = func() error {
+		err := apierrors.NewForbidden(podsResource, "", errors.New("unable to create new content in namespace team because it is being terminated"))
+		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Message: "namespace team is being terminated"}}
+		return err
+	}()
 	errLost = errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
 )
 
@@ -87,6 +94,13 @@ func TestAdmission(t *testing.T) {
 			{0, down, false, 1, 0, buffers.ReasonAdmissionUnknown, "connection refused"},
 			{time.Second, errLost, false, 2, 0, buffers.ReasonAdmissionUnknown, "connection refused"},
 			{2 * time.Second, nil, false, 3, 2, "", ""},
+		}},
+		{"the autoscaler's own RBAC says nothing about the pod", []pass{
+			{0, noRBAC, false, 1, 0, buffers.ReasonAdmissionUnknown, `cannot create resource "pods"`},
+		}},
+		{"a namespace being deleted holds nothing, and is no verdict", []pass{
+			{0, goingNS, false, 1, 0, buffers.ReasonAdmissionUnknown, "namespace is being deleted"},
+			{time.Second, nil, false, 2, 2, "", ""},
 		}},
 		{"no answer keeps the last verdict", []pass{
 			{0, nil, false, 1, 2, "", ""},
