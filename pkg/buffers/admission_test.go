@@ -40,7 +40,7 @@ var (
 	noDry   = apierrors.NewBadRequest(`admission webhook "audit.example.com" does not support dry run`)
 	quota   = apierrors.NewForbidden(podsResource, "", errors.New("exceeded quota: team-pods, requested: pods=1, used: pods=4, limited: pods=4"))
 	down    = apierrors.NewInternalError(errors.New(`failed calling webhook "audit.example.com": connection refused`))
-	noRBAC  = apierrors.NewForbidden(podsResource, "", errors.New(`User "system:serviceaccount:kube-system:dra-autoscaler" cannot create resource "pods" in API group "" in the namespace "team"`))
+	noRBAC  = apierrors.NewForbidden(podsResource, "", errors.New(`user "system:serviceaccount:kube-system:dra-autoscaler" cannot create resource "pods" in API group "" in the namespace "team"`))
 	goingNS = func() error {
 		err := apierrors.NewForbidden(podsResource, "", errors.New("unable to create new content in namespace team because it is being terminated"))
 		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: corev1.NamespaceTerminatingCause, Message: "namespace team is being terminated"}}

@@ -44,13 +44,11 @@ func newAPIProxy(t *testing.T, c *framework.Cluster) *apiProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rp := httputil.NewSingleHostReverseProxy(target)
-	rp.Transport, rp.FlushInterval = transport, -1 // watches stream
-	director := rp.Director
-	rp.Director = func(r *http.Request) {
-		director(r)
-		r.Header.Del("Authorization") // the proxy's transport authenticates
-	}
+	rp := &httputil.ReverseProxy{Transport: transport, FlushInterval: -1, // watches stream
+		Rewrite: func(r *httputil.ProxyRequest) {
+			r.SetURL(target)
+			r.Out.Header.Del("Authorization") // the proxy's transport authenticates
+		}}
 	p := &apiProxy{}
 	p.srv = httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p.cut.Load() && strings.Contains(r.URL.Path, "/leases/") {
