@@ -56,7 +56,7 @@ test-unit:
 
 # The loop, its stages, scale-down, drains, the binary's wiring and the
 # providers run goroutines: they are tested with -race too.
-RACE_PKGS := ./pkg/loop/... ./pkg/stages/... ./pkg/scaleup/... ./pkg/scaledown/... ./pkg/drain/... ./pkg/safety/... ./cmd/... ./cloudprovider/...
+RACE_PKGS := ./pkg/loop/... ./pkg/observe/... ./pkg/load/... ./pkg/report/... ./pkg/stranded/... ./pkg/vet/... ./pkg/scaleup/... ./pkg/scaledown/... ./pkg/drain/... ./pkg/safety/... ./cmd/... ./cloudprovider/...
 test-race:
 	$(GO) test $(TEST_FLAGS) -race -timeout 30m $(RACE_PKGS)
 
@@ -83,7 +83,7 @@ FUZZ_TARGETS := \
 	./pkg/scaledown/drainability:FuzzSafeToEvict \
 	./pkg/scaledown/eligibility:FuzzScaleDownDisabled \
 	./simulator/framework:FuzzSchedulerConfig \
-	./pkg/stages/vet:FuzzPools
+	./pkg/vet:FuzzPools
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; echo "== $$name ($$pkg, $(FUZZTIME))"; \

@@ -30,16 +30,16 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/report"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations/upkeep"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/nominate"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/stranded"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/vet"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stranded"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/vet"
 )
 
 // run wires everything and blocks until ctx ends or leadership is lost.

@@ -17,7 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/apis/capacitybuffer/v1beta1"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/observe"
 )
 
 // rediscoverEvery is how often a cluster without the CapacityBuffer CRD

@@ -12,11 +12,11 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/explain"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/load"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/report"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/load"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 

@@ -6,7 +6,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/stranded"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/stranded"
 )
 
 // sharing measures stranded DRA capacity on the freshly built snapshot

@@ -8,11 +8,11 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/load"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/load"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 )
 
 // Stage is one step of a pass, in the spirit of the scheduler framework's

@@ -11,12 +11,12 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/health"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/load"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/load"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
 )
 
 // Stage names, in pass order.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/report"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 )
 

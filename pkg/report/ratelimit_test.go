@@ -10,7 +10,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/report"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/report"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 

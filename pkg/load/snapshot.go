@@ -1,4 +1,4 @@
-// Package snapshot is the loop's second stage: it loads what was observed
+// Package load is the loop's snapshot stage: it loads what was observed
 // into the simulator's cluster snapshot, with the nodes that are requested
 // but not ready yet added as their group's template would be, so that pods
 // waiting for them are not scaled up for twice.
@@ -18,7 +18,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	simsnapshot "github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"

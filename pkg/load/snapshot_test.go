@@ -12,7 +12,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stages/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	simsnapshot "github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
