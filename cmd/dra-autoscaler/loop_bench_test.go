@@ -28,10 +28,12 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/apis/autoscaling/v1alpha1"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/autoscaler"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/pass"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/test/scale"
 )
 
@@ -102,13 +104,14 @@ func benchPass(b *testing.B, gen func() scale.Scenario) {
 		}
 		first = false
 		next := sc.Next
-		r = runPass(ctx, b, opts, &sc.Objects, func(first *loop.Pass) {
+		r = runPass(ctx, b, opts, &sc.Objects, func(first *pass.State) {
 			check(b, first, sc.WantFit, sc.WantPlanned)
 			// The pods the first pass nominated are held on their nodes,
 			// not pending.
 			// What the first pass planned for waits for its nodes.
-			sc.WantFit, sc.WantPlanned = first.FitsNow, 0
-			for _, up := range first.Plan.ScaleUps {
+			sc.WantFit = len(pass.Get(first, fitexisting.Fits))
+			sc.WantPlanned = 0
+			for _, up := range pass.Get(first, plan.Result).ScaleUps {
 				sc.WantFit += len(up.Pods)
 			}
 		}, next)
@@ -149,24 +152,24 @@ func logStages(b *testing.B, seconds map[string]float64) {
 
 // check fails the benchmark unless pass placed fit pods on existing (or
 // upcoming) nodes and planned nodes new ones.
-func check(b *testing.B, pass *loop.Pass, fit, nodes int) {
-	if pass.FitsNow != fit {
-		b.Fatalf("%d pending pods fit existing nodes, want %d", pass.FitsNow, fit)
+func check(b *testing.B, st *pass.State, fit, nodes int) {
+	if fits := len(pass.Get(st, fitexisting.Fits)); fits != fit {
+		b.Fatalf("%d pending pods fit existing nodes, want %d", fits, fit)
 	}
 	planned := 0
-	if pass.Plan != nil {
-		for _, up := range pass.Plan.ScaleUps {
+	if p := pass.Get(st, plan.Result); p != nil {
+		for _, up := range p.ScaleUps {
 			planned += up.Delta
 		}
 	}
 	if planned != nodes {
-		b.Fatalf("planned %d nodes, want %d (still pending: %d)", planned, nodes, len(pass.Pending))
+		b.Fatalf("planned %d nodes, want %d (still pending: %d)", planned, nodes, len(pass.Get(st, fitexisting.Pending)))
 	}
 }
 
 // passResult is what runPass saw of the timed pass.
 type passResult struct {
-	pass *loop.Pass
+	pass *pass.State
 	// held is how many pending pods were nominated before it (held on
 	// their nodes, not pending).
 	held int
@@ -183,43 +186,39 @@ type passResult struct {
 // one pass with the timer on; with next, an untimed pass first, which
 // first is given (the timed one is the pass after it, with what the
 // first kept). It empties *objs once the fake clientset has them.
-func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs *[]runtime.Object, first func(*loop.Pass), next bool) (r passResult) {
+func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs *[]runtime.Object, first func(*pass.State), next bool) (r passResult) {
 	client := newClient(*objs)
 	*objs = nil
 	base := liveHeap()
-	p, cleanup, err := newParts(ctx, opts, client, nil)
+	provider, err := newProvider(opts, client, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer cleanup()
+	defer func() { _ = provider.Cleanup() }()
 	m := metrics.New()
 	// The fake discovery does not serve the CapacityReservation CRD: its
 	// informer does not start, as in a cluster without it. NodeGroup
 	// objects are listed and written as in a cluster with their CRD.
 	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1alpha1.NodeGroupResource: "NodeGroupList"})
-	l, crs := p.runningLoop(opts, client, dyn, &record.FakeRecorder{}, m, nil)
-	informers, stop := context.WithCancel(ctx)
-	l.Observer = observe.New(client, observe.Served{})
-	if err := l.Warm(); err != nil {
+	l, err := autoscaler.New(ctx, opts, autoscaler.Env{Client: client, Dynamic: dyn, Provider: provider, Recorder: &record.FakeRecorder{}, Metrics: m})
+	if err != nil {
 		b.Fatal(err)
 	}
+	informers, stop := context.WithCancel(ctx)
 	// The informers stop only once their context is done.
-	defer func() { stop(); l.Observer.Shutdown() }()
+	defer func() { stop(); l.Shutdown() }()
 	start := time.Now()
-	if err := l.Observer.Start(informers, time.Minute); err != nil {
+	if err := l.Start(informers); err != nil {
 		b.Fatal(err)
 	}
 	r.synced = time.Since(start).Seconds()
-	if err := crs.Start(informers, time.Minute); err != nil {
-		b.Fatal(err)
-	}
 	if next {
-		pass, err := l.RunOnce(ctx)
+		st, err := l.RunOnce(ctx)
 		if err != nil {
 			b.Fatal(err)
 		}
-		first(pass)
+		first(st)
 		pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			b.Fatal(err)
@@ -231,7 +230,7 @@ func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs *[]ru
 		}
 		// The informers see the nominations before the timed pass.
 		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			state, err := l.Observer.Observe()
+			state, err := l.Observer().Observe()
 			if err != nil {
 				return false, err
 			}
@@ -252,12 +251,12 @@ func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs *[]ru
 	// benchmark's: collected before the pass, not during it.
 	goruntime.GC()
 	b.StartTimer()
-	pass, err := l.RunOnce(ctx)
+	st, err := l.RunOnce(ctx)
 	b.StopTimer()
 	if err != nil {
 		b.Fatal(err)
 	}
-	r.pass, r.live = pass, float64(liveHeap()-base)/1e6
+	r.pass, r.live = st, float64(liveHeap()-base)/1e6
 	goruntime.KeepAlive(l)
 	var unranked float64
 	r.functions, r.stages, unranked = stageSeconds(b, m)

@@ -7,12 +7,13 @@ import (
 
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/autoscaler"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 )
 
-// Every way newParts can fail returns the error (no panic, nothing to
-// clean up); success returns a cleanup to call.
-func TestNewParts(t *testing.T) {
+// Every way the wiring (the provider, then autoscaler.New) can fail
+// returns the error, no panic; success returns the autoscaler.
+func TestWiring(t *testing.T) {
 	tests := []struct {
 		name    string
 		args    []string
@@ -33,19 +34,25 @@ func TestNewParts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, cleanup, err := newParts(context.Background(), opts, fake.NewClientset(), nil)
+			client := fake.NewClientset()
+			var a *autoscaler.Autoscaler
+			provider, err := newProvider(opts, client, nil)
+			if err == nil {
+				a, err = autoscaler.New(context.Background(), opts, autoscaler.Env{Client: client, Provider: provider})
+				_ = provider.Cleanup()
+			}
 			if tc.wantErr == "" {
-				if err != nil || p == nil || cleanup == nil {
-					t.Fatalf("newParts: %v", err)
+				if err != nil || a == nil {
+					t.Fatalf("wiring: %v", err)
 				}
-				cleanup()
+				a.Shutdown()
 				return
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("error %v, want one naming %q", err, tc.wantErr)
 			}
-			if p != nil || cleanup != nil {
-				t.Error("parts or cleanup returned with an error")
+			if a != nil {
+				t.Error("an autoscaler returned with an error")
 			}
 		})
 	}

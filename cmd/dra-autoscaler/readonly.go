@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
@@ -22,8 +23,9 @@ const (
 )
 
 // readOnlyConfig is cfg whose transport lets only reads reach the API
-// server: GET (watches included), HEAD and OPTIONS. Any other request
-// fails before it is sent with an error wrapping cloudprovider.ErrReadOnly.
+// server: GET (watches included), HEAD, OPTIONS and dry runs. Any other
+// request fails before it is sent with an error wrapping
+// cloudprovider.ErrReadOnly.
 // Every client made from it (clientset, dynamic, discovery, the providers'
 // own) inherits the wrapper. explain needs no POST that only reads (no
 // access reviews): none is let through.
@@ -36,8 +38,9 @@ func readOnlyConfig(cfg *rest.Config) *rest.Config {
 }
 
 // writesIf is a transport that sends reads (GET, watches included, HEAD,
-// OPTIONS) and sends any other request only while refused returns nil;
-// otherwise the request fails unsent with that error.
+// OPTIONS) and server-side dry runs, and sends any other request only
+// while refused returns nil; otherwise the request fails unsent with that
+// error.
 func writesIf(next http.RoundTripper, refused func() error) http.RoundTripper {
 	return writeGate{next: next, refused: refused}
 }
@@ -48,8 +51,12 @@ type writeGate struct {
 }
 
 func (t writeGate) RoundTrip(req *http.Request) (*http.Response, error) {
-	switch req.Method {
-	case http.MethodGet, http.MethodHead, http.MethodOptions:
+	switch {
+	case req.Method == http.MethodGet, req.Method == http.MethodHead, req.Method == http.MethodOptions:
+		return t.next.RoundTrip(req)
+	case req.URL.Query().Get("dryRun") == metav1.DryRunAll:
+		// A server-side dry run stores nothing: admission judges a pod
+		// that is never created (a CapacityBuffer's, pkg/buffers).
 		return t.next.RoundTrip(req)
 	}
 	if err := t.refused(); err != nil {

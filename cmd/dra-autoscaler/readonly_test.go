@@ -24,6 +24,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/externalgrpc/server"
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/autoscaler"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 )
 
@@ -130,13 +131,13 @@ func serveKwokOverGRPC(t *testing.T) (string, *rpcLog) {
 func TestReadOnlyPartsNeverCleanUp(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
-		build       func(context.Context, *config.Options, kubernetes.Interface) (*parts, func(), error)
+		build       func(*config.Options, kubernetes.Interface) (cloudprovider.CloudProvider, error)
 		readOnly    bool
 		wantCleanup bool
 	}{
-		{"explain", newReadOnlyParts, true, false},
-		{"autoscaler", func(ctx context.Context, o *config.Options, c kubernetes.Interface) (*parts, func(), error) {
-			return newParts(ctx, o, c, nil)
+		{"explain", newReadOnlyProvider, true, false},
+		{"autoscaler", func(o *config.Options, c kubernetes.Interface) (cloudprovider.CloudProvider, error) {
+			return newProvider(o, c, nil)
 		}, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -145,16 +146,24 @@ func TestReadOnlyPartsNeverCleanUp(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, cleanup, err := tc.build(context.Background(), opts, fake.NewClientset())
+			client := fake.NewClientset()
+			provider, err := tc.build(opts, client)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(p.groups) == 0 {
+			// The one wiring holds the provider as given.
+			a, err := autoscaler.New(context.Background(), opts, autoscaler.Env{Client: client, Provider: provider})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cleanup := func() { a.Shutdown(); _ = provider.Cleanup() }
+			groups := provider.NodeGroups()
+			if len(groups) == 0 {
 				t.Fatal("no node groups")
 			}
 			if tc.readOnly {
 				ctx := context.Background()
-				for _, g := range append(p.groups, p.provider.NodeGroups()...) {
+				for _, g := range groups {
 					_, err1 := g.IncreaseSize(ctx, 1)
 					_, err2 := g.AtomicIncreaseSize(ctx, 1)
 					err3 := g.DeleteNodes(ctx, []*corev1.Node{{}})

@@ -25,21 +25,9 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/clusterapi"
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/externalgrpc"
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/buffers"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/autoscaler"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/observe"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/provreq"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/report"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations/upkeep"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/nominate"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/stranded"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/vet"
 )
 
 // run wires everything and blocks until ctx ends or leadership is lost.
@@ -73,11 +61,11 @@ func run(ctx context.Context, opts *config.Options) error {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: leaseClient.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	recorder := broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "cluster-autoscaler"})
-	p, cleanup, err := newParts(ctx, opts, client, recorder)
+	provider, err := newProvider(opts, client, recorder)
 	if err != nil {
 		return err
 	}
-	defer cleanup()
+	defer func() { _ = provider.Cleanup() }()
 
 	m := metrics.New()
 	h := &health{timeout: max(10*opts.ScanInterval, 5*time.Minute)}
@@ -89,106 +77,30 @@ func run(ctx context.Context, opts *config.Options) error {
 			return err
 		}
 	}
-
-	l, crs := p.runningLoop(opts, client, dyn, recorder, m, fence.Held)
-	l.OnPass = h.passed
-	// CapacityBuffers are served once their CRD is (looked for again
-	// every minute until it is).
-	bufferWatch := buffers.NewWatcher(dyn, client)
-	l.Buffers = buffers.New(bufferWatch, dyn, recorder)
-	if opts.CapacityBuffers.PodDryRun {
-		l.Buffers.WithAdmission(buffers.DryRun{Client: client})
+	a, err := autoscaler.New(ctx, opts, autoscaler.Env{Mode: autoscaler.Running, Client: client, Dynamic: dyn, RESTConfig: restConfig,
+		Provider: provider, Recorder: recorder, Metrics: m, Leading: fence.Held, Done: h.passed, Insecure: insecureReason(provider)})
+	if err != nil {
+		return err
 	}
+	defer a.Shutdown()
 	autoscale := func(ctx context.Context) error {
-		served, err := observe.Discover(client)
-		if err != nil {
-			return fmt.Errorf("API discovery: %w", err)
-		}
-		l.Observer = observe.New(client, served)
-		if err := l.Warm(); err != nil {
+		if err := a.Start(ctx); err != nil {
 			return err
 		}
-		if err := l.Observer.Start(ctx, 2*time.Minute); err != nil {
-			return err
-		}
-		defer l.Observer.Shutdown()
-		if l.ProvReqs, err = provreq.Start(ctx, restConfig, client, opts.ProvisioningRequests, l.Planner, l.Launcher, recorder); err != nil {
-			return err
-		}
-		defer l.ProvReqs.Shutdown()
-		if err := crs.Start(ctx, 2*time.Minute); err != nil {
-			return fmt.Errorf("CapacityReservation informer: %w", err)
-		}
-		if err := bufferWatch.Start(ctx, 2*time.Minute); err != nil {
-			return fmt.Errorf("CapacityBuffer informers: %w", err)
-		}
-		defer bufferWatch.Shutdown()
-		if err := p.runner.StartInformers(ctx, 2*time.Minute); err != nil {
-			return err
-		}
+		defer a.Shutdown()
 		h.leading.Store(true)
 		h.passed(time.Now())
-		klog.InfoS("Autoscaler running", "cloudProvider", p.provider.Name(), "nodeGroups", len(p.groups), "expanders", p.chain.Names())
-		l.Run(ctx)
+		klog.InfoS("Autoscaler running", "cloudProvider", provider.Name(), "nodeGroups", len(provider.NodeGroups()), "expanders", a.Chain.Names())
+		a.Loop.Run(ctx)
 		// Drains under way end with ctx (a failed drain untaints its
 		// node); wait for them before the lease goes.
-		if l.ScaleDown != nil {
-			l.ScaleDown.Wait()
-		}
+		a.Wait()
 		return nil
 	}
 	if !opts.LeaderElection.LeaderElect {
 		return autoscale(ctx)
 	}
 	return leaderElect(ctx, opts, leaseClient, recorder, fence, autoscale)
-}
-
-// vetGrace is how long a driver's pool may look incomplete or
-// contradictory (it publishes slices one by one) before it is reported.
-const vetGrace = 10 * time.Second
-
-// runningLoop is the loop run drives (and the loop benchmark measures):
-// the shared loop parts plus what acts and tells. The caller sets the
-// Observer, and starts it and the CapacityReservation informer.
-func (p *parts) runningLoop(opts *config.Options, client kubernetes.Interface, dyn dynamic.Interface, recorder record.EventRecorder,
-	m *metrics.Metrics, leading func() bool) (*loop.Loop, *observe.CapacityReservations) {
-	b := backoff.New(opts.InitialNodeGroupBackoffDuration, opts.MaxNodeGroupBackoffDuration, opts.NodeGroupBackoffResetTimeout)
-	// One gate for everything destructive: the tracker's give-ups and
-	// gang undos, scale-down, and the drains of ending capacity blocks.
-	gate := safety.New(safety.Options{MaxParallel: opts.ScaleDown.MaxParallelism, MaxEmptyBulk: opts.ScaleDown.MaxEmptyBulkDelete,
-		Leading: leading}, m.Safety(), recorder)
-	// The tracker taints and re-lists a registered node before it removes
-	// it for a failed scale-up, so no running pod dies with it.
-	tracker := track.New(opts.MaxNodeProvisionTime, b).WithClient(client).WithGate(gate)
-	crs := observe.NewCapacityReservations(dyn, client.Discovery())
-	lp := p.loopParts(opts, b, tracker, crs, m)
-	// Block drains evict through the scale-down drainer: one grace period
-	// cap, one eviction count.
-	drainer := newDrainer(opts, client, recorder, m)
-	lp.Upkeep = upkeep.New(client, dyn, recorder, drainer).WithGate(gate)
-	lp.Gate = gate
-	lp.Launcher = act.New(tracker, b)
-	status := statusObject(opts)
-	lp.Reporter = report.New(recorder, m, 5*time.Minute).WithStatusObject(status.Namespace, status.Name)
-	lp.Vet = vet.New(vetGrace, 5*time.Minute, func(f vet.Finding) {
-		recorder.Event(f.Object, corev1.EventTypeWarning, f.Reason, f.Message)
-	})
-	lp.Stranded = stranded.New(p.analyzer, p.shapes, opts.Sharing.StrandedCapacityBudget, m.Sharing)
-	if opts.Nominations.Enabled {
-		// After act, so a pass's own scale-ups are recorded before their
-		// nodes can register.
-		n := nominate.New(client, nominate.Options{Timeout: opts.Nominations.Timeout, MaxWait: opts.MaxNodeProvisionTime,
-			MaxWrites: opts.Nominations.MaxWritesPerPass}, m.Nominations())
-		lp.Extensions = append(lp.Extensions, loop.Extension{After: loop.StageAct, Stage: nominate.Stage{N: n}})
-	}
-	l := loop.New(lp)
-	l.ScaleDown = newScaleDown(opts, p.runner, client, recorder, m, drainer).WithGate(gate)
-	l.Disagree, l.Status = loop.NewStatusParts(opts, client, recorder, m)
-	if reason := insecureReason(p.provider); reason != "" && l.Status != nil {
-		l.Status.SetCloudProviderInsecure(reason)
-	}
-	l.NodeGroupObjects = p.nodeGroupObjects(opts, dyn, b, tracker)
-	return l, crs
 }
 
 // clients are the REST config and clientset for --kubeconfig (in-cluster
@@ -319,7 +231,7 @@ func insecureReason(cp cloudprovider.CloudProvider) string {
 // statusObject is the status ConfigMap: events about a node group, which
 // is no Kubernetes object, go there (as upstream's do).
 func statusObject(opts *config.Options) *corev1.ObjectReference {
-	return &corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: opts.Namespace, Name: opts.StatusConfigMapName}
+	return autoscaler.StatusObject(opts)
 }
 
 // newClusterAPI reaches the management cluster through --cloud-config (a

@@ -19,7 +19,6 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/apis/capacitybuffer/v1beta1"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/report"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
@@ -298,7 +297,7 @@ func deviceClasses(runner *framework.Runner) []*resourceapi.DeviceClass {
 	return classes
 }
 
-func why(rs []report.GroupReason) string {
+func why(rs []plan.GroupReason) string {
 	if len(rs) == 0 {
 		return "no node group can help"
 	}

@@ -2,172 +2,137 @@ package loop_test
 
 import (
 	"context"
-	"fmt"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	corev1 "k8s.io/api/core/v1"
-	resourceapi "k8s.io/api/resource/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/record"
-	"k8s.io/klog/v2/ktesting"
-	testclock "k8s.io/utils/clock/testing"
 
-	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/backoff"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/leastwaste"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/fakeprovider"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/observe"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/report"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
-	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/pass"
 )
 
-var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+var (
+	planned = pass.NewKey[[]string]("test/planned")
+	made    = pass.NewKey[int]("test/made")
+)
 
-func cpuGroup(id, cpu string) *fakeprovider.FakeNodeGroup {
-	return fakeprovider.NewGroup(id, 0, 5).WithTemplate(&cloudprovider.NodeTemplate{
-		Node: builder.Node(template.PlaceholderNodeName).CPU(cpu).Memory("32Gi").Label("group", id).Obj(),
-	}, nil)
+// metrics records what the loop tells.
+type metrics struct {
+	stages []string
+	failed []string
 }
 
-// newLoop wires the real stages over a fake clientset holding objs (pods
-// and nodes), the fake provider and a fake clock, as cmd/dra-autoscaler
-// does.
-func newLoop(t *testing.T, ctx context.Context, clock *testclock.FakeClock, recorder record.EventRecorder, provider *fakeprovider.Provider, objs ...runtime.Object) *loop.Loop {
-	t.Helper()
-	opts := config.Default()
-	runner, err := framework.New(ctx, framework.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := fake.NewClientset()
-	for _, o := range objs {
-		var err error
-		switch o := o.(type) {
-		case *corev1.Pod:
-			_, err = client.CoreV1().Pods(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *corev1.Node:
-			_, err = client.CoreV1().Nodes().Create(ctx, o, metav1.CreateOptions{})
-		case *resourceapi.ResourceSlice:
-			_, err = client.ResourceV1().ResourceSlices().Create(ctx, o, metav1.CreateOptions{})
-		case *resourceapi.ResourceClaim:
-			_, err = client.ResourceV1().ResourceClaims(o.Namespace).Create(ctx, o, metav1.CreateOptions{})
-		case *resourceapi.DeviceClass:
-			_, err = client.ResourceV1().DeviceClasses().Create(ctx, o, metav1.CreateOptions{})
-		default:
-			err = fmt.Errorf("newLoop: unexpected %T", o)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	observer := observe.New(client, observe.Served{})
-	t.Cleanup(observer.Shutdown) // after cancel: cleanups run last-in first-out
-	t.Cleanup(cancel)
-	if err := observer.Start(ctx, time.Minute); err != nil {
-		t.Fatal(err)
-	}
-	b := backoff.New(opts.InitialNodeGroupBackoffDuration, opts.MaxNodeGroupBackoffDuration, opts.NodeGroupBackoffResetTimeout)
-	tracker := track.New(opts.MaxNodeProvisionTime, b)
-	est := estimator.New(runner, estimator.Options{})
-	groups, sizes, err := nodegroups.Restrict(provider.NodeGroups(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := metrics.New()
-	return loop.New(loop.Parts{
-		Options:   opts,
-		Clock:     clock,
-		Provider:  provider,
-		Groups:    groups,
-		Sizes:     sizes,
-		Observer:  observer,
-		Runner:    runner,
-		Templates: nodegroups.Templates{Runner: runner},
-		Tracker:   tracker,
-		Backoff:   b,
-		Planner: plan.New(plan.Options{MaxNodesPerScaleUp: opts.MaxNodesPerScaleUp, ScaleUpFromZero: true},
-			est, expander.Chain{leastwaste.New()}, limits.New(opts, nil), b, nil),
-		Launcher: act.New(tracker, b),
-		Reporter: report.New(recorder, m, 5*time.Minute),
-		Metrics:  m,
-		ClassOf:  est.ClassKey,
-	})
-}
+func (m *metrics) Observe(string, time.Time)                  {}
+func (m *metrics) Activity(string, time.Time)                 {}
+func (m *metrics) ObserveStage(stage string, _ time.Duration) { m.stages = append(m.stages, stage) }
+func (m *metrics) Failed(kind string)                         { m.failed = append(m.failed, kind) }
 
-func drain(r *record.FakeRecorder) []string {
-	var out []string
-	for {
-		select {
-		case e := <-r.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
+// world is a pass of three stages: one plans, one acts on the plan, one
+// reads what was made.
+func world(ran *[]string, fail error) []pass.Stage {
+	return []pass.Stage{
+		pass.Func{ID: "plan", Out: pass.Keys(planned), Do: func(_ context.Context, st *pass.State) error {
+			*ran = append(*ran, "plan")
+			pass.Put(st, planned, []string{"a", "b"})
+			return nil
+		}},
+		pass.Func{ID: "act", Acting: true, In: pass.Keys(planned), Out: pass.Keys(made), Do: func(_ context.Context, st *pass.State) error {
+			*ran = append(*ran, "act")
+			pass.Put(st, made, len(pass.Get(st, planned)))
+			return fail
+		}},
+		pass.Func{ID: "report", Acting: true, In: pass.Keys(made), Do: func(_ context.Context, st *pass.State) error {
+			*ran = append(*ran, "report")
+			return nil
+		}},
 	}
 }
 
-func TestRunOnceScalesUpOnce(t *testing.T) {
-	_, ctx := ktesting.NewTestContext(t)
-	small, big := cpuGroup("small", "4"), cpuGroup("big", "16")
-	provider := fakeprovider.New(small, big)
-	pod := builder.Pod("ns", "trainer").CPU("8").Obj()
-	pod.CreationTimestamp = metav1.NewTime(t0.Add(-time.Minute))
-	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
-	clock := testclock.NewFakeClock(t0)
-	recorder := record.NewFakeRecorder(10)
-	l := newLoop(t, ctx, clock, recorder, provider, pod)
-
-	// First pass: only the big group's nodes can take the pod.
-	pass, err := l.RunOnce(ctx)
+// The loop runs the stages in order and times each; a dry run (explain)
+// runs those that do not act, and tells after each.
+func TestRunOnceAndDryRun(t *testing.T) {
+	var ran []string
+	m := &metrics{}
+	l, err := loop.New(loop.Config{Stages: world(&ran, nil), Metrics: m})
 	if err != nil {
-		t.Fatalf("RunOnce: %v", err)
+		t.Fatal(err)
 	}
-	if len(pass.Results) != 1 || pass.Results[0].Group.Id != "big" || pass.Results[0].Added != 1 || pass.Results[0].Err != nil {
-		t.Fatalf("results = %+v, want big grown by 1", pass.Results)
-	}
-	if diff := cmp.Diff([]fakeprovider.Call{{Method: "IncreaseSize", Delta: 1}}, big.Calls()); diff != "" {
-		t.Errorf("big group calls (-want +got):\n%s", diff)
-	}
-	if calls := small.Calls(); len(calls) != 0 {
-		t.Errorf("small group calls: %+v", calls)
-	}
-	if diff := cmp.Diff([]string{"Normal TriggeredScaleUp pod triggered scale-up: [{big 0->1 (max: 5)}]"}, drain(recorder)); diff != "" {
-		t.Errorf("events (-want +got):\n%s", diff)
-	}
-
-	// Next pass, the node still booting: the pod waits for it.
-	clock.Step(10 * time.Second)
-	pass, err = l.RunOnce(ctx)
+	st, err := l.RunOnce(context.Background())
 	if err != nil {
-		t.Fatalf("second RunOnce: %v", err)
+		t.Fatal(err)
 	}
-	if pass.FitsNow != 1 || len(pass.Pending) != 0 || len(pass.Results) != 0 {
-		t.Errorf("second pass: fits now %d, pending %d, results %+v; want the pod on the upcoming node", pass.FitsNow, len(pass.Pending), pass.Results)
+	if diff := cmp.Diff([]string{"plan", "act", "report"}, ran); diff != "" {
+		t.Errorf("ran (-want +got):\n%s", diff)
 	}
-	if got := len(big.Calls()) + len(small.Calls()); got != 1 {
-		t.Errorf("%d provider calls in all, want only the first IncreaseSize: big %+v small %+v", got, big.Calls(), small.Calls())
+	if diff := cmp.Diff([]string{"plan", "act", "report"}, m.stages); diff != "" {
+		t.Errorf("timed (-want +got):\n%s", diff)
 	}
-	if r := l.Tracker.InFlight(); len(r) != 1 || r[0].Group != "big" || r[0].Delta != 1 || !r[0].Time.Equal(t0) {
-		t.Errorf("in flight = %+v, want the first request", r)
+	if pass.Get(st, made) != 2 {
+		t.Errorf("made %d, want 2", pass.Get(st, made))
 	}
-	if ev := drain(recorder); len(ev) != 0 {
-		t.Errorf("events in the second pass: %v", ev)
+	ran = nil
+	var after []string
+	if err := l.DryRun(context.Background(), pass.New(time.Now()), func(s string) error { after = append(after, s); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"plan"}, ran); diff != "" || len(after) != 1 {
+		t.Errorf("dry run ran %v, told %v; want the planning stage only", ran, after)
+	}
+}
+
+// A stage list in which a stage reads what no stage before it writes is
+// refused when the loop is made, naming it.
+func TestNewRefusesStagesThatDoNotFit(t *testing.T) {
+	var ran []string
+	stages := world(&ran, nil)
+	_, err := loop.New(loop.Config{Stages: []pass.Stage{stages[1], stages[0]}})
+	if err == nil || !strings.Contains(err.Error(), `stage act reads "test/planned", which no stage before it writes`) {
+		t.Fatalf("New: %v, want the misplaced stage named", err)
+	}
+}
+
+// A stage's error ends the pass with its kind, a panic (here a stage
+// touching a key it did not declare) with "panic"; the failure is told,
+// and the next pass runs afresh.
+func TestFailedPasses(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		stages func(ran *[]string) []pass.Stage
+		kind   string
+		err    string
+	}{
+		{"a stage's error", func(ran *[]string) []pass.Stage {
+			return world(ran, pass.Failed("cloudProviderError", errors.New("provider down")))
+		}, "cloudProviderError", "provider down"},
+		{"an undeclared key", func(ran *[]string) []pass.Stage {
+			return append(world(ran, nil), pass.Func{ID: "sneaky", Do: func(_ context.Context, st *pass.State) error {
+				pass.Get(st, planned)
+				return nil
+			}})
+		}, "panic", `stage sneaky: read of key "test/planned", which it does not declare`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var ran []string
+			m := &metrics{}
+			var told error
+			recovered := 0
+			l, err := loop.New(loop.Config{Stages: tc.stages(&ran), Metrics: m, Recover: func() { recovered++ },
+				Failed: func(_ context.Context, _ *pass.State, err error) { told = err }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = l.RunOnce(context.Background())
+			if err == nil || !strings.Contains(err.Error(), tc.err) || told != err {
+				t.Fatalf("RunOnce: %v (told %v), want %q told", err, told, tc.err)
+			}
+			if diff := cmp.Diff([]string{tc.kind}, m.failed); diff != "" {
+				t.Errorf("failed kinds (-want +got):\n%s", diff)
+			}
+			if (tc.kind == "panic") != (recovered == 1) {
+				t.Errorf("Recover called %d times", recovered)
+			}
+		})
 	}
 }

@@ -107,6 +107,13 @@ func (m *Metrics) Observe(function string, start time.Time) {
 	m.FunctionDuration.WithLabelValues(function).Observe(time.Since(start).Seconds())
 }
 
+// Failed counts a failed pass by the kind of its error; the cluster is
+// not safe to autoscale until a pass ends well again.
+func (m *Metrics) Failed(kind string) {
+	m.Errors.WithLabelValues(kind).Inc()
+	m.ClusterSafeToAutoscale.Set(0)
+}
+
 // Activity records that an activity happened now.
 func (m *Metrics) Activity(activity string, now time.Time) {
 	m.LastActivity.WithLabelValues(activity).Set(float64(now.Unix()))

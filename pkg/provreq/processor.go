@@ -90,11 +90,93 @@ type ProcessInput struct {
 	usage *limits.Usage // Run's running count
 }
 
-// Run books the capacity of Provisioned requests, then answers or
-// provisions the others, oldest first. It returns the scale-ups made
-// (without pods: the request's pods are not API objects). A request that
-// cannot be served gets a condition saying why; it never stops the others.
+// Decisions are what a pass decided for the requests, in the order they
+// were served, for Launch. The last may be a scale-up to launch, whose
+// plan is in a snapshot fork left open until Launch keeps or drops it:
+// one per pass, so that forks never nest (the requests after it are
+// served in the next pass).
+type Decisions struct {
+	in    ProcessInput
+	items []decided
+}
+
+// pending is the decided scale-up to launch, nil for none.
+func (d *Decisions) pending() *decided {
+	if d == nil || len(d.items) == 0 || d.items[len(d.items)-1].u.launch == nil {
+		return nil
+	}
+	return &d.items[len(d.items)-1]
+}
+
+// Drop closes the fork of a decided scale-up that is not launched (this
+// replica no longer leads), dropping its plan.
+func (d *Decisions) Drop(ctx context.Context) {
+	if x := d.pending(); x != nil {
+		if err := d.in.Runner.Snapshot().Revert(); err != nil {
+			klog.FromContext(ctx).Error(err, "Closing the snapshot fork failed")
+		}
+		x.u.launch = nil
+	}
+}
+
+type decided struct {
+	pr *v1.ProvisioningRequest
+	u  *update
+}
+
+// Run decides and launches at once (Decide, then Launch): what the loop
+// does in two stages. It returns the scale-ups made (without pods: the
+// request's pods are not API objects).
 func (p *Processor) Run(ctx context.Context, in ProcessInput) ([]act.LaunchResult, limits.Usage) {
+	d, usage := p.Decide(ctx, in)
+	if d == nil {
+		return nil, usage
+	}
+	return p.Launch(ctx, d)
+}
+
+// Launch makes the scale-up d decided, if any, keeping its plan in the
+// snapshot when it was made and dropping it (and the usage it took) when
+// it failed; then it writes every request's conditions and events. It
+// returns the scale-ups made and the pass's usage after them.
+func (p *Processor) Launch(ctx context.Context, d *Decisions) ([]act.LaunchResult, limits.Usage) {
+	if d == nil {
+		return nil, limits.Usage{}
+	}
+	usage := *d.in.usage
+	if x := d.pending(); x != nil {
+		p.launchOne(ctx, x.pr, d.in, x.u)
+		end := d.in.Runner.Snapshot().Commit
+		if failedLaunch(x.u.results) {
+			end, usage = d.in.Runner.Snapshot().Revert, x.u.launch.usageBefore
+		}
+		if err := end(); err != nil {
+			klog.FromContext(ctx).Error(err, "Closing the snapshot fork failed")
+		}
+	}
+	var results []act.LaunchResult
+	for _, x := range d.items {
+		results = append(results, x.u.results...)
+		p.write(ctx, x.pr, x.u)
+	}
+	return results, usage
+}
+
+func failedLaunch(results []act.LaunchResult) bool {
+	for _, r := range results {
+		if r.Err != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Decide books the capacity of Provisioned requests, then answers or plans
+// the others, oldest first, changing nothing but the snapshot (what it
+// books or plans stays there, taken, for the rest of the pass) and usage.
+// A request that cannot be served gets a condition saying why (written by
+// Launch); it never stops the others.
+func (p *Processor) Decide(ctx context.Context, in ProcessInput) (*Decisions, limits.Usage) {
 	logger := klog.FromContext(ctx)
 	all, err := p.requests.List(labels.Everything())
 	if err != nil {
@@ -127,19 +209,24 @@ func (p *Processor) Run(ctx context.Context, in ProcessInput) ([]act.LaunchResul
 	})
 	consumed := boundConsumers(in.Pods)
 	seen := map[types.UID]bool{}
-	var results []act.LaunchResult
+	d := &Decisions{in: in}
 	for _, pr := range reqs {
 		seen[pr.UID] = true
+	}
+	for _, pr := range reqs {
 		u := p.serve(ctx, pr, in, consumed[pr.Namespace+"/"+pr.Name])
-		results = append(results, u.results...)
-		p.write(ctx, pr, u)
+		d.items = append(d.items, decided{pr: pr, u: u})
+		if u.launch != nil {
+			logger.V(2).Info("A scale-up of a ProvisioningRequest is to be launched; the requests after it are served next pass", "provisioningRequest", klog.KObj(pr))
+			break
+		}
 	}
 	for uid := range p.misses {
 		if !seen[uid] {
 			delete(p.misses, uid)
 		}
 	}
-	return results, usage
+	return d, usage
 }
 
 func provisioned(pr *v1.ProvisioningRequest) bool {

@@ -13,8 +13,10 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/report"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
@@ -25,12 +27,23 @@ const (
 )
 
 // update is what serving one request decided: its new conditions, the
-// events to send once they are written, the scale-ups made.
+// events to send once they are written, the scale-up to launch (decided,
+// not made yet) and, once launched, what came of it.
 type update struct {
 	conds   []metav1.Condition
 	changed bool
 	events  []event
+	launch  *launch
 	results []act.LaunchResult
+}
+
+// launch is a request's scale-up, planned all or nothing and booked in
+// the snapshot by the deciding stage; the launching stage makes it.
+type launch struct {
+	ups  []act.ScaleUp
+	pods int
+	// usageBefore is the pass's usage before the plan took from it.
+	usageBefore limits.Usage
 }
 
 type event struct{ typ, reason, message string }
@@ -166,6 +179,10 @@ func (p *Processor) scaleUp(ctx context.Context, pr *v1.ProvisioningRequest, in 
 	snap.Fork()
 	keep := false
 	defer func() {
+		if u.launch != nil {
+			// Left open for the launch, which keeps or drops it.
+			return
+		}
 		end := snap.Revert
 		if keep {
 			end = snap.Commit
@@ -191,26 +208,10 @@ func (p *Processor) scaleUp(ctx context.Context, pr *v1.ProvisioningRequest, in 
 			u.event(corev1.EventTypeNormal, ReasonCapacityIsFound, fmt.Sprintf("all %d pod(s) fit existing and upcoming nodes; booked for %s", len(pods), p.opts.BookingDuration))
 		}
 	case len(o.ScaleUps) > 0:
-		results := p.actuator.Execute(ctx, o.ScaleUps, in.Now)
-		var failed []string
-		for i := range results {
-			results[i].Pods = nil
-			if results[i].Err != nil {
-				failed = append(failed, results[i].Err.Error())
-			}
-		}
-		u.results = results
-		plan := describe(o.ScaleUps)
-		if len(failed) > 0 {
-			msg := fmt.Sprintf("scale-up %s failed and was undone: %s; CA will try again later", plan, strings.Join(failed, "; "))
-			u.set(pr, in, v1.Provisioned, metav1.ConditionFalse, ReasonCapacityIsNotFound, msg)
-			u.event(corev1.EventTypeWarning, report.ReasonFailedScaleUp, msg)
-			return
-		}
-		keep = true
-		u.set(pr, in, v1.Provisioned, metav1.ConditionTrue, ReasonCapacityIsProvisioned, "Capacity is provisioned: "+plan)
-		u.event(corev1.EventTypeNormal, report.ReasonTriggeredScaleUp, fmt.Sprintf("atomic scale-up for all %d pod(s): %s", len(pods), plan))
-		logger.Info("ProvisioningRequest provisioned", "scaleUp", plan, "pods", len(pods))
+		// Planned in a fork the launch keeps (made) or drops (failed,
+		// with the usage it took), so the rest of the pass plans around
+		// what was really made.
+		u.launch = &launch{ups: o.ScaleUps, pods: len(pods), usageBefore: before}
 	default:
 		msg := "Capacity is not found, CA will try to find it later: " + o.Message
 		if rs := reasons(o.Reasons); rs != "" {
@@ -220,6 +221,30 @@ func (p *Processor) scaleUp(ctx context.Context, pr *v1.ProvisioningRequest, in 
 			u.event(corev1.EventTypeNormal, report.ReasonNotTriggerScaleUp, msg)
 		}
 	}
+}
+
+// launchOne makes a request's decided scale-up, all or nothing, and sets
+// its Provisioned condition from what came of it.
+func (p *Processor) launchOne(ctx context.Context, pr *v1.ProvisioningRequest, in ProcessInput, u *update) {
+	results := p.actuator.Execute(ctx, u.launch.ups, in.Now)
+	var failed []string
+	for i := range results {
+		results[i].Pods = nil
+		if results[i].Err != nil {
+			failed = append(failed, results[i].Err.Error())
+		}
+	}
+	u.results = results
+	plan := describe(u.launch.ups)
+	if len(failed) > 0 {
+		msg := fmt.Sprintf("scale-up %s failed and was undone: %s; CA will try again later", plan, strings.Join(failed, "; "))
+		u.set(pr, in, v1.Provisioned, metav1.ConditionFalse, ReasonCapacityIsNotFound, msg)
+		u.event(corev1.EventTypeWarning, report.ReasonFailedScaleUp, msg)
+		return
+	}
+	u.set(pr, in, v1.Provisioned, metav1.ConditionTrue, ReasonCapacityIsProvisioned, "Capacity is provisioned: "+plan)
+	u.event(corev1.EventTypeNormal, report.ReasonTriggeredScaleUp, fmt.Sprintf("atomic scale-up for all %d pod(s): %s", u.launch.pods, plan))
+	klog.FromContext(ctx).Info("ProvisioningRequest provisioned", "provisioningRequest", klog.KObj(pr), "scaleUp", plan, "pods", u.launch.pods)
 }
 
 // placeAll places every pod on the candidates and keeps them, or keeps
@@ -271,7 +296,7 @@ func describe(ups []act.ScaleUp) string {
 	return strings.Join(parts, ", ")
 }
 
-func reasons(rs []report.GroupReason) string {
+func reasons(rs []plan.GroupReason) string {
 	parts := make([]string, 0, len(rs))
 	for _, r := range rs {
 		parts = append(parts, r.String())

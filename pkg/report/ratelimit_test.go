@@ -11,6 +11,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/report"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
@@ -22,7 +23,7 @@ func TestNotHelpedRateLimited(t *testing.T) {
 	r := report.New(rec, metrics.New(), repeat)
 	sent := func(from, to int, every time.Duration) int {
 		for i := from; i < to; i++ {
-			reasons := map[types.UID][]report.GroupReason{pod.UID: {{Group: "g", Reason: "max-nodes-total", Message: fmt.Sprintf("room for %d", i)}}}
+			reasons := map[types.UID][]plan.GroupReason{pod.UID: {{Group: "g", Reason: "max-nodes-total", Message: fmt.Sprintf("room for %d", i)}}}
 			r.NotHelped([]*corev1.Pod{pod}, reasons, t0.Add(time.Duration(i)*every))
 		}
 		return len(drain(rec))

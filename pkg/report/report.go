@@ -22,6 +22,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 )
 
 // Event reasons, upstream's names.
@@ -30,29 +31,6 @@ const (
 	ReasonNotTriggerScaleUp = "NotTriggerScaleUp"
 	ReasonFailedScaleUp     = "FailedScaleUp"
 )
-
-// GroupReason is why one node group could not help a pod.
-type GroupReason struct {
-	Group string
-	// Reason is a limit ("max-nodes-total", "backoff", ...) or the
-	// scheduler plugin that rejected the pod on the template node.
-	Reason  string
-	Message string
-	// Constraint names the claim constraint to blame for a DynamicResources
-	// rejection ("matchAttribute <attribute> of claim <name>"), if one is.
-	Constraint string
-}
-
-func (g GroupReason) String() string {
-	s := g.Group + ": " + g.Reason
-	if g.Message != "" {
-		s += ": " + g.Message
-	}
-	if g.Constraint != "" {
-		s += " (fits without " + g.Constraint + ")"
-	}
-	return s
-}
 
 // Reporter emits events and sets metrics.
 type Reporter struct {
@@ -100,7 +78,7 @@ func (r *Reporter) ScaleUps(results []act.LaunchResult, now time.Time) {
 }
 
 // NotHelped reports pods no scale-up could help, with each group's reason.
-func (r *Reporter) NotHelped(pods []*corev1.Pod, reasons map[types.UID][]GroupReason, now time.Time) {
+func (r *Reporter) NotHelped(pods []*corev1.Pod, reasons map[types.UID][]plan.GroupReason, now time.Time) {
 	counts := map[string]int{}
 	for _, p := range pods {
 		rs := reasons[p.UID]

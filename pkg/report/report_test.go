@@ -15,6 +15,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/report"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
@@ -37,13 +38,13 @@ func drain(r *record.FakeRecorder) []string {
 
 func TestNotHelpedDeduplicates(t *testing.T) {
 	pod := builder.Pod("ns", "p").Obj()
-	full := map[types.UID][]report.GroupReason{pod.UID: {{Group: "gpu", Reason: "node-group-max-size", Message: "node group at 4 of max 4"}}}
-	cooling := map[types.UID][]report.GroupReason{pod.UID: {{Group: "gpu", Reason: "backoff"}}}
+	full := map[types.UID][]plan.GroupReason{pod.UID: {{Group: "gpu", Reason: "node-group-max-size", Message: "node group at 4 of max 4"}}}
+	cooling := map[types.UID][]plan.GroupReason{pod.UID: {{Group: "gpu", Reason: "backoff"}}}
 	const fullMsg = "Normal NotTriggerScaleUp pod didn't trigger scale-up: gpu: node-group-max-size: node group at 4 of max 4"
 	steps := []struct {
 		name    string
 		at      time.Duration
-		reasons map[types.UID][]report.GroupReason
+		reasons map[types.UID][]plan.GroupReason
 		want    []string
 	}{
 		{"first time", 0, full, []string{fullMsg}},
@@ -85,7 +86,7 @@ func TestNotHelpedMetric(t *testing.T) {
 	m := metrics.New()
 	r := report.New(record.NewFakeRecorder(10), m, repeat)
 	a, b := builder.Pod("ns", "a").Obj(), builder.Pod("ns", "b").Obj()
-	r.NotHelped([]*corev1.Pod{a, b}, map[types.UID][]report.GroupReason{
+	r.NotHelped([]*corev1.Pod{a, b}, map[types.UID][]plan.GroupReason{
 		a.UID: {{Group: "small", Reason: "NodeResourcesFit"}, {Group: "medium", Reason: "NodeResourcesFit"}, {Group: "gpu", Reason: "backoff"}},
 		b.UID: {{Group: "small", Reason: "NodeResourcesFit"}},
 	}, t0)
@@ -97,7 +98,7 @@ func TestNotHelpedMetric(t *testing.T) {
 		}
 	}
 	// The next loop's numbers replace the last ones.
-	r.NotHelped([]*corev1.Pod{a}, map[types.UID][]report.GroupReason{a.UID: {{Group: "gpu", Reason: "backoff"}}}, t0)
+	r.NotHelped([]*corev1.Pod{a}, map[types.UID][]plan.GroupReason{a.UID: {{Group: "gpu", Reason: "backoff"}}}, t0)
 	if n := testutil.CollectAndCount(m.UnneededPodsNotHelped); n != 1 {
 		t.Errorf("%d reasons reported, want only backoff", n)
 	}

@@ -40,6 +40,7 @@ type FakeNodeGroup struct {
 	template    *cloudprovider.NodeTemplate
 	templateErr error
 	errs        map[string]error
+	panics      map[string]string
 	partial     int
 	hideCreated bool
 	calls       []Call
@@ -125,8 +126,27 @@ func (g *FakeNodeGroup) MaxSize() int { return g.max }
 func (g *FakeNodeGroup) Debug() string {
 	return fmt.Sprintf("fake group %s (%d..%d)", g.id, g.min, g.max)
 }
-func (g *FakeNodeGroup) String() string     { return g.Debug() }
-func (g *FakeNodeGroup) err(m string) error { return g.errs[m] }
+func (g *FakeNodeGroup) String() string { return g.Debug() }
+func (g *FakeNodeGroup) err(m string) error {
+	if msg, ok := g.panics[m]; ok {
+		delete(g.panics, m)
+		g.mu.Unlock() // the caller's deferred Unlock must find it locked
+		defer g.mu.Lock()
+		panic(msg)
+	}
+	return g.errs[m]
+}
+
+// PanicOnce makes the next call of method panic with msg, as a provider's
+// bug would.
+func (g *FakeNodeGroup) PanicOnce(method, msg string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.panics == nil {
+		g.panics = map[string]string{}
+	}
+	g.panics[method] = msg
+}
 
 func (g *FakeNodeGroup) TargetSize() (int, error) {
 	g.mu.Lock()
@@ -268,6 +288,9 @@ func (g *FakeNodeGroup) Nodes() ([]cloudprovider.Instance, error) {
 func (g *FakeNodeGroup) TemplateNodeInfo() (*cloudprovider.NodeTemplate, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if err := g.err("TemplateNodeInfo"); err != nil {
+		return nil, err
+	}
 	if g.templateErr != nil {
 		return nil, g.templateErr
 	}

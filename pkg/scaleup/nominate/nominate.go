@@ -27,12 +27,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/pass"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 )
 
-// Name is the stage's name; it runs after loop.StageAct.
+// Name is the stage's name; it runs after act's.
 const Name = "nominate"
 
 // Outcomes of a nomination, as nomination_outcomes_total labels them.
@@ -145,33 +148,28 @@ type Input struct {
 	Now     time.Time
 }
 
-// Stage runs the nominator as a loop stage.
-type Stage struct{ N *Nominator }
-
-// Name is Name.
-func (Stage) Name() string { return Name }
-
-// Acts: it writes pods, so explain leaves it out.
-func (Stage) Acts() bool { return true }
-
-// Run nominates from what the pass planned and observed.
-func (s Stage) Run(ctx context.Context, p *loop.Pass) error {
-	cluster := p.Cluster()
-	if cluster == nil {
-		return nil
-	}
-	in := Input{Pods: cluster.Pods, Nodes: cluster.Nodes, Groups: p.Groups, Results: p.Results, Now: p.StartedAt,
-		Placed: make(map[*corev1.Pod]string, len(p.Fits))}
-	for pod, node := range p.Fits {
-		in.Placed[pod] = node
-	}
-	for _, g := range p.Gangs {
-		for pod, node := range g.Existing {
-			in.Placed[pod] = node
-		}
-	}
-	s.N.Step(ctx, in)
-	return nil
+// Stage runs the nominator as a stage of the pass, after act (so that a
+// pass's own scale-ups are recorded before their nodes can register). It
+// writes pods, so a dry run leaves it out.
+func (n *Nominator) Stage() pass.Stage {
+	return pass.Func{ID: Name, Acting: true,
+		In: pass.Keys(observe.Cluster, nodegroups.Groups, act.Results, fitexisting.Fits, plan.Gangs),
+		Do: func(ctx context.Context, st *pass.State) error {
+			cluster := pass.Get(st, observe.Cluster)
+			fits := pass.Get(st, fitexisting.Fits)
+			in := Input{Pods: cluster.Pods, Nodes: cluster.Nodes, Groups: pass.Get(st, nodegroups.Groups), Results: pass.Get(st, act.Results),
+				Now: st.Started, Placed: make(map[*corev1.Pod]string, len(fits))}
+			for pod, node := range fits {
+				in.Placed[pod] = node
+			}
+			for _, g := range pass.Get(st, plan.Gangs) {
+				for pod, node := range g.Existing {
+					in.Placed[pod] = node
+				}
+			}
+			n.Step(ctx, in)
+			return nil
+		}}
 }
 
 // Step records the pass's scale-ups, matches planned nodes to the nodes

@@ -13,7 +13,6 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/report"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
@@ -39,7 +38,7 @@ type GangOutcome struct {
 	// gang does not fit existing capacity.
 	Message string
 	// Reasons are, per node group, why it could not host the gang.
-	Reasons []report.GroupReason
+	Reasons []GroupReason
 }
 
 // PlanGangs plans each gang as one unit, highest priority first: capacity
@@ -273,9 +272,9 @@ func groupsIn(key, value string, groups []*nodegroups.Info) []*nodegroups.Info {
 	return out
 }
 
-func dedupe(rs []report.GroupReason) []report.GroupReason {
-	seen := map[report.GroupReason]bool{}
-	var out []report.GroupReason
+func dedupe(rs []GroupReason) []GroupReason {
+	seen := map[GroupReason]bool{}
+	var out []GroupReason
 	for _, r := range rs {
 		if !seen[r] {
 			seen[r] = true

@@ -22,7 +22,6 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/report"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/balance"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
@@ -72,7 +71,7 @@ func New(opts Options, est *estimator.Estimator, chain expander.Chain, limiter *
 type Plan struct {
 	ScaleUps  []act.ScaleUp
 	NotHelped []*corev1.Pod
-	Reasons   map[types.UID][]report.GroupReason
+	Reasons   map[types.UID][]GroupReason
 }
 
 // Plan decides the scale-ups for pods. usage is what the cluster has and
@@ -85,7 +84,7 @@ func (p *Planner) Plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegr
 // plan is Plan, also returning what it carried (reuse.go).
 func (p *Planner) plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegroups.Info, usage limits.Usage, now time.Time) (*Plan, *carry, error) {
 	logger := klog.FromContext(ctx)
-	plan := &Plan{Reasons: map[types.UID][]report.GroupReason{}}
+	plan := &Plan{Reasons: map[types.UID][]GroupReason{}}
 	remaining := pods
 	used := map[string]bool{}
 	// Reasons are kept across rounds: a group chosen in an earlier round is
@@ -159,7 +158,7 @@ func (p *Planner) options(ctx context.Context, groups []*nodegroups.Info, used m
 		}
 		c, reason, msg := p.gate(g, usage, now)
 		if c == nil {
-			reasons.all(pods, report.GroupReason{Group: g.Id, Reason: reason, Message: msg})
+			reasons.all(pods, GroupReason{Group: g.Id, Reason: reason, Message: msg})
 			continue
 		}
 		if !p.reserve(c, pods, reasons) {
@@ -284,4 +283,28 @@ func without(pods, drop []*corev1.Pod) []*corev1.Pod {
 		}
 	}
 	return out
+}
+
+// GroupReason is why one node group could not help a pod: the planner's
+// finding, which events, the status and explain tell.
+type GroupReason struct {
+	Group string
+	// Reason is a limit ("max-nodes-total", "backoff", ...) or the
+	// scheduler plugin that rejected the pod on the template node.
+	Reason  string
+	Message string
+	// Constraint names the claim constraint to blame for a DynamicResources
+	// rejection ("matchAttribute <attribute> of claim <name>"), if one is.
+	Constraint string
+}
+
+func (g GroupReason) String() string {
+	s := g.Group + ": " + g.Reason
+	if g.Message != "" {
+		s += ": " + g.Message
+	}
+	if g.Constraint != "" {
+		s += " (fits without " + g.Constraint + ")"
+	}
+	return s
 }

@@ -7,7 +7,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/report"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
@@ -27,19 +26,19 @@ type reasonEntry struct {
 	group  string
 	pods   []*corev1.Pod
 	skip   map[types.UID]bool
-	reason report.GroupReason
+	reason GroupReason
 	// cand and unplaced: an estimate's unplaced pods on cand's group.
 	cand     *candidate
 	unplaced []*estimator.Unplaced
 }
 
 // all gives every pod of pods reason r.
-func (l *reasonLog) all(pods []*corev1.Pod, r report.GroupReason) {
+func (l *reasonLog) all(pods []*corev1.Pod, r GroupReason) {
 	l.entries = append(l.entries, reasonEntry{group: r.Group, pods: pods, reason: r})
 }
 
 // except gives reason r to the pods not in keep.
-func (l *reasonLog) except(pods []*corev1.Pod, keep map[types.UID]bool, r report.GroupReason) {
+func (l *reasonLog) except(pods []*corev1.Pod, keep map[types.UID]bool, r GroupReason) {
 	l.entries = append(l.entries, reasonEntry{group: r.Group, pods: pods, skip: keep, reason: r})
 }
 
@@ -73,8 +72,8 @@ func supersede(rounds []*reasonLog, newer *reasonLog) {
 // reasons makes the reasons of the pods in want, entry by entry in the
 // order they were logged, skipping groups in done.
 func (p *Planner) reasons(ctx context.Context, l *reasonLog, want map[types.UID]bool, done map[types.UID]map[string]bool,
-	out map[types.UID][]report.GroupReason) {
-	add := func(uid types.UID, r report.GroupReason) {
+	out map[types.UID][]GroupReason) {
+	add := func(uid types.UID, r GroupReason) {
 		if !done[uid][r.Group] {
 			out[uid] = append(out[uid], r)
 		}
@@ -99,15 +98,15 @@ func (p *Planner) reasons(ctx context.Context, l *reasonLog, want map[types.UID]
 // resolve turns the rounds' logs into the reasons of pods: the latest
 // round's reason for a group stands; a group not estimated in a later
 // round (it was chosen, or gated the same way) keeps its earlier reason.
-func (p *Planner) resolve(ctx context.Context, rounds []*reasonLog, pods []*corev1.Pod) map[types.UID][]report.GroupReason {
+func (p *Planner) resolve(ctx context.Context, rounds []*reasonLog, pods []*corev1.Pod) map[types.UID][]GroupReason {
 	want := make(map[types.UID]bool, len(pods))
 	for _, pod := range pods {
 		want[pod.UID] = true
 	}
-	out := map[types.UID][]report.GroupReason{}
+	out := map[types.UID][]GroupReason{}
 	done := map[types.UID]map[string]bool{}
 	for i := len(rounds) - 1; i >= 0; i-- {
-		round := map[types.UID][]report.GroupReason{}
+		round := map[types.UID][]GroupReason{}
 		p.reasons(ctx, rounds[i], want, done, round)
 		for uid, rs := range round {
 			if done[uid] == nil {
@@ -123,13 +122,13 @@ func (p *Planner) resolve(ctx context.Context, rounds []*reasonLog, pods []*core
 }
 
 // unplacedReason is why c's group could not place the pod u.
-func (p *Planner) unplacedReason(ctx context.Context, c *candidate, u estimator.Unplaced) report.GroupReason {
-	gr := report.GroupReason{Group: c.info.Id, Reason: u.Result.Plugin, Message: u.Result.Message}
+func (p *Planner) unplacedReason(ctx context.Context, c *candidate, u estimator.Unplaced) GroupReason {
+	gr := GroupReason{Group: c.info.Id, Reason: u.Result.Plugin, Message: u.Result.Message}
 	switch {
 	case u.Limit == estimator.LimitMaxNodes:
-		gr = report.GroupReason{Group: c.info.Id, Reason: c.reason, Message: fmt.Sprintf("room for %d more node(s)", c.room)}
+		gr = GroupReason{Group: c.info.Id, Reason: c.reason, Message: fmt.Sprintf("room for %d more node(s)", c.room)}
 	case u.Limit != "":
-		gr = report.GroupReason{Group: c.info.Id, Reason: ReasonEstimateLimit, Message: u.Limit}
+		gr = GroupReason{Group: c.info.Id, Reason: ReasonEstimateLimit, Message: u.Limit}
 	case framework.VolumePlugins[u.Result.Plugin] && p.diagnose != nil:
 		if why := p.diagnose.Volumes(u.Pod, c.info.Template); why != "" {
 			gr.Message += ": " + why

@@ -9,7 +9,6 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/report"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 )
 
@@ -56,7 +55,7 @@ func (p *Planner) reserve(c *candidate, pods []*corev1.Pod, reasons *reasonLog) 
 		if why == "" {
 			why = "its reservations cannot serve the pod (capacity block ending before the pod's declared run time, or none left)"
 		}
-		reasons.except(pods, keep, report.GroupReason{Group: c.info.Id, Reason: orDefault(reason, "reservation"), Message: why})
+		reasons.except(pods, keep, GroupReason{Group: c.info.Id, Reason: orDefault(reason, "reservation"), Message: why})
 		c.pods = eligible
 	}
 	if room <= 0 || len(eligible) == 0 {

@@ -1,4 +1,4 @@
-package loop
+package explain
 
 import (
 	"context"
@@ -6,59 +6,62 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/explain"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/load"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/observe"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/report"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/pass"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/pending"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
-// Explain runs the pass the loop runs, without the stages that act, and
-// explains what it decided for one pod. A pod the autoscaler would leave
-// alone (not yet found unschedulable, too young, below the priority
-// cutoff) is planned for as if it were pending, and its state says so.
-func (l *Loop) Explain(ctx context.Context, key types.NamespacedName) (*explain.Report, error) {
-	pass := &Pass{StartedAt: l.Clock.Now()}
-	var rep *explain.Report
+// Run runs the pass the loop runs, without the stages that act (a dry
+// run of l), and explains what it decided for one pod. A pod the
+// autoscaler would leave alone (not yet found unschedulable, too young,
+// below the priority cutoff) is planned for as if it were pending, and
+// its state says so. runner is the pass's simulated scheduler; sel the
+// pending stage, which says why a pod is left alone.
+func Run(ctx context.Context, l *loop.Loop, runner *framework.Runner, sel *pending.Stage, key types.NamespacedName, now time.Time) (*Report, error) {
+	st := pass.New(now)
+	var rep *Report
 	var pod *corev1.Pod
 	// heldOn is the node the pod is held on (HeldNode), binding whether it
 	// is held there by its volume rather than a nomination.
 	var heldOn string
 	var binding bool
 	errScheduled := errors.New("scheduled")
-	stages, err := l.Stages()
-	if err != nil {
-		return nil, err
-	}
-	err = runStages(ctx, stages, pass, true, func(name string) error {
+	err := l.DryRun(ctx, st, func(name string) error {
 		switch name {
-		case StageObserve:
-			if pod = findPod(pass.cluster.Pods, key); pod == nil {
+		case observe.StageName:
+			cluster := pass.Get(st, observe.Cluster)
+			if pod = findPod(cluster.Pods, key); pod == nil {
 				return fmt.Errorf("pod %s not found", key)
 			}
-			rep = &explain.Report{Pod: key.String(), SchedulerMessage: scheduledMessage(pod)}
+			rep = &Report{Pod: key.String(), SchedulerMessage: scheduledMessage(pod)}
 			if pod.Spec.NodeName != "" {
 				rep.State, rep.Node = "Scheduled", pod.Spec.NodeName
 				rep.Summary = "bound to node " + pod.Spec.NodeName + ": nothing to explain"
 				return errScheduled
 			}
-			registered := observe.Registered(pass.cluster.Nodes)
-			if heldOn = observe.HeldNode(pod, registered, pass.cluster.VolumeBindings); heldOn != "" {
+			registered := observe.Registered(cluster.Nodes)
+			if heldOn = observe.HeldNode(pod, registered, cluster.VolumeBindings); heldOn != "" {
 				// Judged once the snapshot says whether the node still
 				// takes it (load.Loaded.Unheld).
 				binding = observe.NominatedNode(pod, registered) == ""
 				return nil
 			}
-			pass.extra = []*corev1.Pod{pod}
-		case StageSnapshot:
-			if heldOn != "" && !containsPod(pass.built.Unheld, pod) {
+			pass.Put(st, pending.Extra, []*corev1.Pod{pod})
+		case load.StageName:
+			built := pass.Get(st, load.Built)
+			if heldOn != "" && !containsPod(built.Unheld, pod) {
 				// The pass holds its place there, as the loop does.
 				rep.State, rep.Node = "Nominated", heldOn
 				rep.Summary = "the scheduler is placing it on node " + heldOn + " (preemption or volume provisioning under way): no scale-up is needed"
@@ -70,16 +73,16 @@ func (l *Loop) Explain(ctx context.Context, key types.NamespacedName) (*explain.
 			if heldOn != "" {
 				// Pods held on the node before it took what it needs
 				// there: it is planned like any pending pod.
-				pass.extra = []*corev1.Pod{pod}
+				pass.Put(st, pending.Extra, []*corev1.Pod{pod})
 			}
-			verdicts, err := l.Runner.RunFilters(ctx, pod, pass.built.Candidates())
+			verdicts, err := runner.RunFilters(ctx, pod, built.Candidates())
 			if err != nil {
 				return fmt.Errorf("filter pod %s on existing nodes: %w", key, err)
 			}
 			rep.ExistingNodes = summarize(verdicts)
-		case StagePending:
+		case pending.StageName:
 			rep.State = "Unschedulable"
-			if containsPod(pass.added, pod) {
+			if containsPod(pass.Get(st, pending.Added), pod) {
 				rep.State = "Ignored"
 				if !observe.IsUnschedulable(pod) {
 					rep.State = "Pending"
@@ -94,9 +97,10 @@ func (l *Loop) Explain(ctx context.Context, key types.NamespacedName) (*explain.
 	case err != nil:
 		return nil, err
 	}
-	explainPod(rep, pod, pass.Groups, pass.built, pass.Fits, pass.Plan, pass.Gangs, pass.waiting)
-	if containsPod(pass.added, pod) {
-		ignored(rep, l.pendingSelection(pass).Skip(pod, pass.StartedAt))
+	explainPod(rep, pod, pass.Get(st, nodegroups.Groups), pass.Get(st, load.Built), pass.Get(st, fitexisting.Fits),
+		pass.Get(st, plan.Result), pass.Get(st, plan.Gangs), pass.Get(st, pending.Waiting))
+	if containsPod(pass.Get(st, pending.Added), pod) {
+		ignored(rep, sel.Selection(st).Skip(pod, st.Started))
 	}
 	return rep, nil
 }
@@ -105,23 +109,23 @@ func (l *Loop) Explain(ctx context.Context, key types.NamespacedName) (*explain.
 // observe says it; "" for one a ProvisioningRequest provides for): the
 // loop adds nothing for it, so no group scales up; what would happen were
 // it pending is kept in the messages.
-func ignored(rep *explain.Report, why string) {
+func ignored(rep *Report, why string) {
 	if why == "" {
 		why = "a ProvisioningRequest provides for it"
 	}
 	rep.Summary = "the autoscaler leaves it alone: " + why + "; were it pending: " + rep.Summary
 	for i := range rep.NodeGroups {
-		if v := &rep.NodeGroups[i]; v.Verdict == explain.VerdictScaleUp {
-			v.Verdict, v.Message = explain.VerdictIgnored, "would be "+v.Message
+		if v := &rep.NodeGroups[i]; v.Verdict == VerdictScaleUp {
+			v.Verdict, v.Message = VerdictIgnored, "would be "+v.Message
 		}
 	}
 }
 
 // explainPod fills in the verdicts for pod from what the pass decided.
-func explainPod(rep *explain.Report, pod *corev1.Pod, groups []*nodegroups.Info, built *load.Loaded,
+func explainPod(rep *Report, pod *corev1.Pod, groups []*nodegroups.Info, built *load.Loaded,
 	fits map[*corev1.Pod]string, p *plan.Plan, outcomes []plan.GangOutcome, waiting []gang.Waiting) {
 	ups := map[string]int{}
-	var reasons []report.GroupReason
+	var reasons []plan.GroupReason
 	helped := false
 	for fp, node := range fits {
 		if fp.UID == pod.UID {
@@ -173,22 +177,22 @@ func explainPod(rep *explain.Report, pod *corev1.Pod, groups []*nodegroups.Info,
 			reasons = rs
 		}
 	}
-	byGroup := map[string]report.GroupReason{}
+	byGroup := map[string]plan.GroupReason{}
 	for _, r := range reasons {
 		byGroup[r.Group] = r
 	}
 	for _, g := range groups {
-		v := explain.GroupVerdict{NodeGroup: g.Id}
+		v := GroupVerdict{NodeGroup: g.Id}
 		r, hasReason := byGroup[g.Id]
 		switch {
 		case ups[g.Id] > 0:
-			v.Verdict, v.Message = explain.VerdictScaleUp, fmt.Sprintf("+%d node(s), %d -> %d (max %d)", ups[g.Id], g.Target, g.Target+ups[g.Id], g.Max)
+			v.Verdict, v.Message = VerdictScaleUp, fmt.Sprintf("+%d node(s), %d -> %d (max %d)", ups[g.Id], g.Target, g.Target+ups[g.Id], g.Max)
 		case hasReason:
-			v.Verdict, v.Reason, v.Message, v.Constraint = explain.VerdictCannotHelp, r.Reason, r.Message, r.Constraint
+			v.Verdict, v.Reason, v.Message, v.Constraint = VerdictCannotHelp, r.Reason, r.Message, r.Constraint
 		case helped:
-			v.Verdict = explain.VerdictNotNeeded
+			v.Verdict = VerdictNotNeeded
 		default:
-			v.Verdict, v.Message = explain.VerdictCannotHelp, "no estimate"
+			v.Verdict, v.Message = VerdictCannotHelp, "no estimate"
 		}
 		rep.NodeGroups = append(rep.NodeGroups, v)
 	}

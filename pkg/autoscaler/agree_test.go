@@ -1,4 +1,4 @@
-package loop_test
+package autoscaler_test
 
 import (
 	"fmt"
@@ -15,6 +15,8 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/explain"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/fakeprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/pass"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
 )
 
 // explain and the loop run one pass: on one cluster, the group explain
@@ -37,7 +39,7 @@ func TestExplainDecidesAsTheLoop(t *testing.T) {
 		}
 		explained[p.Name] = scaledGroups(r)
 	}
-	pass, err := l.RunOnce(ctx)
+	st, err := l.RunOnce(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +47,7 @@ func TestExplainDecidesAsTheLoop(t *testing.T) {
 	for _, p := range pods {
 		decided[p.Name] = ""
 	}
-	for _, r := range pass.Results {
+	for _, r := range pass.Get(st, act.Results) {
 		for _, p := range r.Pods {
 			decided[p.Name] = r.Group.Id
 		}

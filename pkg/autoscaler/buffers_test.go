@@ -1,4 +1,4 @@
-package loop_test
+package autoscaler_test
 
 import (
 	"testing"
@@ -15,8 +15,13 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dra-autoscaler/dra-autoscaler/apis/capacitybuffer/v1beta1"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/autoscaler"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/buffers"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/fakeprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/pass"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
@@ -45,25 +50,25 @@ func TestBuffersComeAfterRealPods(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	big := cpuGroup("big", "4")
 	recorder := record.NewFakeRecorder(10)
-	l := newLoop(t, ctx, testclock.NewFakeClock(t0), recorder, fakeprovider.New(big),
+	l := newLoopWith(t, ctx, func(_ *config.Options, env *autoscaler.Env) { env.BufferSource = bufferSource(t, 1, "2") },
+		testclock.NewFakeClock(t0), recorder, fakeprovider.New(big),
 		unschedulablePod("real", "3"), builder.Node("n1").CPU("4").Memory("32Gi").Obj())
-	l.Buffers = buffers.New(bufferSource(t, 1, "2"), nil, nil)
-	pass, err := l.RunOnce(ctx)
+	st, err := l.RunOnce(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pass.FitsNow != 1 || pass.Fits[findFit(pass.Fits, "real")] != "n1" {
-		t.Errorf("real pod fits %v, want on n1", pass.Fits)
+	if len(pass.Get(st, fitexisting.Fits)) != 1 || pass.Get(st, fitexisting.Fits)[findFit(pass.Get(st, fitexisting.Fits), "real")] != "n1" {
+		t.Errorf("real pod fits %v, want on n1", pass.Get(st, fitexisting.Fits))
 	}
-	if pass.Buffers == nil || len(pass.Buffers.Buffers) != 1 {
-		t.Fatalf("buffers outcome %+v", pass.Buffers)
+	if pass.Get(st, buffers.Served) == nil || len(pass.Get(st, buffers.Served).Buffers) != 1 {
+		t.Fatalf("buffers outcome %+v", pass.Get(st, buffers.Served))
 	}
-	b := pass.Buffers.Buffers[0]
+	b := pass.Get(st, buffers.Served).Buffers[0]
 	if b.Fit != 0 || b.Planned != 1 || b.Unplaced != 0 {
 		t.Errorf("buffer fit/planned/unplaced %d/%d/%d, want 0/1/0", b.Fit, b.Planned, b.Unplaced)
 	}
-	if len(pass.Results) != 1 || pass.Results[0].Group.Id != "big" || pass.Results[0].Added != 1 || len(pass.Results[0].Pods) != 0 {
-		t.Errorf("results %+v, want big +1 for the buffer, naming no pod", pass.Results)
+	if len(pass.Get(st, act.Results)) != 1 || pass.Get(st, act.Results)[0].Group.Id != "big" || pass.Get(st, act.Results)[0].Added != 1 || len(pass.Get(st, act.Results)[0].Pods) != 0 {
+		t.Errorf("results %+v, want big +1 for the buffer, naming no pod", pass.Get(st, act.Results))
 	}
 	if _, ok := l.Runner.Snapshot().PlacedPod("ns", b.Pods[0].Name); !ok {
 		t.Errorf("buffer pod %s not in the snapshot after the pass", b.Pods[0].Name)
@@ -86,14 +91,14 @@ func findFit(fits map[*corev1.Pod]string, name string) *corev1.Pod {
 func TestBufferOnFreeCapacity(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	big := cpuGroup("big", "4")
-	l := newLoop(t, ctx, testclock.NewFakeClock(t0), record.NewFakeRecorder(10), fakeprovider.New(big),
+	l := newLoopWith(t, ctx, func(_ *config.Options, env *autoscaler.Env) { env.BufferSource = bufferSource(t, 2, "2") },
+		testclock.NewFakeClock(t0), record.NewFakeRecorder(10), fakeprovider.New(big),
 		builder.Node("n1").CPU("4").Memory("32Gi").Obj())
-	l.Buffers = buffers.New(bufferSource(t, 2, "2"), nil, nil)
-	pass, err := l.RunOnce(ctx)
+	st, err := l.RunOnce(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b := pass.Buffers.Buffers[0]; b.Fit != 2 || b.Planned != 0 {
+	if b := pass.Get(st, buffers.Served).Buffers[0]; b.Fit != 2 || b.Planned != 0 {
 		t.Errorf("buffer fit/planned %d/%d, want 2/0", b.Fit, b.Planned)
 	}
 	if len(big.Calls()) != 0 {

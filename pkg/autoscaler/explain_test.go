@@ -1,4 +1,4 @@
-package loop_test
+package autoscaler_test
 
 import (
 	"testing"
@@ -8,13 +8,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/disagree"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/autoscaler"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/explain"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/fakeprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
@@ -82,13 +82,13 @@ func TestRunOnceWritesStatus(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	provider := fakeprovider.New(cpuGroup("small", "4"))
 	rec := record.NewFakeRecorder(10)
-	l := newLoop(t, ctx, testclock.NewFakeClock(t0), rec, provider, unschedulablePod("huge", "64"))
-	client := fake.NewClientset()
-	l.Disagree, l.Status = disagree.New(time.Minute, rec, l.Metrics), status.NewWriter(client, "kube-system", "st")
+	l := newLoopWith(t, ctx, func(o *config.Options, _ *autoscaler.Env) {
+		o.Namespace, o.StatusConfigMapName, o.SchedulerDisagreementThreshold = "kube-system", "st", time.Minute
+	}, testclock.NewFakeClock(t0), rec, provider, unschedulablePod("huge", "64"))
 	if _, err := l.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
-	s, err := status.Read(ctx, client, "kube-system", "st")
+	s, err := status.Read(ctx, l.client, "kube-system", "st")
 	if err != nil || s == nil {
 		t.Fatalf("status %v, %v", s, err)
 	}

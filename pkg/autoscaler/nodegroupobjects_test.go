@@ -1,4 +1,4 @@
-package loop_test
+package autoscaler_test
 
 import (
 	"testing"
@@ -13,9 +13,10 @@ import (
 	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/dra-autoscaler/dra-autoscaler/apis/autoscaling/v1alpha1"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/autoscaler"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/fakeprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups/objects"
 )
 
@@ -25,16 +26,13 @@ import (
 func TestRunOnceWritesNodeGroupObjects(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	provider := fakeprovider.New(cpuGroup("small", "4"))
-	l := newLoop(t, ctx, testclock.NewFakeClock(t0), record.NewFakeRecorder(10), provider, unschedulablePod("a", "2"))
 	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{v1alpha1.NodeGroupResource: "NodeGroupList"})
-	l.NodeGroupObjects = objects.New(dyn, "me", objects.Sources{Limiter: limits.New(l.Options, nil), Backoff: l.Backoff, ScaleUpFromZero: true})
-	stages, err := l.Stages()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if last := stages[len(stages)-1]; last.Name() != loop.StageNodeGroupObjects || !last.Acts() {
-		t.Errorf("last stage %s (acts %v), want %s acting", last.Name(), last.Acts(), loop.StageNodeGroupObjects)
+	l := newLoopWith(t, ctx, func(o *config.Options, env *autoscaler.Env) { o.WriteNodeGroupObjects, env.Dynamic = true, dyn },
+		testclock.NewFakeClock(t0), record.NewFakeRecorder(10), provider, unschedulablePod("a", "2"))
+	stages := l.Loop.Stages()
+	if last := stages[len(stages)-1]; last.Name() != objects.StageName || !last.Acts() {
+		t.Errorf("last stage %s (acts %v), want %s acting", last.Name(), last.Acts(), objects.StageName)
 	}
 	if _, err := l.RunOnce(ctx); err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package loop_test
+package autoscaler_test
 
 import (
 	"fmt"
@@ -6,36 +6,28 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 	testclock "k8s.io/utils/clock/testing"
 
-	drainer "github.com/dra-autoscaler/dra-autoscaler/pkg/drain"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/autoscaler"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/fakeprovider"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/loop"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/pass"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/actuator"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/planner"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
 // safe reads cluster_autoscaler_cluster_safe_to_autoscale.
-func safe(l *loop.Loop) float64 { return testutil.ToFloat64(l.Metrics.ClusterSafeToAutoscale) }
+func safe(l *fixture) float64 { return testutil.ToFloat64(l.Metrics.ClusterSafeToAutoscale) }
 
-func errorsOf(l *loop.Loop, kind string) float64 {
+func errorsOf(l *fixture, kind string) float64 {
 	return testutil.ToFloat64(l.Metrics.Errors.WithLabelValues(kind))
-}
-
-// withScaleDown gives the loop a scale-down stage over client.
-func withScaleDown(l *loop.Loop, client *fake.Clientset) {
-	rec := record.NewFakeRecorder(100)
-	p := planner.New(l.Runner, planner.Options{MaxParallelism: 1, MaxDrainParallelism: 1, MaxNonEmptyCandidates: 1})
-	a := actuator.New(client, drainer.New(client, rec, testclock.NewFakeClock(t0), drainer.Options{}), rec, testclock.NewFakeClock(t0), actuator.Options{})
-	l.ScaleDown = scaledown.New(l.Options.ScaleDown, l.Options.ScanInterval, p, a, client, rec, l.Metrics.ScaleDown)
 }
 
 // A panic in a stage ends the pass as an error: counted, nothing acts,
@@ -44,15 +36,8 @@ func TestRunOnceRecoversFromAPanic(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	big := cpuGroup("big", "16")
 	l := newLoop(t, ctx, testclock.NewFakeClock(t0), record.NewFakeRecorder(10), fakeprovider.New(big), unschedulablePod("trainer", "8"))
-	classOf, panics := l.ClassOf, 1
-	l.ClassOf = func(p *corev1.Pod) string {
-		if panics > 0 {
-			panics--
-			panic("malformed pod " + p.Name)
-		}
-		return classOf(p)
-	}
-	if _, err := l.RunOnce(ctx); err == nil || !strings.Contains(err.Error(), "panic in the pass: malformed pod trainer") {
+	big.PanicOnce("TemplateNodeInfo", "malformed template of big")
+	if _, err := l.RunOnce(ctx); err == nil || !strings.Contains(err.Error(), "panic in the pass: malformed template of big") {
 		t.Fatalf("RunOnce error = %v, want the panic", err)
 	}
 	if got := errorsOf(l, "panic"); got != 1 {
@@ -61,12 +46,12 @@ func TestRunOnceRecoversFromAPanic(t *testing.T) {
 	if safe(l) != 0 || len(big.Calls()) != 0 {
 		t.Errorf("after the panic: safe to autoscale %v, provider calls %+v; want 0 and none", safe(l), big.Calls())
 	}
-	pass, err := l.RunOnce(ctx)
+	st, err := l.RunOnce(ctx)
 	if err != nil {
 		t.Fatalf("next RunOnce: %v", err)
 	}
-	if len(pass.Results) != 1 || pass.Results[0].Added != 1 || safe(l) != 1 || errorsOf(l, "panic") != 1 {
-		t.Errorf("next pass: results %+v, safe %v, panics %v; want the scale-up, 1, 1", pass.Results, safe(l), errorsOf(l, "panic"))
+	if len(pass.Get(st, act.Results)) != 1 || pass.Get(st, act.Results)[0].Added != 1 || safe(l) != 1 || errorsOf(l, "panic") != 1 {
+		t.Errorf("next pass: results %+v, safe %v, panics %v; want the scale-up, 1, 1", pass.Get(st, act.Results), safe(l), errorsOf(l, "panic"))
 	}
 }
 
@@ -86,8 +71,8 @@ func TestRunOnceStopsWhenTheSnapshotFails(t *testing.T) {
 	if err := snap.Revert(); err != nil {
 		t.Fatal(err)
 	}
-	if pass, err := l.RunOnce(ctx); err != nil || len(pass.Results) != 1 || safe(l) != 1 {
-		t.Fatalf("next pass: %v, safe %v, err %v; want the scale-up", pass, safe(l), err)
+	if st, err := l.RunOnce(ctx); err != nil || len(pass.Get(st, act.Results)) != 1 || safe(l) != 1 {
+		t.Fatalf("next pass: %v, safe %v, err %v; want the scale-up", st, safe(l), err)
 	}
 }
 
@@ -112,28 +97,29 @@ func TestRunOnceDoesNotActOnAnUnhealthyCluster(t *testing.T) {
 			for i := range tc.unready {
 				objs = append(objs, builder.Node(fmt.Sprintf("down-%d", i)).CPU("1").NotReady().Obj())
 			}
-			l := newLoop(t, ctx, testclock.NewFakeClock(t0), record.NewFakeRecorder(10), fakeprovider.New(big), objs...)
-			client := fake.NewClientset()
-			l.Status = status.NewWriter(client, "kube-system", "st")
-			withScaleDown(l, client)
+			l := newLoopWith(t, ctx, func(o *config.Options, _ *autoscaler.Env) {
+				o.Namespace, o.StatusConfigMapName = "kube-system", "st"
+				o.ScaleDown.MaxParallelism, o.ScaleDown.MaxDrainParallelism, o.ScaleDown.NonEmptyCandidatesCount = 1, 1, 1
+			}, testclock.NewFakeClock(t0), record.NewFakeRecorder(10), fakeprovider.New(big), objs...)
+			client := l.client
 
-			pass, err := l.RunOnce(ctx)
+			st, err := l.RunOnce(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if pass.Unsafe != tc.wantUnsafe {
-				t.Errorf("unsafe = %q, want %q", pass.Unsafe, tc.wantUnsafe)
+			if pass.Get(st, observe.Unsafe) != tc.wantUnsafe {
+				t.Errorf("unsafe = %q, want %q", pass.Get(st, observe.Unsafe), tc.wantUnsafe)
 			}
-			if pass.Plan == nil || len(pass.Plan.ScaleUps) != 1 {
-				t.Fatalf("plan %+v, want the scale-up planned either way", pass.Plan)
+			if pass.Get(st, plan.Result) == nil || len(pass.Get(st, plan.Result).ScaleUps) != 1 {
+				t.Fatalf("plan %+v, want the scale-up planned either way", pass.Get(st, plan.Result))
 			}
-			acted := len(big.Calls()) > 0 || pass.ScaleDown != nil
+			acted := len(big.Calls()) > 0 || pass.Get(st, scaledown.Done) != nil
 			wantSafe, wantHealth := 1.0, status.HealthHealthy
 			if tc.wantUnsafe != "" {
 				wantSafe, wantHealth = 0, status.HealthUnhealthy
 			}
 			if acted != (tc.wantUnsafe == "") || safe(l) != wantSafe {
-				t.Errorf("provider calls %+v, scale-down ran %v, safe %v; want acting %v", big.Calls(), pass.ScaleDown != nil, safe(l), tc.wantUnsafe == "")
+				t.Errorf("provider calls %+v, scale-down ran %v, safe %v; want acting %v", big.Calls(), pass.Get(st, scaledown.Done) != nil, safe(l), tc.wantUnsafe == "")
 			}
 			s, err := status.Read(ctx, client, "kube-system", "st")
 			if err != nil || s == nil {

@@ -1,30 +1,30 @@
-package loop
+package report
 
 import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/observe"
-	"github.com/dra-autoscaler/dra-autoscaler/pkg/report"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
-	"k8s.io/apimachinery/pkg/types"
 )
 
-// gangReports turns the planner's gang outcomes and the waiting gangs into
-// what the reporter tells PodGroups and their pods. Gangs that fit what
-// exists need no word from the autoscaler.
-func gangReports(outcomes []plan.GangOutcome, waiting []gang.Waiting, state *observe.ClusterState) []report.GangReport {
+// GangReports turns the planner's gang outcomes and the waiting gangs into
+// what the reporter tells PodGroups and their pods (and the status shows).
+// Gangs that fit what exists need no word from the autoscaler.
+func GangReports(outcomes []plan.GangOutcome, waiting []gang.Waiting, state *observe.ClusterState) []GangReport {
 	uids := map[string]types.UID{}
 	for _, g := range state.PodGroups {
 		uids[g.Namespace+"/"+g.Name] = g.UID
 	}
-	var out []report.GangReport
+	var out []GangReport
 	for _, o := range outcomes {
 		if o.FitsExisting {
 			continue
 		}
-		r := report.GangReport{Namespace: o.Gang.Namespace, Name: o.Gang.Name, UID: uids[o.Gang.Key()], Pods: o.Gang.Pending}
+		r := GangReport{Namespace: o.Gang.Namespace, Name: o.Gang.Name, UID: uids[o.Gang.Key()], Pods: o.Gang.Pending}
 		var parts []string
 		for _, up := range o.ScaleUps {
 			parts = append(parts, fmt.Sprintf("%s +%d", up.Group.Id, up.Delta))
@@ -40,7 +40,7 @@ func gangReports(outcomes []plan.GangOutcome, waiting []gang.Waiting, state *obs
 		out = append(out, r)
 	}
 	for _, w := range waiting {
-		out = append(out, report.GangReport{Namespace: w.Namespace, Name: w.Name, UID: uids[w.Namespace+"/"+w.Name], Pods: w.Pods, Message: w.Reason})
+		out = append(out, GangReport{Namespace: w.Namespace, Name: w.Name, UID: uids[w.Namespace+"/"+w.Name], Pods: w.Pods, Message: w.Reason})
 	}
 	return out
 }
