@@ -41,9 +41,10 @@ build:
 binaries:
 	$(GO) run ./hack/localcluster build --bin-dir $(BIN)
 
-# Everything CI runs: unit tests, the race detector over the packages that
-# run goroutines, then the end-to-end tests on a real local control plane.
-test: test-unit test-race test-e2e
+# Everything CI runs: the linters (first: they are the fastest to fail),
+# unit tests, the race detector over the packages that run goroutines, then
+# the end-to-end tests on a real local control plane.
+test: lint test-unit test-race test-e2e
 
 test-unit:
 	$(GO) test $(TEST_FLAGS) -timeout 20m $(UNIT_PKGS)
@@ -127,8 +128,11 @@ test-e2e: binaries
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem $(UNIT_PKGS)
 
+# gofmt, the name check (one exported type name, one meaning: hack/namecheck,
+# under a second), go vet and staticcheck.
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) run ./hack/namecheck
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 
