@@ -235,12 +235,12 @@ type env struct {
 
 // start serves cp over bufconn (with the extension unless upstreamOnly)
 // and returns a client provider for it.
-func start(t testing.TB, cp *fakeCP, cfg Config, sopts ...server.Option) *env {
+func start(t testing.TB, cp *fakeCP, cfg Config, sopts ...server.ServeOption) *env {
 	return startWith(t, cp, cfg, nil, sopts...)
 }
 
 // startWith is start with provider options.
-func startWith(t testing.TB, cp *fakeCP, cfg Config, popts []ProviderOption, sopts ...server.Option) *env {
+func startWith(t testing.TB, cp *fakeCP, cfg Config, popts []ProviderOption, sopts ...server.ServeOption) *env {
 	t.Helper()
 	f := newFaults()
 	lis := bufconn.Listen(1 << 20)

@@ -105,7 +105,7 @@ func run(ctx context.Context, o options) error {
 	}
 	opts = append(opts, grpc.ChainUnaryInterceptor(logCalls))
 	g := grpc.NewServer(opts...)
-	var sopts []server.Option
+	var sopts []server.ServeOption
 	if o.upstreamOnly {
 		sopts = append(sopts, server.UpstreamOnly())
 	}

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// State is one group's backoff.
-type State struct {
+// Entry is one group's backoff.
+type Entry struct {
 	Until  time.Time
 	Reason string
 	// Failures counts failures in a row (since the last reset).
@@ -24,7 +24,7 @@ type Backoff struct {
 }
 
 type entry struct {
-	State
+	Entry
 	lastFailure time.Time
 }
 
@@ -35,7 +35,7 @@ func New(initial, max, reset time.Duration) *Backoff {
 }
 
 // Fail records a failure of the group at now and returns its new status.
-func (b *Backoff) Fail(group, reason string, now time.Time) State {
+func (b *Backoff) Fail(group, reason string, now time.Time) Entry {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.groups[group]
@@ -52,18 +52,18 @@ func (b *Backoff) Fail(group, reason string, now time.Time) State {
 	e.lastFailure = now
 	e.Until = now.Add(d)
 	e.Reason = reason
-	return e.State
+	return e.Entry
 }
 
 // Get returns the group's status and whether it is backed off at now.
-func (b *Backoff) Get(group string, now time.Time) (State, bool) {
+func (b *Backoff) Get(group string, now time.Time) (Entry, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e := b.groups[group]
 	if e == nil {
-		return State{}, false
+		return Entry{}, false
 	}
-	return e.State, now.Before(e.Until)
+	return e.Entry, now.Before(e.Until)
 }
 
 // Succeeded forgets the group's failures after a scale-up that worked.

@@ -25,13 +25,13 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
-// Planner plans scale-ups for pods (plan.Planner).
-type Planner interface {
+// PodPlanner plans scale-ups for pods (plan.Planner).
+type PodPlanner interface {
 	Plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegroups.Info, usage limits.Usage, now time.Time) (*plan.Plan, error)
 }
 
-// Processor serves the buffers, one pass at a time.
-type Processor struct {
+// Manager serves the buffers, one pass at a time.
+type Manager struct {
 	src      Source
 	dyn      dynamic.Interface    // nil: no status written (explain)
 	recorder record.EventRecorder // nil: no events
@@ -40,29 +40,29 @@ type Processor struct {
 
 // New returns a processor reading from src; dyn writes the buffers'
 // status and recorder their events (either may be nil).
-func New(src Source, dyn dynamic.Interface, recorder record.EventRecorder) *Processor {
-	return &Processor{src: src, dyn: dyn, recorder: recorder}
+func New(src Source, dyn dynamic.Interface, recorder record.EventRecorder) *Manager {
+	return &Manager{src: src, dyn: dyn, recorder: recorder}
 }
 
 // WithAdmission has every buffer's pod judged by the API server's
 // admission (through api, a server-side dry run) before it holds any
 // capacity; verdicts are kept per buffer, generation and template version
 // for AdmissionRecheck.
-func (p *Processor) WithAdmission(api Admission) *Processor {
+func (p *Manager) WithAdmission(api Admission) *Manager {
 	p.admit = newAdmissions(api)
 	return p
 }
 
-// Input is the pass's state the buffers are served in. The runner's
+// RunInput is the pass's state the buffers are served in. The runner's
 // snapshot holds the cluster with the real pending pods already placed
 // (on existing, upcoming and newly planned nodes): buffer pods only get
 // what is left.
-type Input struct {
+type RunInput struct {
 	Runner *framework.Runner
 	// Candidates are the nodes the pass's pending pods may go to; the
 	// nodes the pass planned are added from the snapshot.
 	Candidates []string
-	Planner    Planner
+	Planner    PodPlanner
 	Groups     []*nodegroups.Info
 	// Usage counts the cluster, the nodes coming and the pass's
 	// scale-ups so far, for the limits.
@@ -73,8 +73,8 @@ type Input struct {
 	Now            time.Time
 }
 
-// Outcome is what a pass did for the buffers.
-type Outcome struct {
+// PassOutcome is what a pass did for the buffers.
+type PassOutcome struct {
 	Buffers  []*Buffer
 	ScaleUps []act.ScaleUp
 	// Pods are the buffer pods of the pass, for those who must tell them
@@ -86,9 +86,9 @@ type Outcome struct {
 // fits them on what the real pods left, and plans nodes for the rest.
 // A buffer that cannot be served says why in its status; it never stops
 // the others. Only a failing simulation is an error.
-func (p *Processor) Run(ctx context.Context, in Input) (*Outcome, error) {
+func (p *Manager) Run(ctx context.Context, in RunInput) (*PassOutcome, error) {
 	logger := klog.FromContext(ctx)
-	out := &Outcome{}
+	out := &PassOutcome{}
 	objs := p.src.Buffers()
 	if len(objs) == 0 {
 		return out, nil
@@ -131,7 +131,7 @@ func (p *Processor) Run(ctx context.Context, in Input) (*Outcome, error) {
 // size decides what the buffer holds in this pass and makes its pods:
 // nothing unless it is ready, inside its windows, admitted, and its
 // namespace's quotas are known; then what the quotas leave.
-func (p *Processor) size(ctx context.Context, b *Buffer, pq *passQuotas, claimTemplate func(name string) *resourceapi.ResourceClaimTemplate, now time.Time) {
+func (p *Manager) size(ctx context.Context, b *Buffer, pq *passQuotas, claimTemplate func(name string) *resourceapi.ResourceClaimTemplate, now time.Time) {
 	if b.NotReady != "" || !b.Active {
 		return
 	}
@@ -189,7 +189,7 @@ func (pq *passQuotas) of(ctx context.Context, ns string) (*quotas, error) {
 
 // one converts a buffer object; nil for one this autoscaler leaves alone
 // (being deleted, or of another strategy).
-func (p *Processor) one(ctx context.Context, u *unstructured.Unstructured, now time.Time) *Buffer {
+func (p *Manager) one(ctx context.Context, u *unstructured.Unstructured, now time.Time) *Buffer {
 	if u.GetDeletionTimestamp() != nil {
 		return nil
 	}
@@ -222,7 +222,7 @@ func sorted(objs []*unstructured.Unstructured) []*unstructured.Unstructured {
 
 // simulate places the buffer pods on the nodes there are and will be,
 // and plans new nodes for those left.
-func (p *Processor) simulate(ctx context.Context, in Input, out *Outcome) error {
+func (p *Manager) simulate(ctx context.Context, in RunInput, out *PassOutcome) error {
 	byUID := map[types.UID]*Buffer{}
 	for _, b := range out.Buffers {
 		for _, pod := range b.Pods {
@@ -270,7 +270,7 @@ func (p *Processor) simulate(ctx context.Context, in Input, out *Outcome) error 
 // candidates are the pass's candidates and the nodes it planned (in the
 // snapshot, not among them): a buffer pod may take what a planned node
 // has left over rather than ask for another node.
-func candidates(in Input) []string {
+func candidates(in RunInput) []string {
 	out := append([]string(nil), in.Candidates...)
 	known := make(map[string]bool, len(out))
 	for _, n := range out {

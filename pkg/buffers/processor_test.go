@@ -68,9 +68,9 @@ func podTemplate(name string, pod *corev1.Pod) *corev1.PodTemplate {
 type env struct {
 	ctx    context.Context
 	runner *framework.Runner
-	proc   *buffers.Processor
+	proc   *buffers.Manager
 	src    *buffers.Listers
-	in     buffers.Input
+	in     buffers.RunInput
 }
 
 // newEnv is a processor over a real scheduler framework and planner, the
@@ -108,7 +108,7 @@ func newEnv(t *testing.T, bufs []*unstructured.Unstructured, kube []runtime.Obje
 	planner := plan.New(plan.Options{MaxNodesPerScaleUp: 1000, ScaleUpFromZero: true}, estimator.New(runner, estimator.Options{}),
 		expander.Chain{leastwaste.New()}, limits.New(config.Default(), nil), b, nil)
 	return &env{ctx: ctx, runner: runner, proc: buffers.New(src, nil, nil), src: src,
-		in: buffers.Input{Runner: runner, Candidates: nodes, Planner: planner, Groups: groups, ClaimTemplates: claimTemplates, Now: now}}
+		in: buffers.RunInput{Runner: runner, Candidates: nodes, Planner: planner, Groups: groups, ClaimTemplates: claimTemplates, Now: now}}
 }
 
 func group(id string, node *corev1.Node, slices ...*resourceapi.ResourceSlice) *nodegroups.Info {
@@ -125,7 +125,7 @@ func gpuSlice(node string, gpus int) *resourceapi.ResourceSlice {
 }
 
 // summary renders each buffer as "name replicas fit/planned/unplaced".
-func summary(out *buffers.Outcome) []string {
+func summary(out *buffers.PassOutcome) []string {
 	var s []string
 	for _, b := range out.Buffers {
 		s = append(s, fmt.Sprintf("%s %d %d/%d/%d", b.Obj.Name, b.Replicas, b.Fit, b.Planned, b.Unplaced))

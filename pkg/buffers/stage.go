@@ -18,7 +18,7 @@ import (
 )
 
 // Served is the key of what a pass did for the buffers.
-var Served = pass.NewKey[*Outcome]("capacityBuffers")
+var Served = pass.NewKey[*PassOutcome]("capacityBuffers")
 
 // Stage names.
 const (
@@ -40,7 +40,7 @@ type StageParts struct {
 // already, so buffer pods get only what is left and never keep a real pod
 // from a node. Placed buffer pods stay in the snapshot for scale-down,
 // which must find them room before removing a node.
-func (p *Processor) Stage(parts StageParts) pass.Stage {
+func (p *Manager) Stage(parts StageParts) pass.Stage {
 	return pass.Func{ID: StageName,
 		In:  pass.Keys(load.Built, nodegroups.Groups, pending.Usage, plan.Result, reservations.Counted, observe.Cluster),
 		Out: pass.Keys(Served, act.Planned),
@@ -52,7 +52,7 @@ func (p *Processor) Stage(parts StageParts) pass.Stage {
 					usage.Add(up.Group.Template.Node, up.Delta)
 				}
 			}
-			out, err := p.Run(ctx, Input{Runner: parts.Runner, Candidates: pass.Get(st, load.Built).Candidates(),
+			out, err := p.Run(ctx, RunInput{Runner: parts.Runner, Candidates: pass.Get(st, load.Built).Candidates(),
 				Planner: parts.Planner.ForCount(pass.Get(st, reservations.Counted)), Groups: pass.Get(st, nodegroups.Groups),
 				Usage: usage, ClassOf: parts.ClassOf, ClaimTemplates: pass.Get(st, observe.Cluster).ResourceClaimTemplates, Now: st.Started})
 			if parts.Observe != nil {
@@ -69,7 +69,7 @@ func (p *Processor) Stage(parts StageParts) pass.Stage {
 
 // StatusStage writes the buffers' status after the scale-ups were made
 // (or failed).
-func (p *Processor) StatusStage() pass.Stage {
+func (p *Manager) StatusStage() pass.Stage {
 	return pass.Func{ID: StatusStageName, Acting: true, In: pass.Keys(Served, act.Results, observe.Unsafe),
 		Do: func(ctx context.Context, st *pass.State) error {
 			p.Write(ctx, pass.Get(st, Served), pass.Get(st, act.Results), pass.Get(st, observe.Unsafe))

@@ -119,7 +119,7 @@ func (b *Buffer) source() string {
 // Write stores every buffer's status that changed and tells the buffers
 // the pass scaled up for, or could not help. results are the pass's
 // scale-ups (a failed one fails the buffers that needed its group).
-func (p *Processor) Write(ctx context.Context, out *Outcome, results []act.LaunchResult, unsafe string) {
+func (p *Manager) Write(ctx context.Context, out *PassOutcome, results []act.LaunchResult, unsafe string) {
 	if out == nil || p.dyn == nil {
 		return
 	}
@@ -160,7 +160,7 @@ func (p *Processor) Write(ctx context.Context, out *Outcome, results []act.Launc
 	}
 }
 
-func (p *Processor) patch(ctx context.Context, b *Buffer, st v1beta1.CapacityBufferStatus) bool {
+func (p *Manager) patch(ctx context.Context, b *Buffer, st v1beta1.CapacityBufferStatus) bool {
 	logger := klog.FromContext(ctx).WithValues("capacityBuffer", b.Key())
 	data, err := json.Marshal(map[string]any{"status": st})
 	if err != nil {
@@ -176,7 +176,7 @@ func (p *Processor) patch(ctx context.Context, b *Buffer, st v1beta1.CapacityBuf
 	return true
 }
 
-func (p *Processor) event(b *Buffer, typ, reason, msg string) {
+func (p *Manager) event(b *Buffer, typ, reason, msg string) {
 	if p.recorder == nil {
 		return
 	}

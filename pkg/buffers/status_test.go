@@ -97,7 +97,7 @@ func TestWriteOnlyChanges(t *testing.T) {
 	u.SetKind(v1beta1.Kind)
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{v1beta1.Resource: "CapacityBufferList"}, u)
 	p := New(nil, dyn, nil)
-	out := &Outcome{Buffers: []*Buffer{b}}
+	out := &PassOutcome{Buffers: []*Buffer{b}}
 	p.Write(context.Background(), out, []act.LaunchResult{{ScaleUp: act.ScaleUp{Group: &nodegroups.Info{Id: "other"}}}}, "")
 	patches := func() int {
 		n := 0
@@ -139,7 +139,7 @@ func TestWriteWarnsWhyNothingIsHeld(t *testing.T) {
 	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{v1beta1.Resource: "CapacityBufferList"}, objs...)
 	recorder := record.NewFakeRecorder(10)
 	p := New(nil, dyn, recorder)
-	out := &Outcome{Buffers: []*Buffer{unreadable, rejected}}
+	out := &PassOutcome{Buffers: []*Buffer{unreadable, rejected}}
 	p.Write(context.Background(), out, nil, "")
 	var events []string
 	for len(recorder.Events) > 0 {

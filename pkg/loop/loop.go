@@ -20,8 +20,8 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
-// Metrics are what the loop tells of its passes (metrics.Metrics).
-type Metrics interface {
+// PassMetrics are what the loop tells of its passes (metrics.Metrics).
+type PassMetrics interface {
 	// Observe records how long function took since start, Activity that
 	// activity happened at now, ObserveStage how long a stage took.
 	Observe(function string, start time.Time)
@@ -39,7 +39,7 @@ type Config struct {
 	// feature that is off): pass.Check accepts both.
 	Inputs, Optional []pass.AnyKey
 	Clock            clock.PassiveClock
-	Metrics          Metrics
+	Metrics          PassMetrics
 	ScanInterval     time.Duration
 	// Trigger, if set, starts a pass early (new unschedulable pods).
 	Trigger func() <-chan struct{}

@@ -97,7 +97,7 @@ type State struct {
 
 // New starts a pass's state at started, holding inputs (values the
 // caller gives the pass, as if written before its first stage).
-func New(started time.Time, inputs ...Input) *State {
+func New(started time.Time, inputs ...Preset) *State {
 	s := &State{Started: started, values: map[string]any{}}
 	for _, in := range inputs {
 		s.values[in.key.key()] = in.value
@@ -105,17 +105,17 @@ func New(started time.Time, inputs ...Input) *State {
 	return s
 }
 
-// Input is a value a pass starts with (see With).
-type Input struct {
+// Preset is a value a pass starts with (see With).
+type Preset struct {
 	key   AnyKey
 	value any
 }
 
 // With is an input of a pass: k holds v from the start.
-func With[T any](k Key[T], v T) Input { return Input{key: k, value: v} }
+func With[T any](k Key[T], v T) Preset { return Preset{key: k, value: v} }
 
-// Inputs are the keys inputs give, for Check.
-func Inputs(in ...Input) []AnyKey {
+// PresetKeys are the keys inputs give, for Check.
+func PresetKeys(in ...Preset) []AnyKey {
 	out := make([]AnyKey, len(in))
 	for i, x := range in {
 		out[i] = x.key

@@ -77,7 +77,7 @@ func TestCheck(t *testing.T) {
 	}{
 		{name: "in order", stages: []pass.Stage{writeCount, readCount}},
 		{name: "read before written", stages: []pass.Stage{readCount, writeCount}, err: `stage label reads "test/count", which no stage before it writes`},
-		{name: "an input", stages: []pass.Stage{readInputs}, in: pass.Inputs(pass.With(inputs, nil))},
+		{name: "an input", stages: []pass.Stage{readInputs}, in: pass.PresetKeys(pass.With(inputs, nil))},
 		{name: "an optional key", stages: []pass.Stage{readInputs}, opt: pass.Keys(inputs)},
 		{name: "missing input", stages: []pass.Stage{readInputs}, err: `reads "test/inputs"`},
 		{name: "a name twice", stages: []pass.Stage{writeCount, writeCount}, err: "stage count listed twice"},

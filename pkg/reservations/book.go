@@ -122,7 +122,7 @@ func NewBook(now time.Time, margin time.Duration, res []*Reservation, groups []G
 // any does): a CapacityReservation object is named by groups as well as
 // naming them.
 func withNamingGroups(r *Reservation, groups []GroupNodes) *Reservation {
-	if r.Source != SourceCRD {
+	if r.Origin != SourceCRD {
 		return r
 	}
 	out := r

@@ -179,7 +179,7 @@ func TestOpenReservationEndingSoonServesPodsWithoutRunTime(t *testing.T) {
 // onto it unless its template says otherwise.
 func TestBookGroupsNamingAReservation(t *testing.T) {
 	crd := func(name string, count int, groups ...string) *Reservation {
-		return &Reservation{ID: name, Name: name, Source: SourceCRD, Kind: cloudprovider.ReservationTargeted, NodeGroups: groups, Count: count}
+		return &Reservation{ID: name, Name: name, Origin: SourceCRD, Kind: cloudprovider.ReservationTargeted, NodeGroups: groups, Count: count}
 	}
 	plain := builder.Node("t").Obj()
 	tests := []struct {
@@ -220,7 +220,7 @@ func TestBookGroupsNamingAReservation(t *testing.T) {
 		available:    map[string]int{"md/a": 0, "md/b": 0},
 	}, {
 		name:         "a provider reservation of the same id is not the object",
-		res:          []*Reservation{{ID: "r", Source: SourceProvider, Kind: cloudprovider.ReservationTargeted, Count: 2}},
+		res:          []*Reservation{{ID: "r", Origin: SourceProvider, Kind: cloudprovider.ReservationTargeted, Count: 2}},
 		groups:       []GroupNodes{{ID: "md/a", Template: plain, Reservation: "r"}},
 		served:       map[string][]string{"r": nil},
 		left:         map[string]int{"r": 2},
@@ -280,7 +280,7 @@ func TestBookGroupsNamingAReservation(t *testing.T) {
 // A group naming an object that is not there launches nowhere, and says
 // which object it waits for.
 func TestBookWhyNotMissingNamedReservation(t *testing.T) {
-	b := NewBook(now, 0, []*Reservation{{ID: "other", Name: "other", Source: SourceCRD, Kind: cloudprovider.ReservationTargeted, Count: 1}},
+	b := NewBook(now, 0, []*Reservation{{ID: "other", Name: "other", Origin: SourceCRD, Kind: cloudprovider.ReservationTargeted, Count: 1}},
 		[]GroupNodes{{ID: "md/a", Template: builder.Node("t").Obj(), Reservation: "h100"}})
 	if !b.ReservedOnly("md/a") || b.Available("md/a", nil) != 0 {
 		t.Fatalf("reserved only %v, available %d; want true, 0", b.ReservedOnly("md/a"), b.Available("md/a", nil))

@@ -37,7 +37,7 @@ func FromObjects(objs []*unstructured.Unstructured) ([]*Reservation, []*v1alpha1
 
 func fromCRD(cr *v1alpha1.CapacityReservation) *Reservation {
 	s := cr.Spec
-	r := &Reservation{ID: cr.Name, Source: SourceCRD, Kind: cloudprovider.ReservationKind(s.Type),
+	r := &Reservation{ID: cr.Name, Origin: SourceCRD, Kind: cloudprovider.ReservationKind(s.Type),
 		NodeGroups: append([]string(nil), s.NodeGroups...), InstanceType: s.InstanceType,
 		Count: int(s.Count), Name: cr.Name, UID: cr.UID}
 	if r.Kind == "" {

@@ -23,7 +23,7 @@ func (s *Policy) observe(b *Book, pods []*corev1.Pod) {
 	m.Available.Reset()
 	m.IdleNodes.Reset()
 	for _, sl := range b.Slots() {
-		labels := []string{sl.ID, string(sl.Source), string(sl.Kind)}
+		labels := []string{sl.ID, string(sl.Origin), string(sl.Kind)}
 		idle := 0
 		for _, n := range sl.Nodes {
 			if !busy[n.Name] {

@@ -20,12 +20,12 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 )
 
-// Source says where a reservation was declared.
-type Source string
+// Origin says where a reservation was declared.
+type Origin string
 
 const (
-	SourceProvider Source = "provider"
-	SourceCRD      Source = "crd"
+	SourceProvider Origin = "provider"
+	SourceCRD      Origin = "crd"
 )
 
 // Capacity types, as node groups declare them in the LabelCapacityType
@@ -53,7 +53,7 @@ const (
 // Reservation is one reservation from either source.
 type Reservation struct {
 	ID     string
-	Source Source
+	Origin Origin
 	Kind   cloudprovider.ReservationKind
 	// NodeGroups are the groups it serves by name; InstanceType serves
 	// the groups whose template carries that instance type (not for
@@ -123,14 +123,14 @@ func (r *Reservation) servesPod(pod *corev1.Pod, now time.Time, margin time.Dura
 }
 
 func (r *Reservation) String() string {
-	return fmt.Sprintf("%s reservation %s (%s)", r.Source, r.ID, r.Kind)
+	return fmt.Sprintf("%s reservation %s (%s)", r.Origin, r.ID, r.Kind)
 }
 
 // FromProvider converts the provider's reservations.
 func FromProvider(in []cloudprovider.ReservedCapacity) []*Reservation {
 	out := make([]*Reservation, 0, len(in))
 	for _, r := range in {
-		out = append(out, &Reservation{ID: r.ID, Source: SourceProvider, Kind: r.Kind,
+		out = append(out, &Reservation{ID: r.ID, Origin: SourceProvider, Kind: r.Kind,
 			NodeGroups: append([]string(nil), r.NodeGroups...), Count: r.Count, ReportedInUse: r.InUse,
 			Start: r.Start, End: r.End, Price: r.Price, HasPrice: r.Price > 0})
 	}

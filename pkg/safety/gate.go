@@ -114,9 +114,9 @@ type Options struct {
 	Leading func() bool
 }
 
-// Counter counts refusals by action and rule (a Prometheus CounterVec
+// RefusalCounter counts refusals by action and rule (a Prometheus CounterVec
 // fits).
-type Counter interface {
+type RefusalCounter interface {
 	Inc(action, rule string)
 }
 
@@ -124,7 +124,7 @@ type Counter interface {
 // concurrent use: the scale-down actuator and the loop ask it.
 type Gate struct {
 	opts     Options
-	counter  Counter
+	counter  RefusalCounter
 	recorder record.EventRecorder
 
 	mu   sync.Mutex
@@ -142,12 +142,12 @@ type toldKey struct {
 
 // New returns a gate. counter and recorder may be nil (no metric, no
 // event: explain, unit tests).
-func New(opts Options, counter Counter, recorder record.EventRecorder) *Gate {
+func New(opts Options, counter RefusalCounter, recorder record.EventRecorder) *Gate {
 	return &Gate{opts: opts, counter: counter, recorder: recorder, told: map[toldKey]bool{}}
 }
 
-// PassInput is what a pass knows when it opens the gate.
-type PassInput struct {
+// OpenInput is what a pass knows when it opens the gate.
+type OpenInput struct {
 	// Unsafe says why the cluster is too unhealthy to act on ("" if it
 	// is healthy).
 	Unsafe string
@@ -160,7 +160,7 @@ type PassInput struct {
 
 // ledger is one pass's bookings.
 type ledger struct {
-	in PassInput
+	in OpenInput
 	// size is each group's size less the removals allowed in this pass;
 	// min its min size.
 	size, min map[string]int
@@ -172,7 +172,7 @@ type ledger struct {
 // Open starts a pass: the refusals and bookings of the last pass are
 // dropped, and events already told for nodes that left every group are
 // forgotten.
-func (g *Gate) Open(in PassInput) {
+func (g *Gate) Open(in OpenInput) {
 	if g == nil {
 		return
 	}

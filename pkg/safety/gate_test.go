@@ -47,11 +47,11 @@ func TestGateRules(t *testing.T) {
 	cases := []struct {
 		name string
 		opts safety.Options
-		in   safety.PassInput
+		in   safety.OpenInput
 		asks []ask
 	}{{
 		name: "unhealthy: nothing registered goes, instances that never registered do",
-		in:   safety.PassInput{Unsafe: "6 of 8 nodes unready", Groups: []*nodegroups.Info{group("gpu", 0, 4)}},
+		in:   safety.OpenInput{Unsafe: "6 of 8 nodes unready", Groups: []*nodegroups.Info{group("gpu", 0, 4)}},
 		asks: []ask{
 			{safety.ActionScaleDown, safety.Target{Group: "gpu", Node: node("gpu-n0"), Empty: true}, safety.RuleUnhealthy},
 			{safety.ActionGiveUp, safety.Target{Group: "gpu", Node: node("gpu-n0")}, safety.RuleUnhealthy},
@@ -61,7 +61,7 @@ func TestGateRules(t *testing.T) {
 		},
 	}, {
 		name: "min size: removals are booked, the one that would go below min is refused",
-		in:   safety.PassInput{Groups: []*nodegroups.Info{group("gpu", 2, 4)}},
+		in:   safety.OpenInput{Groups: []*nodegroups.Info{group("gpu", 2, 4)}},
 		asks: []ask{
 			{safety.ActionScaleDown, safety.Target{Group: "gpu", Node: node("gpu-n0")}, ""},
 			{safety.ActionGiveUp, safety.Target{Group: "gpu", Node: node("gpu-n1")}, ""},
@@ -72,7 +72,7 @@ func TestGateRules(t *testing.T) {
 	}, {
 		name: "budget: in-flight removals count, empty nodes have a bulk bound of their own",
 		opts: safety.Options{MaxParallel: 3, MaxEmptyBulk: 1},
-		in:   safety.PassInput{Groups: []*nodegroups.Info{group("gpu", 0, 10)}, InFlight: 1},
+		in:   safety.OpenInput{Groups: []*nodegroups.Info{group("gpu", 0, 10)}, InFlight: 1},
 		asks: []ask{
 			{safety.ActionScaleDown, safety.Target{Group: "gpu", Node: node("gpu-n0"), Empty: true}, ""},
 			{safety.ActionScaleDown, safety.Target{Group: "gpu", Node: node("gpu-n1"), Empty: true}, safety.RuleBudget},
@@ -81,7 +81,7 @@ func TestGateRules(t *testing.T) {
 		},
 	}, {
 		name: "once usable: no give-up, but scale-down and a gang's own undo may remove it",
-		in:   safety.PassInput{Groups: []*nodegroups.Info{group("gpu", 0, 4)}},
+		in:   safety.OpenInput{Groups: []*nodegroups.Info{group("gpu", 0, 4)}},
 		asks: []ask{
 			{safety.ActionGiveUp, safety.Target{Group: "gpu", Node: usable}, safety.RuleOnceUsable},
 			{safety.ActionGiveUp, safety.Target{Group: "gpu", Node: badTime}, safety.RuleOnceUsable},
@@ -91,7 +91,7 @@ func TestGateRules(t *testing.T) {
 	}, {
 		name: "a block drain is held back by health only",
 		opts: safety.Options{MaxParallel: 1},
-		in:   safety.PassInput{Groups: []*nodegroups.Info{group("gpu", 4, 4)}, InFlight: 5},
+		in:   safety.OpenInput{Groups: []*nodegroups.Info{group("gpu", 4, 4)}, InFlight: 5},
 		asks: []ask{
 			{safety.ActionBlockDrain, safety.Target{Group: "gpu", Node: node("gpu-n0")}, ""},
 			{safety.ActionBlockDrain, safety.Target{Group: "gpu", Node: node("gpu-n1")}, ""},
@@ -139,7 +139,7 @@ func TestGateClosedUntilOpened(t *testing.T) {
 func TestGateRefusesWithoutTheLease(t *testing.T) {
 	leading := true
 	g := safety.New(safety.Options{Leading: func() bool { return leading }}, nil, nil)
-	g.Open(safety.PassInput{Groups: []*nodegroups.Info{group("gpu", 0, 3)}, Now: t0})
+	g.Open(safety.OpenInput{Groups: []*nodegroups.Info{group("gpu", 0, 3)}, Now: t0})
 	if r := g.Allow(safety.ActionScaleDown, safety.Target{Group: "gpu", Node: node("gpu-n0")}); r != nil || !g.Leads() {
 		t.Fatalf("while leading: %v, leads %v", r, g.Leads())
 	}
@@ -158,7 +158,7 @@ func TestGateRefusesWithoutTheLease(t *testing.T) {
 // budget.
 func TestGateUnbook(t *testing.T) {
 	g := safety.New(safety.Options{MaxParallel: 1}, nil, nil)
-	g.Open(safety.PassInput{Groups: []*nodegroups.Info{group("gpu", 1, 2)}, Now: t0})
+	g.Open(safety.OpenInput{Groups: []*nodegroups.Info{group("gpu", 1, 2)}, Now: t0})
 	first := safety.Target{Group: "gpu", Node: node("gpu-n0")}
 	if r := g.Allow(safety.ActionGiveUp, first); r != nil {
 		t.Fatal(r)
@@ -180,7 +180,7 @@ func TestGateCountsAndTellsOnce(t *testing.T) {
 	c := counts{}
 	rec := record.NewFakeRecorder(10)
 	g := safety.New(safety.Options{}, c, rec)
-	unsafe := safety.PassInput{Unsafe: "too many unready", Groups: []*nodegroups.Info{group("gpu", 0, 2)}, Now: t0}
+	unsafe := safety.OpenInput{Unsafe: "too many unready", Groups: []*nodegroups.Info{group("gpu", 0, 2)}, Now: t0}
 	target := safety.Target{Group: "gpu", Node: node("gpu-n0")}
 	for range 3 {
 		g.Open(unsafe)
@@ -196,7 +196,7 @@ func TestGateCountsAndTellsOnce(t *testing.T) {
 		t.Errorf("events %q, want one per action", got)
 	}
 	// The node leaves every group, then comes back: told again.
-	g.Open(safety.PassInput{Unsafe: "too many unready", Now: t0})
+	g.Open(safety.OpenInput{Unsafe: "too many unready", Now: t0})
 	g.Open(unsafe)
 	g.Allow(safety.ActionGiveUp, target)
 	if got := drain(rec); len(got) != 1 {

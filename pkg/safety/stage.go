@@ -17,7 +17,7 @@ const StageName = "safetyGate"
 func (g *Gate) Stage(inFlight func() int) pass.Stage {
 	return pass.Func{ID: StageName, In: pass.Keys(observe.Unsafe, nodegroups.Groups),
 		Do: func(_ context.Context, st *pass.State) error {
-			in := PassInput{Unsafe: pass.Get(st, observe.Unsafe), Groups: pass.Get(st, nodegroups.Groups), Now: st.Started}
+			in := OpenInput{Unsafe: pass.Get(st, observe.Unsafe), Groups: pass.Get(st, nodegroups.Groups), Now: st.Started}
 			if inFlight != nil {
 				in.InFlight = inFlight()
 			}

@@ -244,7 +244,7 @@ func TestRemovalsAskTheGate(t *testing.T) {
 	gate := safety.New(safety.Options{MaxEmptyBulk: 1}, nil, nil)
 	s.WithGate(gate)
 	groups := []*nodegroups.Info{{Group: g, Id: "g", Max: 5, Target: 2, Ready: nodes}}
-	gate.Open(safety.PassInput{Groups: groups, Now: t0})
+	gate.Open(safety.OpenInput{Groups: groups, Now: t0})
 	res, err := s.Run(ctx, ControllerInput{State: &observe.ClusterState{Nodes: nodes}, PDBs: noPDBs{}, Groups: groups, Nodes: []string{"n1", "n2"}, Now: t0})
 	if err != nil {
 		t.Fatal(err)

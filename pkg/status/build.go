@@ -29,7 +29,7 @@ type BuildInput struct {
 	Nodes   []*corev1.Node
 	Groups  []*nodegroups.Info
 	// Backoff returns a group's backoff, if it is backed off now.
-	Backoff       func(group string, now time.Time) (backoff.State, bool)
+	Backoff       func(group string, now time.Time) (backoff.Entry, bool)
 	ScaleDown     ScaleDownInput
 	Gangs         []GangStatus
 	Reservations  []ReservationStatus
@@ -86,9 +86,9 @@ func (b *Builder) Build(in BuildInput) *AutoscalerStatus {
 	return s
 }
 
-func (b *Builder) group(g *nodegroups.Info, in BuildInput, now metav1.Time) NodeGroupStatus {
+func (b *Builder) group(g *nodegroups.Info, in BuildInput, now metav1.Time) GroupSection {
 	target, minSize, maxSize := g.Target, g.Min, g.Max
-	ng := NodeGroupStatus{Name: g.Id, TemplateSource: g.TemplateSource, TemplateSkipped: g.TemplateSkipped}
+	ng := GroupSection{Name: g.Id, TemplateSource: g.TemplateSource, TemplateSkipped: g.TemplateSkipped}
 	health := HealthHealthy
 	if g.Template == nil {
 		health = HealthUnhealthy
@@ -204,7 +204,7 @@ func (b *Builder) carryTransitions(s *AutoscalerStatus) {
 	carry(s.ClusterWide.Health.Status, &s.ClusterWide.Health.LastTransitionTime, pc.Health.Status, pc.Health.LastTransitionTime, had)
 	carry(s.ClusterWide.ScaleUp.Status, &s.ClusterWide.ScaleUp.LastTransitionTime, pc.ScaleUp.Status, pc.ScaleUp.LastTransitionTime, had)
 	carry(s.ClusterWide.ScaleDown.Status, &s.ClusterWide.ScaleDown.LastTransitionTime, pc.ScaleDown.Status, pc.ScaleDown.LastTransitionTime, had)
-	prevGroups := map[string]NodeGroupStatus{}
+	prevGroups := map[string]GroupSection{}
 	if had {
 		for _, g := range p.NodeGroups {
 			prevGroups[g.Name] = g

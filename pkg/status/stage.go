@@ -130,7 +130,7 @@ func reservationSection(b *reservations.Book) []ReservationStatus {
 	for _, sl := range slots {
 		r := cloudprovider.ReservedCapacity{ID: sl.ID, Kind: sl.Kind, NodeGroups: sl.NodeGroups, Count: sl.Count, InUse: sl.InUse,
 			Start: sl.Start, End: sl.End}
-		out = append(out, ReservationsFrom([]cloudprovider.ReservedCapacity{r}, string(sl.Source))...)
+		out = append(out, ReservationsFrom([]cloudprovider.ReservedCapacity{r}, string(sl.Origin))...)
 	}
 	return out
 }

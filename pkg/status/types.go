@@ -13,11 +13,11 @@ import (
 
 // AutoscalerStatus is the document stored under the "status" key.
 type AutoscalerStatus struct {
-	Time             metav1.Time       `json:"time"`
-	AutoscalerStatus string            `json:"autoscalerStatus"`
-	Message          string            `json:"message,omitempty"`
-	ClusterWide      ClusterWide       `json:"clusterWide"`
-	NodeGroups       []NodeGroupStatus `json:"nodeGroups"`
+	Time             metav1.Time    `json:"time"`
+	AutoscalerStatus string         `json:"autoscalerStatus"`
+	Message          string         `json:"message,omitempty"`
+	ClusterWide      ClusterWide    `json:"clusterWide"`
+	NodeGroups       []GroupSection `json:"nodeGroups"`
 
 	// Ours.
 	// CloudProviderInsecure says why the connection to the cloud provider
@@ -124,8 +124,8 @@ type ScaleDownStatus struct {
 	LastTransitionTime metav1.Time `json:"lastTransitionTime"`
 }
 
-// NodeGroupStatus is one group's entry.
-type NodeGroupStatus struct {
+// GroupSection is one group's entry.
+type GroupSection struct {
 	Name      string          `json:"name"`
 	Health    Health          `json:"health"`
 	ScaleUp   ScaleUpStatus   `json:"scaleUp"`

@@ -24,7 +24,7 @@ func (s *scenario) faultyAndGood(fault func(*kwok.FaultsConfig)) (bad, good kwok
 }
 
 // groupStatus is the status entry of group, or nil.
-func groupStatus(st *status.AutoscalerStatus, group string) *status.NodeGroupStatus {
+func groupStatus(st *status.AutoscalerStatus, group string) *status.GroupSection {
 	for i := range st.NodeGroups {
 		if st.NodeGroups[i].Name == group {
 			return &st.NodeGroups[i]

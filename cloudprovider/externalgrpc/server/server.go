@@ -47,24 +47,24 @@ type Server struct {
 	mu sync.Mutex
 }
 
-// Option configures a Server.
-type Option func(*Server)
+// ServeOption configures a Server.
+type ServeOption func(*Server)
 
 // WithGPULabel sets the GPULabel answer (our interface has no such call).
-func WithGPULabel(label string) Option { return func(s *Server) { s.gpuLabel = label } }
+func WithGPULabel(label string) ServeOption { return func(s *Server) { s.gpuLabel = label } }
 
 // WithGPUTypes sets the GetAvailableGPUTypes answer.
-func WithGPUTypes(types ...string) Option { return func(s *Server) { s.gpuTypes = types } }
+func WithGPUTypes(types ...string) ServeOption { return func(s *Server) { s.gpuTypes = types } }
 
 // WithName sets the server name GetCapabilities reports.
-func WithName(name string) Option { return func(s *Server) { s.name = name } }
+func WithName(name string) ServeOption { return func(s *Server) { s.name = name } }
 
 // UpstreamOnly registers upstream's service only, as a server written for
 // upstream's autoscaler would (for tests and for comparison).
-func UpstreamOnly() Option { return func(s *Server) { s.upstream = true } }
+func UpstreamOnly() ServeOption { return func(s *Server) { s.upstream = true } }
 
 // New returns a server for cp.
-func New(cp cloudprovider.CloudProvider, opts ...Option) *Server {
+func New(cp cloudprovider.CloudProvider, opts ...ServeOption) *Server {
 	s := &Server{cp: cp, name: cp.Name()}
 	for _, o := range opts {
 		o(s)

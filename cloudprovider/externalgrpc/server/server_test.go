@@ -21,7 +21,7 @@ import (
 
 // serve serves a kwok provider (on a fake clientset) over bufconn and
 // returns clients of both services.
-func serve(t *testing.T, opts ...Option) (pb.CloudProviderClient, ext.CloudProviderExtensionClient) {
+func serve(t *testing.T, opts ...ServeOption) (pb.CloudProviderClient, ext.CloudProviderExtensionClient) {
 	t.Helper()
 	cfg := &kwok.Config{NodeGroups: []kwok.NodeGroupConfig{{Name: "cpu", MinSize: 0, MaxSize: 3,
 		Template: kwok.TemplateConfig{Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi")}}}}}

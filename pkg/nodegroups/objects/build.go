@@ -25,8 +25,8 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 )
 
-// PassInput is what one pass tells the NodeGroup objects.
-type PassInput struct {
+// PublishInput is what one pass tells the NodeGroup objects.
+type PublishInput struct {
 	Now    time.Time
 	Groups []*nodegroups.Info
 	// Exist are the ids of every group the provider has, Groups' and
@@ -63,7 +63,7 @@ type Sources struct {
 }
 
 // Status is one group's status for in.
-func (s *Sources) Status(ctx context.Context, g *nodegroups.Info, in PassInput) v1alpha1.NodeGroupStatus {
+func (s *Sources) Status(ctx context.Context, g *nodegroups.Info, in PublishInput) v1alpha1.NodeGroupStatus {
 	added := in.Added[g.Id]
 	st := v1alpha1.NodeGroupStatus{NodeGroup: g.Id, MinSize: int32(g.Min), MaxSize: int32(g.Max), TargetSize: int32(g.Target + added),
 		ReadyNodes: int32(len(g.Ready)), BootingNodes: int32(len(g.Booting)), UpcomingNodes: int32(g.Upcoming() + added),

@@ -92,7 +92,7 @@ type Result struct {
 // Publish brings the objects in line with in: creates the missing ones,
 // writes the status of those that changed, deletes those of groups that
 // are gone. Failures are logged and retried next pass; none fails it.
-func (p *Publisher) Publish(ctx context.Context, in PassInput) Result {
+func (p *Publisher) Publish(ctx context.Context, in PublishInput) Result {
 	logger := klog.FromContext(ctx)
 	var res Result
 	client := p.dyn.Resource(v1alpha1.NodeGroupResource)

@@ -95,7 +95,7 @@ func TestPublish(t *testing.T) {
 		},
 	})
 	groups := []*nodegroups.Info{gpuGroup("a", 1), gpuGroup("B/weird", 0), gpuGroup("theirs", 0)}
-	in := objects.PassInput{Now: t0, Groups: groups}
+	in := objects.PublishInput{Now: t0, Groups: groups}
 	c.ClearActions()
 	res := p.Publish(ctx, in)
 	if res.Created != 2 || res.Updated != 0 || res.Deleted != 0 {
@@ -128,7 +128,7 @@ func TestPublish(t *testing.T) {
 	}
 
 	c.ClearActions()
-	if res := p.Publish(ctx, objects.PassInput{Now: t0.Add(time.Minute), Groups: groups}); res.Unchanged != 2 {
+	if res := p.Publish(ctx, objects.PublishInput{Now: t0.Add(time.Minute), Groups: groups}); res.Unchanged != 2 {
 		t.Errorf("second pass, nothing changed: %+v", res)
 	}
 	if n, verbs := writes(c); n != 0 {
@@ -138,12 +138,12 @@ func TestPublish(t *testing.T) {
 	// B left out of a pass (the provider's answer was invalid) but still
 	// a group: its object stays.
 	c.ClearActions()
-	if res := p.Publish(ctx, objects.PassInput{Now: t0.Add(90 * time.Second), Groups: groups[:1], Exist: []string{"a", "B/weird"}}); res.Deleted != 0 {
+	if res := p.Publish(ctx, objects.PublishInput{Now: t0.Add(90 * time.Second), Groups: groups[:1], Exist: []string{"a", "B/weird"}}); res.Deleted != 0 {
 		t.Errorf("an existing group's object deleted: %+v", res)
 	}
 	b.Fail("a", "outOfResources", t0.Add(2*time.Minute))
 	c.ClearActions()
-	res = p.Publish(ctx, objects.PassInput{Now: t0.Add(2 * time.Minute), Groups: groups[:1], Exist: []string{"a"}})
+	res = p.Publish(ctx, objects.PublishInput{Now: t0.Add(2 * time.Minute), Groups: groups[:1], Exist: []string{"a"}})
 	if res.Updated != 1 || res.Deleted != 1 {
 		t.Errorf("a backed off, B gone: %+v", res)
 	}
@@ -177,7 +177,7 @@ func TestPublishWithoutCRD(t *testing.T) {
 		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: v1alpha1.GroupName, Resource: "nodegroups"}, "")
 	})
 	p := objects.New(c, "me", objects.Sources{ScaleUpFromZero: true})
-	in := objects.PassInput{Now: t0, Groups: []*nodegroups.Info{gpuGroup("a", 0)}}
+	in := objects.PublishInput{Now: t0, Groups: []*nodegroups.Info{gpuGroup("a", 0)}}
 	for range 3 {
 		if res := p.Publish(ctx, in); res != (objects.Result{}) {
 			t.Fatalf("without the CRD: %+v", res)

@@ -31,7 +31,7 @@ type GroupLimits struct {
 	// NoTemplate says why the group has no template ("" when it has).
 	NoTemplate string
 	// Backoff is the group's backoff, if it is backed off now.
-	Backoff   backoff.State
+	Backoff   backoff.Entry
 	BackedOff bool
 	// FromZeroDisabled: the group is empty and --scale-up-from-zero is off.
 	FromZeroDisabled bool

@@ -31,7 +31,7 @@ func TestProvisionable(t *testing.T) {
 		{"reserved-only with nothing left", GroupLimits{Size: 1, Max: 4, ReservedOnly: true}, 0, LimitedByReservation, nil},
 		{"equal caps: the max is named first", GroupLimits{Size: 2, Max: 4, ClusterRoom: 2, ClusterLimit: limits.ReasonMaxNodesTotal, ReservedOnly: true, ReservationLeft: 2},
 			2, limits.ReasonGroupMax, nil},
-		{"backoff stops all", GroupLimits{Size: 1, Max: 4, BackedOff: true, Backoff: backoff.State{Until: until, Reason: "outOfResources", Failures: 1},
+		{"backoff stops all", GroupLimits{Size: 1, Max: 4, BackedOff: true, Backoff: backoff.Entry{Until: until, Reason: "outOfResources", Failures: 1},
 			PerNode: gpus}, 0, LimitedByBackoff, map[string]int32{"gpu": 0, "nic": 0}},
 		{"backoff before a full group", GroupLimits{Size: 4, Max: 4, BackedOff: true}, 0, LimitedByBackoff, nil},
 		{"no template", GroupLimits{Size: 0, Max: 4, NoTemplate: "no healthy node"}, 0, LimitedByNoTemplate, nil},

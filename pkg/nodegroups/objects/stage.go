@@ -35,7 +35,7 @@ func (p *Publisher) Stage(exist func() []string) pass.Stage {
 					usage.Add(r.Group.Template.Node, r.Added)
 				}
 			}
-			res := p.Publish(ctx, PassInput{Now: st.Started, Groups: groups, Exist: exist(), Added: added, Usage: usage,
+			res := p.Publish(ctx, PublishInput{Now: st.Started, Groups: groups, Exist: exist(), Added: added, Usage: usage,
 				Reservations: pass.Get(st, reservations.Counted), DeviceClasses: cluster.DeviceClasses, Unsafe: pass.Get(st, observe.Unsafe)})
 			klog.FromContext(ctx).V(4).Info("NodeGroup objects", "created", res.Created, "updated", res.Updated, "deleted", res.Deleted, "unchanged", res.Unchanged)
 			return nil

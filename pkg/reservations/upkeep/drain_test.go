@@ -145,7 +145,7 @@ func TestBlockDrainHeldWhileUnhealthy(t *testing.T) {
 	f := newDrainFixture(builder.Node("a-a").Label(reservations.LabelCapacityType, "on-demand").Obj(), provider{res: []cloudprovider.ReservedCapacity{res}})
 	gate := safety.New(safety.Options{}, nil, nil)
 	f.keeper.WithGate(gate)
-	gate.Open(safety.PassInput{Unsafe: "5 of 6 nodes unready", Groups: f.groups, Now: now})
+	gate.Open(safety.OpenInput{Unsafe: "5 of 6 nodes unready", Groups: f.groups, Now: now})
 	update(f.policy, f.keeper, f.groups, f.pods)
 	if f.node(t).Spec.Unschedulable || f.evictions() != 0 {
 		t.Fatalf("unhealthy: cordoned %v, %d evictions; want neither", f.node(t).Spec.Unschedulable, f.evictions())
@@ -153,7 +153,7 @@ func TestBlockDrainHeldWhileUnhealthy(t *testing.T) {
 	if r := gate.Refused(); len(r) != 1 || r[0].Action != safety.ActionBlockDrain || r[0].Rule != safety.RuleUnhealthy {
 		t.Fatalf("refusals %+v, want the block drain held for health", r)
 	}
-	gate.Open(safety.PassInput{Groups: f.groups, Now: now})
+	gate.Open(safety.OpenInput{Groups: f.groups, Now: now})
 	update(f.policy, f.keeper, f.groups, f.pods)
 	if !f.node(t).Spec.Unschedulable || f.evictions() != 1 {
 		t.Fatalf("healthy again: cordoned %v, %d evictions; want the drain", f.node(t).Spec.Unschedulable, f.evictions())

@@ -41,7 +41,7 @@ func (k *Keeper) writeStatus(ctx context.Context, objs []reservations.Object, b 
 	}
 	slots := map[string]*reservations.Slot{}
 	for _, sl := range b.Slots() {
-		if sl.Source == reservations.SourceCRD {
+		if sl.Origin == reservations.SourceCRD {
 			slots[sl.ID] = sl
 		}
 	}
@@ -146,7 +146,7 @@ func objectRef(u *unstructured.Unstructured) *corev1.ObjectReference {
 // event records on the reservation's object; provider reservations have
 // none, so their events go to the log only.
 func (k *Keeper) event(r *reservations.Reservation, eventType, reason, msg string) {
-	if r.Source != reservations.SourceCRD {
+	if r.Origin != reservations.SourceCRD {
 		return
 	}
 	k.eventRef(&corev1.ObjectReference{APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "CapacityReservation",

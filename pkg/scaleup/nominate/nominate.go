@@ -54,8 +54,8 @@ const (
 // Outcomes are every outcome, for the metric's initial values.
 var Outcomes = []string{Followed, Ignored, Dropped}
 
-// Counter counts outcomes (a Prometheus CounterVec fits).
-type Counter interface {
+// OutcomeCounter counts outcomes (a Prometheus CounterVec fits).
+type OutcomeCounter interface {
 	Inc(outcome string)
 }
 
@@ -78,7 +78,7 @@ type Options struct {
 type Nominator struct {
 	client   kubernetes.Interface
 	opts     Options
-	outcomes Counter
+	outcomes OutcomeCounter
 	// ups are scale-ups with planned nodes not matched to registered ones.
 	ups []*plannedUp
 	// noms are the live nominations by pod UID.
@@ -93,7 +93,7 @@ type Nominator struct {
 }
 
 // New returns a nominator patching pods through client.
-func New(client kubernetes.Interface, opts Options, outcomes Counter) *Nominator {
+func New(client kubernetes.Interface, opts Options, outcomes OutcomeCounter) *Nominator {
 	return &Nominator{client: client, opts: opts, outcomes: outcomes, noms: map[types.UID]*nomination{}, declined: map[types.UID]string{}}
 }
 
@@ -136,8 +136,8 @@ type nomination struct {
 	added bool
 }
 
-// Input is what one pass tells the nominator.
-type Input struct {
+// StepInput is what one pass tells the nominator.
+type StepInput struct {
 	Pods   []*corev1.Pod
 	Nodes  []*corev1.Node
 	Groups []*nodegroups.Info
@@ -157,7 +157,7 @@ func (n *Nominator) Stage() pass.Stage {
 		Do: func(ctx context.Context, st *pass.State) error {
 			cluster := pass.Get(st, observe.Cluster)
 			fits := pass.Get(st, fitexisting.Fits)
-			in := Input{Pods: cluster.Pods, Nodes: cluster.Nodes, Groups: pass.Get(st, nodegroups.Groups), Results: pass.Get(st, act.Results),
+			in := StepInput{Pods: cluster.Pods, Nodes: cluster.Nodes, Groups: pass.Get(st, nodegroups.Groups), Results: pass.Get(st, act.Results),
 				Now: st.Started, Placed: make(map[*corev1.Pod]string, len(fits))}
 			for pod, node := range fits {
 				in.Placed[pod] = node
@@ -174,7 +174,7 @@ func (n *Nominator) Stage() pass.Stage {
 
 // Step records the pass's scale-ups, matches planned nodes to the nodes
 // that registered, and sets, keeps or ends each nomination.
-func (n *Nominator) Step(ctx context.Context, in Input) {
+func (n *Nominator) Step(ctx context.Context, in StepInput) {
 	v := newView(in)
 	n.record(ctx, in.Results, in.Now)
 	n.match(v, in.Now)
@@ -285,7 +285,7 @@ type view struct {
 	groups map[string]*nodegroups.Info
 }
 
-func newView(in Input) *view {
+func newView(in StepInput) *view {
 	v := &view{pods: map[types.UID]*corev1.Pod{}, nodes: map[string]*corev1.Node{}, usable: map[string]bool{}, stale: map[string]bool{},
 		groups: map[string]*nodegroups.Info{}}
 	for _, p := range in.Pods {

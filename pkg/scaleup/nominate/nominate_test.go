@@ -23,7 +23,7 @@ var t0 = time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
 
 const ns = "ns"
 
-// counts is a Counter for tests.
+// counts is a OutcomeCounter for tests.
 type counts map[string]int
 
 func (c counts) Inc(outcome string) { c[outcome]++ }
@@ -289,7 +289,7 @@ var cmpEmpty = cmpopts.EquateEmpty()
 // input builds the pass's input: the registered nodes are created in the
 // client as the step lists them (and those it does not list deleted by
 // do), the pods read back from it.
-func input(t *testing.T, ctx context.Context, c *fake.Clientset, s step) nominate.Input {
+func input(t *testing.T, ctx context.Context, c *fake.Clientset, s step) nominate.StepInput {
 	t.Helper()
 	g := &nodegroups.Info{Id: "gpu"}
 	ensure := func(name string, ready bool) *corev1.Node {
@@ -322,7 +322,7 @@ func input(t *testing.T, ctx context.Context, c *fake.Clientset, s step) nominat
 	for _, name := range s.other {
 		ensure(name, true)
 	}
-	in := nominate.Input{Groups: []*nodegroups.Info{g}, Now: t0.Add(s.at), Placed: map[*corev1.Pod]string{}}
+	in := nominate.StepInput{Groups: []*nodegroups.Info{g}, Now: t0.Add(s.at), Placed: map[*corev1.Pod]string{}}
 	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -428,7 +428,7 @@ func TestGiveUpsAskTheGate(t *testing.T) {
 			f.g.SetTarget(2)
 			info := f.info()
 			info.Min = tc.min
-			gate.Open(safety.PassInput{Unsafe: tc.unsafe, Groups: []*nodegroups.Info{info}, Now: t0})
+			gate.Open(safety.OpenInput{Unsafe: tc.unsafe, Groups: []*nodegroups.Info{info}, Now: t0})
 			tr.Update(ctx, []*nodegroups.Info{info}, t0)
 			got := deleted(f.g)
 			if len(got) != tc.removed || !slices.Contains(got, never) {
@@ -445,7 +445,7 @@ func TestGiveUpsAskTheGate(t *testing.T) {
 				t.Fatalf("refusals %+v, want one giveUp by %s", refused, tc.rule)
 			}
 			// Released: a later healthy pass does not judge it again.
-			gate.Open(safety.PassInput{Groups: []*nodegroups.Info{f.info()}, Now: t0.Add(time.Minute)})
+			gate.Open(safety.OpenInput{Groups: []*nodegroups.Info{f.info()}, Now: t0.Add(time.Minute)})
 			tr.Update(ctx, []*nodegroups.Info{f.info()}, t0.Add(time.Minute))
 			if got := deleted(f.g); len(got) != tc.removed {
 				t.Errorf("a released node was removed later: %v", got)
