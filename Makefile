@@ -96,9 +96,12 @@ fuzz:
 	done
 
 # The generated references: docs/flags.md and docs/metrics.md (a test in
-# hack/docs fails when they are stale).
+# hack/docs fails when they are stale), and the stage table in
+# docs/design/architecture.md (from the wiring's stage declarations; a
+# test in pkg/autoscaler fails when it is stale).
 docs:
 	$(GO) run ./hack/docs --dir docs
+	$(GO) test ./pkg/autoscaler -count=1 -run '^TestArchitectureStageTable$$' -update-docs
 
 # The manifests of the provider's overlay as `kubectl apply -k
 # deploy/$(PROVIDER)` would build them (hack/kustomize is a module of its

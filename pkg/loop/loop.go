@@ -17,7 +17,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/pass"
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
 // PassMetrics are what the loop tells of its passes (metrics.Metrics).
@@ -140,6 +139,10 @@ func (l *Loop) run(ctx context.Context, st *pass.State, dryRun bool, after func(
 	return nil
 }
 
+// panicked is an error a stage returns for a panic it recovered (the
+// simulator's framework.PanicError): counted as a panic.
+type panicked interface{ Panicked() bool }
+
 // fail counts a failed pass and tells it.
 func (l *Loop) fail(ctx context.Context, st *pass.State, err error) {
 	kind := "simulationError"
@@ -147,8 +150,8 @@ func (l *Loop) fail(ctx context.Context, st *pass.State, err error) {
 	if errors.As(err, &pe) {
 		kind = pe.Kind
 	}
-	var fe *framework.PanicError
-	if errors.As(err, &fe) {
+	var p panicked
+	if errors.As(err, &p) && p.Panicked() {
 		kind = "panic"
 	}
 	if l.c.Metrics != nil {

@@ -3,6 +3,7 @@ package loop_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -93,25 +94,36 @@ func TestNewRefusesStagesThatDoNotFit(t *testing.T) {
 	}
 }
 
+// recoveredPanic is a panic a stage recovered itself (as the simulator's
+// framework.PanicError is).
+type recoveredPanic struct{}
+
+func (recoveredPanic) Error() string  { return "plugin panicked" }
+func (recoveredPanic) Panicked() bool { return true }
+
 // A stage's error ends the pass with its kind, a panic (here a stage
-// touching a key it did not declare) with "panic"; the failure is told,
-// and the next pass runs afresh.
+// touching a key it did not declare, or one the stage recovered) with
+// "panic"; the failure is told, and the next pass runs afresh.
 func TestFailedPasses(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
-		stages func(ran *[]string) []pass.Stage
-		kind   string
-		err    string
+		name     string
+		stages   func(ran *[]string) []pass.Stage
+		kind     string
+		err      string
+		recovers bool
 	}{
 		{"a stage's error", func(ran *[]string) []pass.Stage {
 			return world(ran, pass.Failed("cloudProviderError", errors.New("provider down")))
-		}, "cloudProviderError", "provider down"},
+		}, "cloudProviderError", "provider down", false},
 		{"an undeclared key", func(ran *[]string) []pass.Stage {
 			return append(world(ran, nil), pass.Func{ID: "sneaky", Do: func(_ context.Context, st *pass.State) error {
 				pass.Get(st, planned)
 				return nil
 			}})
-		}, "panic", `stage sneaky: read of key "test/planned", which it does not declare`},
+		}, "panic", `stage sneaky: read of key "test/planned", which it does not declare`, true},
+		{"a panic the stage recovered", func(ran *[]string) []pass.Stage {
+			return world(ran, fmt.Errorf("simulating: %w", recoveredPanic{}))
+		}, "panic", "plugin panicked", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var ran []string
@@ -130,7 +142,7 @@ func TestFailedPasses(t *testing.T) {
 			if diff := cmp.Diff([]string{tc.kind}, m.failed); diff != "" {
 				t.Errorf("failed kinds (-want +got):\n%s", diff)
 			}
-			if (tc.kind == "panic") != (recovered == 1) {
+			if tc.recovers != (recovered == 1) {
 				t.Errorf("Recover called %d times", recovered)
 			}
 		})

@@ -3,6 +3,7 @@ package pass_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -99,4 +100,32 @@ func TestKeysAreUnique(t *testing.T) {
 		}
 	}()
 	pass.NewKey[int]("test/count")
+}
+
+type structStage struct{ pass.Func }
+
+func (s *structStage) Run(context.Context, *pass.State) error { return nil }
+
+// The table names each stage's folder, a Func's by its function's and a
+// stage type's by its Run method's.
+func TestTable(t *testing.T) {
+	a, b := pass.NewKey[int]("tableA"), pass.NewKey[int]("tableB")
+	stages := []pass.Stage{
+		pass.Func{ID: "one", Out: pass.Keys(a, b), Do: func(context.Context, *pass.State) error { return nil }},
+		&structStage{pass.Func{ID: "two", Acting: true, In: pass.Keys(a)}},
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := pass.Table(stages, root)
+	wantRows := []string{
+		"| one | `pass` |  | – | tableA, tableB |",
+		"| two | `pass` | yes | tableA | – |",
+	}
+	for _, row := range wantRows {
+		if !strings.Contains(got, row+"\n") {
+			t.Errorf("table lacks %q:\n%s", row, got)
+		}
+	}
 }

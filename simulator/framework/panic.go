@@ -24,6 +24,12 @@ func (e *PanicError) Error() string {
 	return fmt.Sprintf("scheduler framework panicked on pod %s, node %s: %v", e.Pod, e.Node, e.Value)
 }
 
+// Panicked says the error is a recovered panic: pkg/loop counts an error
+// with this method as a panic without importing the simulator.
+func (e *PanicError) Panicked() bool { return true }
+
+var _ interface{ Panicked() bool } = (*PanicError)(nil)
+
 // recoverPlugin, deferred around a framework call, turns its panic into a
 // PanicError in *err. Filter calls run on helper goroutines, whose panic
 // no caller could recover: each one is guarded where it runs.
