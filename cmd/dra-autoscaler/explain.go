@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	provreqclient "k8s.io/autoscaler/cluster-autoscaler/apis/provisioningrequest/client/clientset/versioned"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -37,12 +38,16 @@ func explainMain(ctx context.Context, args []string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
+	provreqs, err := provreqclient.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
 	provider, err := newReadOnlyProvider(opts, client)
 	if err != nil {
 		return err
 	}
 	defer func() { _ = provider.Cleanup() }()
-	a, err := autoscaler.New(ctx, opts, autoscaler.Env{Mode: autoscaler.Explaining, Client: client, Dynamic: dyn, RESTConfig: restConfig,
+	a, err := autoscaler.New(ctx, opts, autoscaler.Env{Mode: autoscaler.Explaining, Client: client, Dynamic: dyn, ProvisioningRequests: provreqs,
 		Provider: provider})
 	if err != nil {
 		return err

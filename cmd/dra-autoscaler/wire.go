@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
+	provreqclient "k8s.io/autoscaler/cluster-autoscaler/apis/provisioningrequest/client/clientset/versioned"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -55,6 +56,10 @@ func run(ctx context.Context, opts *config.Options) error {
 	if err != nil {
 		return err
 	}
+	provreqs, err := provreqclient.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
 	// The recorder comes first: the provider records on it too, and stops
 	// (cleanup) before it does.
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -77,7 +82,7 @@ func run(ctx context.Context, opts *config.Options) error {
 			return err
 		}
 	}
-	a, err := autoscaler.New(ctx, opts, autoscaler.Env{Mode: autoscaler.Running, Client: client, Dynamic: dyn, RESTConfig: restConfig,
+	a, err := autoscaler.New(ctx, opts, autoscaler.Env{Mode: autoscaler.Running, Client: client, Dynamic: dyn, ProvisioningRequests: provreqs,
 		Provider: provider, Recorder: recorder, Metrics: m, Leading: fence.Held, Done: h.passed, Insecure: insecureReason(provider)})
 	if err != nil {
 		return err

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/autoscaler/cluster-autoscaler/apis/provisioningrequest/client/clientset/versioned"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
@@ -70,12 +70,12 @@ const (
 type Env struct {
 	Mode Mode
 	// Client is required; Dynamic (CapacityReservation objects,
-	// CapacityBuffers, NodeGroup objects) and RESTConfig
-	// (ProvisioningRequests) may be nil, and those features are off.
-	Client     kubernetes.Interface
-	Dynamic    dynamic.Interface
-	RESTConfig *rest.Config
-	Provider   cloudprovider.CloudProvider
+	// CapacityBuffers, NodeGroup objects) and ProvisioningRequests may be
+	// nil, and those features are off.
+	Client               kubernetes.Interface
+	Dynamic              dynamic.Interface
+	ProvisioningRequests versioned.Interface
+	Provider             cloudprovider.CloudProvider
 	// Recorder (nil: no events), Metrics (nil: a registry of its own) and
 	// Clock (nil: the real one).
 	Recorder record.EventRecorder
@@ -118,6 +118,7 @@ type Autoscaler struct {
 
 	opts        *config.Options
 	env         Env
+	recorder    record.EventRecorder // env's, or none in explain
 	observe     *observe.Stage
 	podInfos    *load.PodInfos
 	provreqs    *provreq.Service
@@ -143,7 +144,7 @@ func New(ctx context.Context, opts *config.Options, env Env) (*Autoscaler, error
 	if recorder == nil || env.Mode == Explaining {
 		recorder = &record.FakeRecorder{} // drops every event
 	}
-	a := &Autoscaler{opts: opts, env: env, Metrics: env.Metrics}
+	a := &Autoscaler{opts: opts, env: env, Metrics: env.Metrics, recorder: recorder}
 	m, provider, client := env.Metrics, env.Provider, env.Client
 	// Checked here so a --nodes naming no group fails at start; each pass
 	// reads the groups again.

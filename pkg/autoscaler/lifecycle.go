@@ -51,8 +51,8 @@ func (a *Autoscaler) Start(ctx context.Context) error {
 	}
 	a.stops = append(a.stops, obs.Shutdown)
 	a.observe.Observer = obs
-	if a.env.RESTConfig != nil {
-		p, err := provreq.Start(ctx, a.env.RESTConfig, client, a.opts.ProvisioningRequests, a.Planner, a.Launcher, a.env.Recorder)
+	if a.env.ProvisioningRequests != nil {
+		p, err := provreq.Start(ctx, a.env.ProvisioningRequests, client, a.opts.ProvisioningRequests, a.Planner, a.Launcher, a.recorder)
 		if err != nil {
 			return err
 		}

@@ -2,12 +2,10 @@ package provreq
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"k8s.io/autoscaler/cluster-autoscaler/apis/provisioningrequest/client/clientset/versioned"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
@@ -17,7 +15,7 @@ import (
 // Start returns a running processor when ProvisioningRequests are enabled
 // and the cluster serves them, nil otherwise (the loop then runs as if
 // the API did not exist). Shutdown stops its informers.
-func Start(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, opts config.ProvisioningRequestOptions,
+func Start(ctx context.Context, client versioned.Interface, kube kubernetes.Interface, opts config.ProvisioningRequestOptions,
 	planner GangPlanner, actuator ScaleUpLauncher, recorder record.EventRecorder) (*Processor, error) {
 	logger := klog.FromContext(ctx)
 	if !opts.Enabled {
@@ -30,10 +28,6 @@ func Start(ctx context.Context, cfg *rest.Config, kube kubernetes.Interface, opt
 	if !served {
 		logger.Info("ProvisioningRequests are not served (no autoscaling.x-k8s.io/v1 CRD); not watching them")
 		return nil, nil
-	}
-	client, err := versioned.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("ProvisioningRequest client: %w", err)
 	}
 	inf := NewInformers(client, kube)
 	if err := inf.Start(ctx, 2*time.Minute); err != nil {
