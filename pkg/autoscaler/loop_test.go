@@ -81,7 +81,10 @@ func newLoopWith(t *testing.T, ctx context.Context, setup func(*config.Options, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := autoscaler.Env{Client: client, Provider: provider, Recorder: recorder, Clock: clock, Groups: groups, Sizes: sizes}
+	env := autoscaler.Env{Client: client, Provider: provider, Recorder: recorder, Groups: groups, Sizes: sizes}
+	if clock != nil { // nil: the real clock (virtual in a synctest bubble)
+		env.Clock = clock
+	}
 	if setup != nil {
 		setup(opts, &env)
 	}

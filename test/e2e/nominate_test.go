@@ -113,8 +113,9 @@ func TestNominationsSteerTheScheduler(t *testing.T) {
 
 // A pod planned on a new node that is tainted as it registers: the
 // scheduler cannot use it, so the nomination is not followed; after
-// --nomination-timeout the autoscaler clears it, counts it as ignored and
-// does not nominate the pod there again.
+// --nomination-timeout the autoscaler clears it and counts it as ignored
+// (that it does not nominate the pod again: TestVirtualNominationTimeout
+// in pkg/autoscaler, in virtual time).
 func TestNominationIgnoredIsCleared(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t)
@@ -147,7 +148,7 @@ func TestNominationIgnoredIsCleared(t *testing.T) {
 		got := outcomes(t, ctx, a)
 		return got["ignored"] == 1, fmt.Sprint(got), nil
 	})
-	framework.Consistently(s.ctx, t, 5*time.Second, "p pending, not nominated again", func(ctx context.Context) (bool, string, error) {
+	framework.Eventually(s.ctx, t, 30*time.Second, "p's nomination cleared", func(ctx context.Context) (bool, string, error) {
 		pod, err := s.c.Client.CoreV1().Pods(s.ns).Get(ctx, "p", metav1.GetOptions{})
 		if err != nil {
 			return false, "", err

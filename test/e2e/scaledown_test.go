@@ -180,14 +180,14 @@ func metricAtLeast(t *testing.T, s *scenario, a *framework.Autoscaler, sample st
 }
 
 // An empty GPU node is removed once it has been unneeded for
-// --scale-down-unneeded-time, not before.
+// --scale-down-unneeded-time (not before: TestVirtualUnneededTime in
+// pkg/autoscaler, in virtual time).
 func TestScaleDownEmptyGPUNode(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t)
 	g := s.gpuGroup("gpu", 4, 8)
 	node := s.existingNode(t, g, "idle", nil)
 	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, append(fastScaleDown, "--scale-down-unneeded-time=8s")...)
-	s.nodeStays(t, 5*time.Second, node)
 	s.waitNodeGone(t, node, time.Minute)
 	metricAtLeast(t, s, a, `cluster_autoscaler_scaled_down_nodes_total{reason="empty"}`, 1, 10*time.Second)
 	framework.Eventually(s.ctx, t, 20*time.Second, "ScaleDown events on the node", func(ctx context.Context) (bool, string, error) {
@@ -335,45 +335,6 @@ func TestScaleDownConsolidatesPartitions(t *testing.T) {
 	}
 	if claim.Status.Allocation == nil || len(claim.Status.Allocation.Devices.Results) != 1 || claim.Status.Allocation.Devices.Results[0].Pool != dense {
 		t.Fatalf("claim %s allocated %+v, want one partition of %s", claimName, claim.Status.Allocation, dense)
-	}
-}
-
-// No scale-down during --scale-down-delay-after-add after a scale-up: an
-// empty node, unneeded long enough, waits out the cooldown.
-func TestScaleDownCooldownAfterScaleUp(t *testing.T) {
-	t.Parallel()
-	s := newScenario(t)
-	idleGroup := s.cpuGroup("idle", 4)
-	grow := s.cpuGroup("grow", 4)
-	grow.Template.Labels["pool"] = "grow"
-	idle := s.existingNode(t, idleGroup, "idle", nil)
-	s.c.Create(s.ctx, t, s.pod("web").CPU("1").NodeSelector("pool", "grow").Obj())
-	framework.Eventually(s.ctx, t, time.Minute, "web found unschedulable", func(ctx context.Context) (bool, string, error) {
-		p, err := s.c.Client.CoreV1().Pods(s.ns).Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-				return true, describePod(p), nil
-			}
-		}
-		return false, describePod(p), nil
-	})
-	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{idleGroup, grow}},
-		append(fastScaleDown, "--scale-down-delay-after-add=20s")...)
-	framework.Eventually(s.ctx, t, time.Minute, "web bound to a new node", func(ctx context.Context) (bool, string, error) {
-		p, err := s.c.Client.CoreV1().Pods(s.ns).Get(ctx, "web", metav1.GetOptions{})
-		if err != nil {
-			return false, "", err
-		}
-		return p.Spec.NodeName != "", describePod(p), nil
-	})
-	bound := time.Now()
-	s.nodeStays(t, 10*time.Second, idle)
-	s.waitNodeGone(t, idle, time.Minute)
-	if since := time.Since(bound); since < 10*time.Second {
-		t.Fatalf("node removed %s after the scale-up, inside the cooldown", since)
 	}
 }
 
