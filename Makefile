@@ -55,9 +55,9 @@ test-unit:
 	# (Kubernetes without cgo, twice), about a minute with the build cache.
 	cd hack/image && $(GO) test $(TEST_FLAGS) -timeout 60m ./...
 
-# The loop, its stages, scale-down, drains, the binary's wiring and the
+# The wiring, the loop, its stages, scale-down, drains, the binary and the
 # providers run goroutines: they are tested with -race too.
-RACE_PKGS := ./pkg/loop/... ./pkg/observe/... ./pkg/load/... ./pkg/report/... ./pkg/stranded/... ./pkg/vet/... ./pkg/scaleup/... ./pkg/scaledown/... ./pkg/drain/... ./pkg/safety/... ./cmd/... ./cloudprovider/...
+RACE_PKGS := ./pkg/autoscaler/... ./pkg/pass/... ./pkg/loop/... ./pkg/observe/... ./pkg/load/... ./pkg/report/... ./pkg/stranded/... ./pkg/vet/... ./pkg/scaleup/... ./pkg/scaledown/... ./pkg/drain/... ./pkg/safety/... ./cmd/... ./cloudprovider/...
 test-race:
 	$(GO) test $(TEST_FLAGS) -race -timeout 30m $(RACE_PKGS)
 
