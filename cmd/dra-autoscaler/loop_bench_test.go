@@ -78,34 +78,65 @@ func BenchmarkLoopPass(b *testing.B) {
 // are not (see newClient): a few thousand objects, which a real
 // autoscaler does not hold.
 func benchPass(b *testing.B, gen func() scale.Scenario) {
+	passes(b, b, gen, nil)
+}
+
+// timer is what a pass is timed with: a benchmark's, or none.
+type timer interface {
+	StartTimer()
+	StopTimer()
+}
+
+type untimed struct{}
+
+func (untimed) StartTimer() {}
+func (untimed) StopTimer()  {}
+
+// passes runs one pass per iteration of b (one, without b) over the
+// scenario gen makes, with the default flags plus extra.
+func passes(tb testing.TB, b *testing.B, gen func() scale.Scenario, extra []string) passResult {
 	sc := gen()
 	data, err := json.Marshal(sc.Config)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	path := filepath.Join(b.TempDir(), "kwok.json")
+	path := filepath.Join(tb.TempDir(), "kwok.json")
 	if err := os.WriteFile(path, data, 0o600); err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	// The default totals would stop a scale-up of thousands of 64-CPU
 	// nodes; everything else is the default.
-	opts, err := config.Parse([]string{"--cloud-config=" + path, "--cores-total=0:100000000", "--memory-total=0:100000000"})
+	opts, err := config.Parse(append([]string{"--cloud-config=" + path, "--cores-total=0:100000000", "--memory-total=0:100000000"}, extra...))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	quiet(b)
+	quiet(tb)
 	ctx := klog.NewContext(context.Background(), klog.Background())
 	var r passResult
+	var t timer = untimed{}
+	if b != nil {
+		t = b
+	}
+	// A benchmark passes b.N times, a test once.
+	ran := false
+	more := func() bool {
+		if b != nil {
+			return b.Loop()
+		}
+		again := !ran
+		ran = true
+		return again
+	}
 	first := true
-	for b.Loop() {
-		b.StopTimer()
+	for more() {
+		t.StopTimer()
 		if !first {
 			sc = gen()
 		}
 		first = false
 		next := sc.Next
-		r = runPass(ctx, b, opts, &sc.Objects, func(first *pass.State) {
-			check(b, first, sc.WantFit, sc.WantPlanned)
+		r = runPass(ctx, tb, t, opts, &sc.Objects, func(first *pass.State) {
+			check(tb, first, sc.WantFit, sc.WantPlanned)
 			// The pods the first pass nominated are held on their nodes,
 			// not pending.
 			// What the first pass planned for waits for its nodes.
@@ -115,8 +146,11 @@ func benchPass(b *testing.B, gen func() scale.Scenario) {
 				sc.WantFit += len(up.Pods)
 			}
 		}, next)
-		b.StartTimer()
-		check(b, r.pass, sc.WantFit-r.held, sc.WantPlanned)
+		t.StartTimer()
+		check(tb, r.pass, sc.WantFit-r.held, sc.WantPlanned)
+	}
+	if b == nil {
+		return r
 	}
 	for _, s := range []string{"filterOutSchedulable", "scaleUp", "strandedCapacity"} {
 		b.ReportMetric(r.functions[s], s+"-s")
@@ -132,6 +166,7 @@ func benchPass(b *testing.B, gen func() scale.Scenario) {
 	// costs before its first pass.
 	b.ReportMetric(r.synced, "sync-s")
 	logStages(b, r.stages)
+	return r
 }
 
 // logStages logs the last pass's stages from the slowest, those over 10 ms.
@@ -152,7 +187,7 @@ func logStages(b *testing.B, seconds map[string]float64) {
 
 // check fails the benchmark unless pass placed fit pods on existing (or
 // upcoming) nodes and planned nodes new ones.
-func check(b *testing.B, st *pass.State, fit, nodes int) {
+func check(b testing.TB, st *pass.State, fit, nodes int) {
 	if fits := len(pass.Get(st, fitexisting.Fits)); fits != fit {
 		b.Fatalf("%d pending pods fit existing nodes, want %d", fits, fit)
 	}
@@ -180,13 +215,15 @@ type passResult struct {
 	// autoscaler's parts hold after it, in MB; synced is the informers'
 	// start, in seconds.
 	unranked, live, synced float64
+	// metrics are the autoscaler's.
+	metrics *metrics.Metrics
 }
 
 // runPass builds a fresh cluster and loop, syncs the informers and runs
 // one pass with the timer on; with next, an untimed pass first, which
 // first is given (the timed one is the pass after it, with what the
 // first kept). It empties *objs once the fake clientset has them.
-func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs *[]runtime.Object, first func(*pass.State), next bool) (r passResult) {
+func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, objs *[]runtime.Object, first func(*pass.State), next bool) (r passResult) {
 	client := newClient(*objs)
 	*objs = nil
 	base := liveHeap()
@@ -250,13 +287,13 @@ func runPass(ctx context.Context, b *testing.B, opts *config.Options, objs *[]ru
 	// The setup's garbage (the fake clientset's copies above all) is the
 	// benchmark's: collected before the pass, not during it.
 	goruntime.GC()
-	b.StartTimer()
+	t.StartTimer()
 	st, err := l.RunOnce(ctx)
-	b.StopTimer()
+	t.StopTimer()
 	if err != nil {
 		b.Fatal(err)
 	}
-	r.pass, r.live = st, float64(liveHeap()-base)/1e6
+	r.pass, r.live, r.metrics = st, float64(liveHeap()-base)/1e6, m
 	goruntime.KeepAlive(l)
 	var unranked float64
 	r.functions, r.stages, unranked = stageSeconds(b, m)
@@ -341,7 +378,7 @@ func liveHeap() uint64 {
 
 // stageSeconds reads the time the pass recorded per upstream function and
 // per stage, and how many pods it placed unranked.
-func stageSeconds(b *testing.B, m *metrics.Metrics) (map[string]float64, map[string]float64, float64) {
+func stageSeconds(b testing.TB, m *metrics.Metrics) (map[string]float64, map[string]float64, float64) {
 	families, err := m.Registry.Gather()
 	if err != nil {
 		b.Fatal(err)
@@ -369,7 +406,7 @@ func stageSeconds(b *testing.B, m *metrics.Metrics) (map[string]float64, map[str
 }
 
 // quiet sends klog nowhere: a pass logs per pod.
-func quiet(b *testing.B) {
+func quiet(b testing.TB) {
 	var fs flag.FlagSet
 	klog.InitFlags(&fs)
 	if err := fs.Set("logtostderr", "false"); err != nil {

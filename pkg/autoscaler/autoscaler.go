@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
@@ -46,12 +47,14 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/pending"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/track"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/shadow"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/status"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/stranded"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/vet"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/fragmentation"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/shortcut"
 )
 
 // Mode is what the wiring is for.
@@ -96,6 +99,10 @@ type Env struct {
 	// BufferSource, when set, is where the CapacityBuffers are read from
 	// instead of the cluster (unit tests).
 	BufferSource buffers.Source
+	// Shortcuts, when set, are the simulation's shortcuts instead of
+	// those --simulation-disable-shortcuts leaves on (tests: the
+	// differential test runs every pass with and without them).
+	Shortcuts *shortcut.Set
 }
 
 // Autoscaler is the wired autoscaler: the loop and the parts the caller
@@ -115,6 +122,9 @@ type Autoscaler struct {
 	// Pending is the stage that picks the pods (explain asks it why a
 	// pod is left alone).
 	Pending *pending.Stage
+	// Checker checks the simulation's shortcuts against the plain
+	// framework.
+	Checker *shortcut.Checker
 
 	opts        *config.Options
 	env         Env
@@ -162,7 +172,17 @@ func New(ctx context.Context, opts *config.Options, env Env) (*Autoscaler, error
 	}
 	a.Runner = runner
 	a.stops = append(a.stops, runner.ShutdownInformers)
-	est := estimator.New(runner, estimator.Options{})
+	// The shortcuts the simulation takes, and their check against the
+	// plain framework (sampled, or every decision with --simulation-verify).
+	shortcuts := opts.Simulation.Shortcuts()
+	if env.Shortcuts != nil {
+		shortcuts = env.Shortcuts
+	}
+	a.Checker = &shortcut.Checker{Set: shortcuts, Verify: opts.Simulation.Verify, FitSamples: opts.Simulation.ShadowFitSamples,
+		EstimateSamples: opts.Simulation.ShadowEstimateSamples, EstimatePods: opts.Simulation.ShadowEstimatePods,
+		DisableOnMismatch: opts.Simulation.DisableShortcutOnMismatch}
+	shadow.Wire(a.Checker, m, klog.FromContext(ctx), recorder)
+	est := estimator.New(runner, estimator.Options{Shortcuts: shortcuts, Check: a.Checker})
 	// One PodInfo per pod, kept across passes, for the snapshot,
 	// fit-existing and the estimator alike.
 	a.podInfos = load.NewPodInfos()
@@ -241,7 +261,8 @@ func New(ctx context.Context, opts *config.Options, env Env) (*Autoscaler, error
 		a.provreqs.LaunchStage(env.Leading),
 		a.Planner.GangsStage(runner),
 		&fitexisting.Stage{Runner: runner, Ranker: placer, NodeKeys: nodeKeys, Observe: m.Observe,
-			Options: fitexisting.Options{ClassOf: est.ClassKey, Memoizable: est.Memoizable, PodInfo: a.podInfos.Of, Copier: est}},
+			Options: fitexisting.Options{ClassOf: est.ClassKey, Memoizable: est.Memoizable, PodInfo: a.podInfos.Of, Copier: est,
+				Shortcuts: shortcuts, Check: a.Checker}},
 		a.Planner.Stage(m.Observe),
 	}
 	var bufferStatus pass.Stage
@@ -260,7 +281,7 @@ func New(ctx context.Context, opts *config.Options, env Env) (*Autoscaler, error
 		stages = append(stages, b.Stage(buffers.StageParts{Runner: runner, Planner: a.Planner, ClassOf: est.ClassKey, Observe: m.Observe}))
 		bufferStatus = b.StatusStage()
 	}
-	stages = append(stages, a.Launcher.Stage(env.Leading))
+	stages = append(stages, shadow.Stage(a.Checker), a.Launcher.Stage(env.Leading))
 	if bufferStatus != nil {
 		stages = append(stages, bufferStatus)
 	}

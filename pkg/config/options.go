@@ -116,6 +116,7 @@ type Options struct {
 	CapacityBuffers      CapacityBufferOptions
 	Reservations         ReservationOptions
 	Nominations          NominationOptions
+	Simulation           SimulationOptions
 
 	Balancing  BalancingOptions
 	KubeClient KubeClientOptions
@@ -173,6 +174,7 @@ func Default() *Options {
 		CapacityBuffers:      DefaultCapacityBufferOptions(),
 		Reservations:         defaultReservationOptions(),
 		Nominations:          DefaultNominations(),
+		Simulation:           DefaultSimulation(),
 
 		KubeClient: DefaultKubeClient(),
 		compat:     compatFlags{estimator: "binpacking", dynamicResources: true},

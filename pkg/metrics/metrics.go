@@ -34,6 +34,8 @@ type Metrics struct {
 	ScaleUpOptionsEvaluated prometheus.Counter
 	InstanceErrors          *prometheus.CounterVec
 	NominationOutcomes      *prometheus.CounterVec
+	ShadowChecks            *prometheus.CounterVec
+	ShadowMismatches        *prometheus.CounterVec
 	SafetyRefusals          *prometheus.CounterVec
 	StageDuration           *prometheus.HistogramVec
 	Sharing                 *Sharing
@@ -86,6 +88,7 @@ func New() *Metrics {
 	m.registerSharing()
 	m.registerInstances()
 	m.registerNominations()
+	m.registerShadow()
 	m.registerSafety()
 	m.registerStages()
 	m.ScaleDown = newScaleDown(f)

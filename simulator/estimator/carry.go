@@ -4,6 +4,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/shortcut"
 )
 
 // Carrying an estimate into a later planning round.
@@ -122,7 +123,7 @@ func (e *Estimator) KeptLocal(m Mark, res *Estimate, tmpl *cloudprovider.NodeTem
 // is Independent, dropped are pods of prev, and the snapshot changed only
 // by keeps that KeptLocal approved.
 func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped Dropped) (*Estimate, bool) {
-	if prev == nil || prev.Limited == LimitMaxDuration || prev.group != g.Name || !sameCap(prev.maxNodes, e.maxNodes(g), prev.NodeCount) {
+	if !e.opts.Shortcuts.On(shortcut.Carry) || prev == nil || prev.Limited == LimitMaxDuration || prev.group != g.Name || !sameCap(prev.maxNodes, e.maxNodes(g), prev.NodeCount) {
 		return nil, false
 	}
 	for _, p := range g.Template.Pods {

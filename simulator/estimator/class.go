@@ -66,6 +66,13 @@ func (c *class) refresh(nodes []*hnode) {
 
 func (c *class) close(n *hnode) { c.closed[n.index] = true }
 
+// reopen forgets which nodes the class's earlier pods were turned down
+// by: the next refresh opens every node again.
+func (c *class) reopen() {
+	c.open, c.seen = c.open[:0], 0
+	clear(c.closed)
+}
+
 // compact drops closed nodes from the open list.
 func (c *class) compact() {
 	kept := c.open[:0]

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/shortcut"
 )
 
 // Limit names, as reported in Estimate.Limited and Unplaced.Limit.
@@ -38,6 +39,12 @@ type Options struct {
 	// DisableSharing estimates every group on its own, even where two
 	// templates are the same to the filters (share.go). For tests.
 	DisableSharing bool
+	// Shortcuts turns shortcuts off (nil: all on): EstimateMemo (as
+	// DisableMemo), SharedEstimate (as DisableSharing), EstimateClasses
+	// (every pod tries every node, however its class fared) and Carry.
+	Shortcuts *shortcut.Set
+	// Check compares estimates with plain ones (check.go); nil: none.
+	Check *shortcut.Checker
 }
 
 // Estimator runs binpacking estimates on a framework runner's snapshot. It
@@ -54,11 +61,20 @@ func New(runner *framework.Runner, opts Options) *Estimator {
 }
 
 // WithLimits returns an estimator sharing e's runner and class cache but
-// bounded by opts' MaxNodes and MaxDuration (DisableMemo and
-// DisableSharing stay e's).
+// bounded by opts' MaxNodes and MaxDuration (the shortcuts and the check
+// stay e's).
 func (e *Estimator) WithLimits(opts Options) *Estimator {
-	opts.DisableMemo, opts.DisableSharing = e.opts.DisableMemo, e.opts.DisableSharing
+	opts.DisableMemo, opts.DisableSharing, opts.Shortcuts, opts.Check = e.opts.DisableMemo, e.opts.DisableSharing, e.opts.Shortcuts, e.opts.Check
 	return &Estimator{runner: e.runner, opts: opts, cache: e.cache}
+}
+
+// on reports whether shortcut n is on for e.
+func (e *Estimator) on(n shortcut.Name) bool {
+	switch {
+	case n == shortcut.EstimateMemo && e.opts.DisableMemo, n == shortcut.SharedEstimate && e.opts.DisableSharing:
+		return false
+	}
+	return e.opts.Shortcuts.On(n)
 }
 
 // UsePodInfos has e (and the estimators WithLimits made of it) take pods'
@@ -167,21 +183,23 @@ func (e *Estimator) EstimateGroups(ctx context.Context, pods []*v1.Pod, groups [
 		return nil, fmt.Errorf("estimate: %w", err)
 	}
 	var share *sharing
-	if !e.opts.DisableSharing && len(groups) > 1 {
+	if e.on(shortcut.SharedEstimate) && len(groups) > 1 {
 		if share, err = newSharing(snap, pods, true); err != nil {
 			return nil, fmt.Errorf("estimate: %w", err)
 		}
 	}
 	calls, shared := 0, 0
 	first := map[string]int{}
+	sharedFrom := make([]int, len(groups)) // the group a result was renamed from; -1: its own
 	for i, g := range groups {
+		sharedFrom[i] = -1
 		key, err := share.key(g, e.maxNodes(g))
 		if err != nil {
 			return nil, fmt.Errorf("estimate: %w", err)
 		}
 		if j, ok := first[key]; ok && key != "" {
 			if res, ok := renamed(results[j], groups[j].Name, g.Name, snap); ok {
-				results[i], shared = res, shared+1
+				results[i], shared, sharedFrom[i] = res, shared+1, j
 				continue
 			}
 		}
@@ -195,6 +213,9 @@ func (e *Estimator) EstimateGroups(ctx context.Context, pods []*v1.Pod, groups [
 	}
 	klog.FromContext(ctx).V(2).Info("Estimated node groups", "groups", len(groups), "shared", shared, "pods", len(pods),
 		"classes", len(order.classes), "frameworkCalls", calls, "duration", time.Since(start))
+	if err := e.checkGroups(ctx, order, groups, results, sharedFrom); err != nil {
+		return nil, err
+	}
 	return results, nil
 }
 
@@ -211,7 +232,16 @@ func (e *Estimator) EstimateAndKeep(ctx context.Context, pods []*v1.Pod, tmpl *c
 	if err != nil {
 		return nil, fmt.Errorf("estimate for group %s: %w", group, err)
 	}
-	return e.estimate(ctx, order, g, true)
+	plain, err := e.plainBefore(ctx, order, g)
+	if err != nil {
+		return nil, err
+	}
+	res, err := e.estimate(ctx, order, g, true)
+	if err != nil {
+		return nil, err
+	}
+	e.compare(plain, res, g, "estimate", []shortcut.Name{shortcut.EstimateMemo, shortcut.EstimateClasses})
+	return res, nil
 }
 
 // maxNodes is the cap on g's new nodes: its own, else the estimator's.
@@ -262,8 +292,10 @@ func (e *Estimator) estimate(ctx context.Context, order *ordering, g TemplateGro
 		tmpl:  g.Template,
 		group: g.Name,
 		res:   &Estimate{group: g.Name},
-		memo:  newMemo(!e.opts.DisableMemo),
+		memo:  newMemo(e.on(shortcut.EstimateMemo)),
 		lazy:  !keep,
+		// Without the class shortcut every pod tries every node.
+		perPod: !e.on(shortcut.EstimateClasses),
 	}
 	r.maxNodes = e.maxNodes(g)
 	r.res.maxNodes = r.maxNodes
@@ -296,7 +328,7 @@ func (r *run) binpack(ctx context.Context, order *ordering) error {
 			}
 			return nil
 		}
-		if cls.unplaceable != nil {
+		if cls.unplaceable != nil && !r.perPod {
 			r.res.Unplaced = append(r.res.Unplaced, &Unplaced{Pod: pod, Result: *cls.unplaceable})
 			continue
 		}

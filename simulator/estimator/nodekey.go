@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/shortcut"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
 
@@ -174,6 +175,9 @@ func (k *NodeKeys) object(node *v1.Node) ([sha256.Size]byte, bool) {
 	h := hasher{h: sha256.New()}
 	h.bytes(b)
 	labels := k.reads.readLabels(node.Labels)
+	if shortcut.Faulty(shortcut.NodeKeys) {
+		labels = nil // a deliberately wrong key, for the checks' tests
+	}
 	h.ints(int64(len(labels)))
 	for _, name := range slices.Sorted(maps.Keys(labels)) {
 		h.str(name)

@@ -38,7 +38,10 @@ type run struct {
 	nodes    []*hnode
 	nextName int
 	// lazy: copied placements on new nodes stay virtual (lazy.go).
-	lazy     bool
+	lazy bool
+	// perPod: every pod tries every node, its class's earlier pods'
+	// failures forgotten (the EstimateClasses shortcut off).
+	perPod   bool
 	maxNodes int // 0: no limit
 	memo     *memo
 	calls    int // framework calls, for the log

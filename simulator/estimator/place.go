@@ -23,6 +23,9 @@ import (
 // change the verdicts on the others, see memo.go, and is removed again
 // when unused).
 func (r *run) place(ctx context.Context, pi *schedframework.PodInfo, cls *class) error {
+	if r.perPod {
+		cls.reopen()
+	}
 	cls.refresh(r.nodes)
 	defer cls.compact()
 	for {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/shortcut"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
 
@@ -63,6 +64,37 @@ type Options struct {
 	// (estimator.Estimator; the copy is exact, TestCopyPlacementIsExact).
 	// Nil: every placement is the framework's.
 	Copier Copier
+	// Shortcuts turns the shortcuts above off one by one (nil: as the
+	// fields say): FitClasses (ClassOf), FitMemo (Memoizable), NodeKeys
+	// (Keys) and PlacementCopy (Copier). Read once per FitWith.
+	Shortcuts *shortcut.Set
+	// Check compares decisions with the plain framework's (check.go);
+	// nil: none.
+	Check *shortcut.Checker
+}
+
+// gated is o with the shortcuts its Shortcuts turn off left out.
+func (o Options) gated() Options {
+	set := o.Shortcuts
+	if !set.On(shortcut.FitClasses) {
+		o.ClassOf = nil
+	}
+	if !set.On(shortcut.FitMemo) {
+		o.Memoizable = nil
+	}
+	if !set.On(shortcut.NodeKeys) {
+		o.Keys = nil
+	}
+	if o.Keys == nil || !set.On(shortcut.PlacementCopy) {
+		o.Copier = nil
+	}
+	return o
+}
+
+// plain is o without a shortcut: every pod is tried on every candidate
+// and every verdict and placement is the framework's.
+func (o Options) plain() Options {
+	return Options{Rank: o.Rank, Sample: o.Sample, PodInfo: o.PodInfo}
 }
 
 // Copier copies placements between nodes with equal keys.
@@ -106,17 +138,19 @@ func FitRanked(ctx context.Context, runner *framework.Runner, pods []*corev1.Pod
 //     feasible nodes to rank (Sample), as the scheduler stops at
 //     numFeasibleNodesToFind, or, without ranking, at the first fit.
 func FitWith(ctx context.Context, runner *framework.Runner, pods []*corev1.Pod, candidates []string, opts Options) ([]*corev1.Pod, map[*corev1.Pod]string, error) {
-	if opts.ClassOf == nil {
-		opts.ClassOf = func(*corev1.Pod) string { return "" }
-	}
 	if opts.Sample <= 0 {
 		opts.Sample = NumFeasibleNodesToFind(len(candidates))
 	}
+	opts = opts.gated()
+	if opts.ClassOf == nil {
+		opts.ClassOf = func(*corev1.Pod) string { return "" }
+	}
 	placed := map[*corev1.Pod]string{}
 	rest := pods
+	checks := &checks{sample: opts.Check.Fits(len(pods))}
 	for sweep := 0; sweep < maxSweeps; sweep++ {
 		before := len(placed)
-		s := &sweeper{runner: runner, opts: opts, candidates: candidates, placed: placed, classes: map[string]*classState{}}
+		s := &sweeper{runner: runner, opts: opts, candidates: candidates, placed: placed, classes: map[string]*classState{}, checks: checks}
 		var err error
 		if rest, err = s.sweep(ctx, rest, sweep > 0); err != nil {
 			return nil, nil, err
@@ -205,6 +239,10 @@ type sweeper struct {
 	// of nodes, and thousands of pods made these a third of the stage's
 	// allocations.
 	scratch scratch
+	// checks says which decisions are checked (shared by the sweeps);
+	// copied tells that the last decision copied a placement.
+	checks *checks
+	copied bool
 }
 
 // scratch holds buffers valid while one pod is fitted.
@@ -248,12 +286,8 @@ func (s *sweeper) sweep(ctx context.Context, pods []*corev1.Pod, retry bool) ([]
 				}
 				s.classes[class] = cs
 			}
-			if cs.hopeless {
-				rest = append(rest, pod)
-				continue
-			}
 		}
-		node, err := s.fit(ctx, pod, cs)
+		node, err := s.checked(ctx, pod, class, cs)
 		if err != nil {
 			return nil, fmt.Errorf("pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
@@ -279,6 +313,16 @@ func (s *sweeper) sweep(ctx context.Context, pods []*corev1.Pod, retry bool) ([]
 		logger.V(4).Info("Pod fits existing or upcoming capacity", "pod", klog.KObj(pod), "node", node)
 	}
 	return rest, nil
+}
+
+// decide places pod on a node and returns it, "" when it fits nowhere:
+// at once for a pod of a class found hopeless.
+func (s *sweeper) decide(ctx context.Context, pod *corev1.Pod, cs *classState) (string, error) {
+	s.copied = false
+	if cs != nil && cs.hopeless {
+		return "", nil
+	}
+	return s.fit(ctx, pod, cs)
 }
 
 // fit places pod on a node and returns it, "" when it fits nowhere. cs is
@@ -366,6 +410,7 @@ func (s *sweeper) firstFit(ctx context.Context, pod *corev1.Pod, cs *classState,
 		return "", err
 	}
 	if copied {
+		s.copied = true
 		return nodes[0], nil
 	}
 	var p *framework.ScheduleResult

@@ -77,6 +77,13 @@ func (p *Planner) estimateCandidates(ctx context.Context, pods []*corev1.Pod, ca
 	results := make([]*estimator.Estimate, len(cands))
 	for i, c := range cands {
 		if res := carry.get(p.estimate, est[i], pods, c.pods); res != nil {
+			own := c.pods
+			if own == nil {
+				own = pods
+			}
+			if err := p.estimate.CheckCarried(ctx, own, est[i], res); err != nil {
+				return nil, fmt.Errorf("node group %s: %w", c.info.Id, err)
+			}
 			results[i] = res
 			continue
 		}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/dra-autoscaler/dra-autoscaler/test/scale"
+)
+
+// The loop benchmark's scenarios, at a reduced size, with
+// --simulation-verify: every fit-existing decision and every estimate of
+// the pass is checked against the plain framework, and a difference
+// fails the pass (so the scenario's checks fail). Verify mode costs
+// several times a pass: BenchmarkLoopPassVerified reports by how much.
+func TestLoopPassVerified(t *testing.T) {
+	for name, gen := range verifiedScenarios() {
+		t.Run(name, func(t *testing.T) {
+			r := passes(t, nil, gen, []string{"--simulation-verify"})
+			checks := 0.0
+			for _, k := range []string{"fitExisting", "estimate", "carry"} {
+				checks += testutil.ToFloat64(r.metrics.ShadowChecks.WithLabelValues(k))
+			}
+			if checks == 0 {
+				t.Fatal("nothing was checked")
+			}
+		})
+	}
+}
+
+// BenchmarkLoopPassVerified is TestLoopPassVerified's passes, timed: the
+// cost of verify mode, next to BenchmarkLoopPass's.
+func BenchmarkLoopPassVerified(b *testing.B) {
+	for name, gen := range verifiedScenarios() {
+		b.Run(name, func(b *testing.B) { passes(b, b, gen, []string{"--simulation-verify"}) })
+	}
+}
+
+// verifiedScenarios are L1 and L2 (and the pass after L2's) at about a
+// twentieth of their size.
+func verifiedScenarios() map[string]func() scale.Scenario {
+	small := scale.Layout{Nodes: 250, Pending: 500, Groups: 20, ExistingGroups: 2, Pools: 9, Shapes: 50, FitEvery: 5, Used: 4}
+	return map[string]func() scale.Scenario{
+		"L1/pods=200":       func() scale.Scenario { return scale.ScaleFromZero(200) },
+		"L2/nodes=250":      func() scale.Scenario { return scale.Busy(small) },
+		"L2-next/nodes=250": func() scale.Scenario { sc := scale.Busy(small); sc.Next = true; return sc },
+	}
+}
