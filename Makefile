@@ -56,8 +56,10 @@ test-unit:
 	cd hack/image && $(GO) test $(TEST_FLAGS) -timeout 60m ./...
 
 # The wiring, the loop, its stages, scale-down, drains, the binary and the
-# providers run goroutines: they are tested with -race too.
-RACE_PKGS := ./pkg/autoscaler/... ./pkg/pass/... ./pkg/loop/... ./pkg/observe/... ./pkg/load/... ./pkg/report/... ./pkg/stranded/... ./pkg/vet/... ./pkg/scaleup/... ./pkg/scaledown/... ./pkg/drain/... ./pkg/safety/... ./cmd/... ./cloudprovider/...
+# providers run goroutines: they are tested with -race too. So is the
+# simulator: the framework filters nodes in parallel over the snapshot
+# and the caches the simulator keeps beside it.
+RACE_PKGS := ./pkg/autoscaler/... ./pkg/pass/... ./pkg/loop/... ./pkg/observe/... ./pkg/load/... ./pkg/report/... ./pkg/stranded/... ./pkg/vet/... ./pkg/scaleup/... ./pkg/scaledown/... ./pkg/drain/... ./pkg/safety/... ./cmd/... ./cloudprovider/... ./simulator/...
 test-race:
 	$(GO) test $(TEST_FLAGS) -race -timeout 30m $(RACE_PKGS)
 

@@ -3,6 +3,7 @@ package estimator
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -51,16 +52,20 @@ const recountAfter = 10 * time.Minute
 // the class's own selectors) grants a probe pod on a fresh instance of
 // the template, whose daemon pods have taken their devices first. Counts
 // are memoised per template content (groups whose templates differ only
-// in names share them) and class version, so a template that does not
-// change costs nothing after its first pass, and a new class costs only
-// its own probes.
+// in names share them), the snapshot's DeviceTaintRules (which taint the
+// instance's devices as they do the cluster's) and class version, so a
+// template that does not change costs nothing after its first pass, and
+// a new class costs only its own probes.
 type DeviceCounter struct {
 	runner *framework.Runner
 	mu     sync.Mutex
-	// memo holds, per template content, the counts by class name and
-	// version.
+	// memo holds, per template content and taint rules, the counts by
+	// class name and version.
 	memo map[string]*deviceMemo
-	seq  int
+	// rules is the taint rules' key at a shared generation of the
+	// snapshot (rules change only with it), so it is made once a pass.
+	rules rulesKey
+	seq   int
 	// Calls counts probes run through the framework (memo misses);
 	// TimedOut those that the probe timeout cut short.
 	Calls, TimedOut int
@@ -74,6 +79,12 @@ type DeviceCounter struct {
 type deviceMemo struct {
 	counts map[string]int
 	until  time.Time
+}
+
+type rulesKey struct {
+	shared uint64
+	key    string
+	ok     bool
 }
 
 // NewDeviceCounter returns a counter on runner's snapshot, which must
@@ -99,6 +110,11 @@ func (d *DeviceCounter) Count(ctx context.Context, group string, tmpl *cloudprov
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	rules, err := d.taintRulesKey()
+	if err != nil {
+		return nil, fmt.Errorf("count devices of group %s: %w", group, err)
+	}
+	key += rules
 	m, ok := d.memo[key]
 	if ok && !m.until.IsZero() && !d.now().Before(m.until) {
 		ok = false
@@ -245,6 +261,34 @@ func (d *DeviceCounter) probe(ctx context.Context, class string, n int, node str
 		return false, fmt.Errorf("probe %d device(s) of class %s: %w", n, class, err)
 	}
 	return res[0].Fits, nil
+}
+
+// taintRulesKey is what the counts depend on in the snapshot's
+// DeviceTaintRules: their specs, in the order of their names; "" without
+// rules. Made again only when the snapshot's shared generation moved
+// (snapshot.Gen: rules are part of it, and Gens never repeat).
+func (d *DeviceCounter) taintRulesKey() (string, error) {
+	snap := d.runner.Snapshot()
+	shared := snap.NodeGen("").Shared
+	if d.rules.ok && d.rules.shared == shared {
+		return d.rules.key, nil
+	}
+	rules := snap.DeviceTaintRules()
+	key := ""
+	if len(rules) > 0 {
+		h := sha256.New()
+		for _, r := range rules {
+			b, err := r.Spec.Marshal()
+			if err != nil {
+				return "", fmt.Errorf("device taint rule %s: %w", r.Name, err)
+			}
+			h.Write(binary.AppendUvarint(nil, uint64(len(b))))
+			h.Write(b)
+		}
+		key = fmt.Sprintf("/rules:%x", h.Sum(nil))
+	}
+	d.rules = rulesKey{shared: shared, key: key, ok: true}
+	return key, nil
 }
 
 // templateKey is what the counts depend on besides the classes: the

@@ -96,6 +96,66 @@ func TestDeviceCounter(t *testing.T) {
 	}
 }
 
+// DeviceTaintRules change what the allocator grants on a template's
+// devices without changing the template: the counts follow the rules in
+// the snapshot, and a set of rules seen before is answered from the memo.
+func TestDeviceCounterFollowsTaintRules(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	r, err := framework.New(ctx, framework.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := r.Snapshot()
+	classes := []*resourceapi.DeviceClass{builder.DeviceClass("gpu").Driver(gpuDriver).Obj()}
+	if err := snap.SetDeviceClass(classes[0]); err != nil {
+		t.Fatal(err)
+	}
+	n := template.PlaceholderNodeName
+	tmpl := &cloudprovider.NodeTemplate{Node: builder.Node(n).CPU("8").Obj(), ResourceSlices: []*resourceapi.ResourceSlice{
+		builder.ResourceSlice("g", n, gpuDriver, n).Devices(builder.Device("gpu-0"), builder.Device("gpu-1"), builder.Device("gpu-2")).Obj()}}
+	broken := builder.DeviceTaintRule("broken", "broken", "", resourceapi.DeviceTaintEffectNoSchedule).Driver(gpuDriver).Device("gpu-1").Obj()
+	everything := builder.DeviceTaintRule("broken", "broken", "", resourceapi.DeviceTaintEffectNoSchedule).Driver(gpuDriver).Obj()
+	noted := builder.DeviceTaintRule("noted", "noted", "", resourceapi.DeviceTaintEffectNone).Obj()
+	d := NewDeviceCounter(r)
+	// Each step sets the snapshot's rules to rules, then counts.
+	for _, step := range []struct {
+		name    string
+		rules   []*resourceapi.DeviceTaintRule
+		want    int
+		counted bool // probes ran (the memo did not answer)
+	}{
+		{"no rules", nil, 3, true},
+		{"the same, again", nil, 3, false},
+		{"a rule taints one device", []*resourceapi.DeviceTaintRule{broken}, 2, true},
+		{"the rule taints every device", []*resourceapi.DeviceTaintRule{everything}, 0, true},
+		{"a rule with no effect is a rule still", []*resourceapi.DeviceTaintRule{everything, noted}, 0, true},
+		{"the rules gone: the first count stands", nil, 3, false},
+		{"one device tainted again", []*resourceapi.DeviceTaintRule{broken}, 2, false},
+	} {
+		for _, old := range snap.DeviceTaintRules() {
+			if err := snap.RemoveDeviceTaintRule(old.Name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, rule := range step.rules {
+			if err := snap.SetDeviceTaintRule(rule); err != nil {
+				t.Fatal(err)
+			}
+		}
+		calls := d.Calls
+		got, err := d.Count(ctx, "g", tmpl, classes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got["gpu"] != step.want {
+			t.Errorf("%s: %d devices, want %d", step.name, got["gpu"], step.want)
+		}
+		if counted := d.Calls > calls; counted != step.counted {
+			t.Errorf("%s: counted through the framework: %v, want %v", step.name, counted, step.counted)
+		}
+	}
+}
+
 // largestCount finds every largest count with at most two probes that do
 // not fit, the dear kind, and never probes past the bound.
 func TestLargestCount(t *testing.T) {

@@ -31,8 +31,14 @@ type ordering struct {
 // entry is reused only while the snapshot objects the key was computed
 // from are the same objects (the snapshot replaces, never modifies, what
 // it stores) and the pod is the same object.
+//
+// Entries are of the snapshot's epoch (snapshot.Epoch: a pass) or the
+// one before (prev): a pod still pending in the next pass is keyed once,
+// a pod gone for a whole pass leaves. ClassKey and kept estimates add
+// entries, and a pass need not estimate at all (every pod fits).
 type classCache struct {
-	entries map[*v1.Pod]cacheEntry
+	entries, prev map[*v1.Pod]cacheEntry
+	epoch         uint64
 	// podInfo, when set, is where pods' PodInfos come from (UsePodInfos).
 	podInfo func(*v1.Pod) fwk.PodInfo
 }
@@ -50,6 +56,23 @@ type cacheEntry struct {
 
 func newClassCache() *classCache {
 	return &classCache{entries: map[*v1.Pod]cacheEntry{}}
+}
+
+// turn starts a new generation of entries when the snapshot was Reset
+// since the cache was last used: what the last one did not use goes.
+func (cc *classCache) turn(snap *snapshot.Snapshot) {
+	if e := snap.Epoch(); e != cc.epoch {
+		cc.prev, cc.entries, cc.epoch = cc.entries, map[*v1.Pod]cacheEntry{}, e
+	}
+}
+
+// lookup returns pod's entry, from this generation or the last.
+func (cc *classCache) lookup(pod *v1.Pod) (cacheEntry, bool) {
+	if entry, ok := cc.entries[pod]; ok {
+		return entry, true
+	}
+	entry, ok := cc.prev[pod]
+	return entry, ok
 }
 
 // classify groups pods into classes and sorts them: accelerator demand
@@ -74,6 +97,7 @@ func (cc *classCache) classify(snap *snapshot.Snapshot, pods []*v1.Pod, evict bo
 	slices.SortFunc(sorted, func(a, b *v1.Pod) int {
 		return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 	})
+	cc.turn(snap)
 	shared := sharedClaims(sorted)
 	next := make(map[*v1.Pod]cacheEntry, len(sorted))
 	byKey := map[string]*class{}
@@ -83,7 +107,7 @@ func (cc *classCache) classify(snap *snapshot.Snapshot, pods []*v1.Pod, evict bo
 		if err != nil {
 			return nil, err
 		}
-		entry, ok := cc.entries[p]
+		entry, ok := cc.lookup(p)
 		if !ok || !slices.Equal(entry.refs, refs) {
 			key, memoizable, devices, err := keyOf(p, refs)
 			if err != nil {
@@ -105,7 +129,7 @@ func (cc *classCache) classify(snap *snapshot.Snapshot, pods []*v1.Pod, evict bo
 		o.classOf[i] = c
 	}
 	if evict {
-		cc.entries = next
+		cc.entries, cc.prev = next, nil
 	} else {
 		maps.Copy(cc.entries, next)
 	}
@@ -160,18 +184,22 @@ func (e *Estimator) ClassKey(pod *v1.Pod) string {
 	if pod == nil || e == nil || e.runner == nil || mayFitLater(pod) {
 		return ""
 	}
-	refs, err := resolve(e.runner.Snapshot(), pod, nil)
+	snap := e.runner.Snapshot()
+	refs, err := resolve(snap, pod, nil)
 	if err != nil {
 		return ""
 	}
-	if entry, ok := e.cache.entries[pod]; ok && slices.Equal(entry.refs, refs) {
+	e.cache.turn(snap)
+	entry, ok := e.cache.lookup(pod)
+	if ok && slices.Equal(entry.refs, refs) {
+		e.cache.entries[pod] = entry // Memoizable reads it there
 		return entry.key
 	}
 	key, memoizable, devices, err := keyOf(pod, refs)
 	if err != nil {
 		return ""
 	}
-	e.cache.entries[pod] = cacheEntry{refs: refs, key: key, memoizable: memoizable, devices: devices, info: e.cache.entries[pod].info}
+	e.cache.entries[pod] = cacheEntry{refs: refs, key: key, memoizable: memoizable, devices: devices, info: entry.info}
 	return key
 }
 

@@ -44,7 +44,12 @@ type Analyzer struct {
 	// choice per node state and shape (see choiceKey).
 	states  map[measuredKey]state
 	choices map[choiceKey]choiceMemo
-	seq     int
+	// epoch is the snapshot's (snapshot.Epoch) when states and sliceKeys
+	// were last used: a Reset leaves nothing in them that can be met
+	// again (no Gen repeats; the slices of hypothetical nodes are made
+	// anew), so they are dropped then rather than at maxMemo.
+	epoch uint64
+	seq   int
 	// Calls counts framework calls made for probes, for tests and logs.
 	Calls int
 }
@@ -59,7 +64,8 @@ type transition struct {
 type leftKey struct{ state, shapes string }
 
 // measuredKey names a node at one generation (snapshot.Gen): what measure
-// read stays true until the generation changes.
+// read stays true until the generation changes. Gens never repeat, not
+// even across the snapshot's Resets, so a key never names two states.
 type measuredKey struct {
 	node string
 	gen  snapshot.Gen
@@ -127,6 +133,11 @@ func (a *Analyzer) Node(ctx context.Context, node string, shapes []*Shape) (Node
 // generation changed: ranking measures every feasible node for every
 // pod, and only the node the last pod went to has changed.
 func (a *Analyzer) measure(node string) (state, error) {
+	if e := a.snap().Epoch(); e != a.epoch {
+		a.epoch = e
+		a.states = map[measuredKey]state{}
+		a.sliceKeys = map[*resourceapi.ResourceSlice]string{}
+	}
 	k := measuredKey{node, a.snap().NodeGen(node)}
 	if st, ok := a.states[k]; ok {
 		return st, nil

@@ -202,3 +202,75 @@ func TestStateKeys(t *testing.T) {
 		})
 	}
 }
+
+// The analyzer outlives passes and memoises a node's state by its
+// snapshot.Gen: a pass that rebuilds the snapshot (Reset) with the node
+// in another state, by the same sequence of changes, must not read the
+// earlier pass's measurement back.
+func TestMeasureAcrossResets(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		before, after      string // the template of the pod placed on n1 in each pass
+		wantFree, wantLeft float64
+	}{
+		{"more slices used", "s2", "s5", 2, 2},
+		{"fewer slices used", "s5", "s2", 5, 2},
+		{"the whole GPU, then one slice", "whole", "s1", 6, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ctx := newRunner(t)
+			a := NewAnalyzer(r)
+			for pass, tmpl := range []string{tc.before, tc.after} {
+				if err := r.Snapshot().Reset(); err != nil {
+					t.Fatal(err)
+				}
+				load(t, r, migNode("n1"))
+				place(t, ctx, r, "used", tmpl, "n1")
+				rep, err := a.Node(ctx, "n1", shapes(t, r, "s3"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if pass == 1 && (rep.Free[slicesRes] != tc.wantFree || rep.Stranded[slicesRes] != tc.wantLeft) {
+					t.Errorf("after a Reset: free %v stranded %v slices, want %v and %v (the earlier pass's state read back?)",
+						rep.Free[slicesRes], rep.Stranded[slicesRes], tc.wantFree, tc.wantLeft)
+				}
+			}
+		})
+	}
+}
+
+// What the analyzer keeps by node generation or slice object is of one
+// pass: many passes over nodes that are made anew each time (as
+// hypothetical nodes are) keep it at one pass's size.
+func TestPerPassMemosStayBounded(t *testing.T) {
+	r, ctx := newRunner(t)
+	a := NewAnalyzer(r)
+	var states, sliceKeys int
+	for pass := range 50 {
+		if err := r.Snapshot().Reset(); err != nil {
+			t.Fatal(err)
+		}
+		// Pools named "<node>/<pool>", as a template's second pool is,
+		// are keyed by slice object.
+		n1 := migNode("n1")
+		for _, o := range n1[1:] {
+			o.(*resourceapi.ResourceSlice).Spec.Pool.Name = "n1/gpus"
+		}
+		load(t, r, n1)
+		place(t, ctx, r, "used", "s2", "n1")
+		if _, err := a.Node(ctx, "n1", shapes(t, r, "s3")); err != nil {
+			t.Fatal(err)
+		}
+		if pass == 0 {
+			states, sliceKeys = len(a.states), len(a.sliceKeys)
+			if states == 0 || sliceKeys == 0 {
+				t.Fatalf("one pass memoised %d states and %d slice keys, want some of each", states, sliceKeys)
+			}
+			continue
+		}
+		if len(a.states) > states || len(a.sliceKeys) > sliceKeys {
+			t.Fatalf("pass %d: %d states and %d slice keys memoised, want at most %d and %d as after the first pass",
+				pass, len(a.states), len(a.sliceKeys), states, sliceKeys)
+		}
+	}
+}

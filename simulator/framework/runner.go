@@ -74,7 +74,7 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 	if factory == nil {
 		factory = informers.NewSharedInformerFactory(client, 0)
 	}
-	csi := &csiNodes{real: factory.Storage().V1().CSINodes().Lister(), templated: map[string]*storagev1.CSINode{}}
+	csi := &csiNodes{real: factory.Storage().V1().CSINodes().Lister(), snap: snap, templated: map[string]*storagev1.CSINode{}}
 	fw, err := runtime.NewFramework(ctx, plugins.NewInTreeRegistry(), profile,
 		runtime.WithClientSet(client),
 		runtime.WithInformerFactory(factory),

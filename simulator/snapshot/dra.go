@@ -156,6 +156,13 @@ func (l sliceLister) ListWithDeviceTaintRules() ([]*resourceapi.ResourceSlice, e
 	return l.s.patchedSlices.items, nil
 }
 
+// DeviceTaintRules returns the rules the listed slices carry, sorted by
+// name: none with the DRADeviceTaintRules gate off. Callers must not
+// modify them.
+func (s *Snapshot) DeviceTaintRules() []*resourceapi.DeviceTaintRule {
+	return s.activeTaintRules()
+}
+
 // activeTaintRules returns the rules to apply, sorted by name so that taints
 // are appended in a stable order; none when the DRADeviceTaintRules gate is off.
 func (s *Snapshot) activeTaintRules() []*resourceapi.DeviceTaintRule {

@@ -13,9 +13,12 @@ import (
 // Shared changes with whatever may matter to every node (slices not bound
 // to a node, allocations of their devices, device classes, taint rules).
 //
-// Values come from one counter that Revert does not rewind: after a
-// revert a node gets back the Gen it had, and a later change gets a Gen
-// never seen before, so a Gen never names two states.
+// Values come from one counter that neither Revert nor Reset rewinds:
+// after a revert a node gets back the Gen it had, and a later change gets
+// a Gen never seen before, so a Gen never names two states for the life
+// of the Snapshot. Reset gives the shared part a new value, so no Gen
+// read after a Reset equals one read before it, even of a node that
+// nothing touched: a cache kept across passes may key by Gen alone.
 type Gen struct{ Node, Shared uint64 }
 
 // NodeGen returns node's Gen. What other nodes hold (inter-pod affinity,
@@ -24,6 +27,12 @@ type Gen struct{ Node, Shared uint64 }
 func (s *Snapshot) NodeGen(node string) Gen {
 	return Gen{Node: s.gens[node], Shared: s.gens[""]}
 }
+
+// Epoch counts the Resets. What was read of the snapshot at one epoch
+// says nothing about another: a cache kept across passes and keyed by
+// anything but Gen (node names, pod objects) drops what an earlier epoch
+// left in it.
+func (s *Snapshot) Epoch() uint64 { return s.epoch }
 
 // touch gives node ("" for the shared part) a new generation.
 func (s *Snapshot) touch(node string) {

@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"errors"
 	"testing"
 
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
@@ -62,6 +63,48 @@ func TestNodeGen(t *testing.T) {
 				t.Errorf("Gens %v %v repeat those of the reverted fork", g1, g2)
 			}
 			mustOK(t, s.Revert())
+		})
+	}
+}
+
+// Reset starts a pass, not the counter: the same changes made after a
+// Reset give Gens never seen before it, for touched nodes and untouched
+// ones alike, so caches kept across passes may key by Gen.
+func TestGensOutliveReset(t *testing.T) {
+	const driver = "gpu.example.com"
+	tests := []struct {
+		name  string
+		build func(*Snapshot) error
+	}{
+		{"nothing", func(*Snapshot) error { return nil }},
+		{"a node", func(s *Snapshot) error { return s.AddNode(builder.Node("n1").Obj()) }},
+		{"a node with a slice and a pod", func(s *Snapshot) error {
+			return errors.Join(s.AddNode(builder.Node("n1").Obj()),
+				s.SetResourceSlice(builder.ResourceSlice("n1", "n1", driver, "n1").Devices(builder.Device("gpu-0")).Obj()),
+				s.AddPod(builder.Pod("ns", "p").Obj(), "n1"))
+		}},
+		{"a device class", func(s *Snapshot) error { return s.SetDeviceClass(builder.DeviceClass("gpu").Driver(driver).Obj()) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newTestSnapshot(t)
+			seen := map[Gen]uint64{}
+			for pass := range 3 {
+				if pass > 0 {
+					mustOK(t, s.Reset())
+				}
+				if s.Epoch() != uint64(pass) {
+					t.Fatalf("epoch %d after %d resets", s.Epoch(), pass)
+				}
+				mustOK(t, tc.build(s))
+				for _, n := range []string{"n1", "absent", ""} {
+					g := s.NodeGen(n)
+					if e, ok := seen[g]; ok && e != s.Epoch() {
+						t.Errorf("pass %d: node %q has Gen %v, which it had in pass %d", pass, n, g, e)
+					}
+					seen[g] = s.Epoch()
+				}
+			}
 		})
 	}
 }

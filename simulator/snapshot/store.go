@@ -89,9 +89,11 @@ type Snapshot struct {
 	// nodes whose slices are listed.
 	sliceScope []string
 
-	// gens and genSeq: see Gen. gens[""] is the shared part.
+	// gens and genSeq: see Gen. gens[""] is the shared part. genSeq and
+	// epoch (see Epoch) outlive Reset.
 	gens   map[string]uint64
 	genSeq uint64
+	epoch  uint64
 
 	// facts memoises what LocalDevices reads of slices (not content); it
 	// outlives Reset.
@@ -173,15 +175,18 @@ func (s *Snapshot) Commit() error {
 }
 
 // Reset empties the snapshot in place, so that a framework holding it sees
-// the new content. Feature gates are read again.
+// the new content. Feature gates are read again. The generation counter
+// goes on (see Gen): caches outliving the pass key by Gens.
 func (s *Snapshot) Reset() error {
 	if s.j.depth() != 0 {
 		return fmt.Errorf("reset snapshot: %d forks still open", s.j.depth())
 	}
-	facts := s.facts
+	facts, seq, epoch := s.facts, s.genSeq, s.epoch
 	*s = *New(s.logger)
 	s.facts = facts
 	s.facts.reset()
+	s.genSeq, s.epoch = seq, epoch+1
+	s.touch("")
 	return nil
 }
 
