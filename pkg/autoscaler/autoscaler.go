@@ -188,6 +188,7 @@ func New(ctx context.Context, opts *config.Options, env Env) (*Autoscaler, error
 	a.podInfos = load.NewPodInfos()
 	est.UsePodInfos(a.podInfos.Of)
 	analyzer := fragmentation.NewAnalyzer(runner)
+	analyzer.Shortcuts = shortcuts
 	shapes := fragmentation.NewShapes(opts.Sharing.RequestShapeRetention)
 	placer := placement.New(runner, analyzer, shapes, opts.Sharing)
 	placer.Unranked = m.Sharing.UnrankedPlacements

@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/shortcut"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
 
@@ -52,6 +53,16 @@ type Analyzer struct {
 	seq   int
 	// Calls counts framework calls made for probes, for tests and logs.
 	Calls int
+	// Shortcuts, with AnalyzerCache off, makes every answer afresh: the
+	// memos are dropped at every call (nil: on).
+	Shortcuts *shortcut.Set
+}
+
+// uncached drops the memos when the AnalyzerCache shortcut is off.
+func (a *Analyzer) uncached() {
+	if !a.Shortcuts.On(shortcut.AnalyzerCache) {
+		a.Forget()
+	}
 }
 
 type transKey struct{ state, shape string }
@@ -113,6 +124,7 @@ type NodeReport struct {
 // Node analyses one node for shapes. With no shapes, nothing can use the
 // free capacity: all of it is stranded. The snapshot is left as it was.
 func (a *Analyzer) Node(ctx context.Context, node string, shapes []*Shape) (NodeReport, error) {
+	a.uncached()
 	st, err := a.measure(node)
 	if err != nil {
 		return NodeReport{}, err

@@ -57,6 +57,7 @@ type RankOptions struct {
 // follow, in the given order, so the result can go to SchedulePod as it is.
 // Pods without device claims are not ranked: candidates come back as given.
 func (a *Analyzer) Rank(ctx context.Context, pod *v1.Pod, candidates []string, opts RankOptions) ([]string, []Choice, error) {
+	a.uncached()
 	shape, ok := ShapeOf(a.snap(), pod, false)
 	if !ok || len(candidates) < 2 {
 		return candidates, nil, nil

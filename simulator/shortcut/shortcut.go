@@ -123,3 +123,15 @@ func (s *Set) Off() []Name {
 	}
 	return out
 }
+
+// Suspend turns n off until resume is called, if it is on (resume does
+// nothing otherwise): for a plain answer computed beside the shortcut's,
+// by parts that read the set (the fragmentation analyzer). Passes are
+// not concurrent with it.
+func (s *Set) Suspend(n Name) (resume func()) {
+	if s == nil || !s.Disable(n) {
+		return func() {}
+	}
+	b := n.bit()
+	return func() { s.off.And(^b) }
+}

@@ -80,6 +80,8 @@ func (s *sweeper) plainDecision(ctx context.Context, pod *corev1.Pod) (_ string,
 			err = fmt.Errorf("plain decision: revert: %w", rerr)
 		}
 	}()
+	// The ranking's analyzer reads the same set: without its memos too.
+	defer s.opts.Shortcuts.Suspend(shortcut.AnalyzerCache)()
 	_, fits, err := FitWith(ctx, s.runner, []*corev1.Pod{pod}, s.candidates, s.opts.plain())
 	if err != nil {
 		return "", fmt.Errorf("plain decision: %w", err)
