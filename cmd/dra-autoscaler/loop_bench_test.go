@@ -52,6 +52,12 @@ import (
 func BenchmarkLoopPass(b *testing.B) {
 	b.Run("L1", func(b *testing.B) { benchPass(b, func() scale.Scenario { return scale.ScaleFromZero(4000) }) })
 	b.Run("L2", func(b *testing.B) { benchPass(b, func() scale.Scenario { return scale.Busy(scale.L2) }) })
+	// L2 without the shadow check (its default samples cost at most 5%:
+	// compare with benchstat over alternated runs, docs/performance.md).
+	b.Run("L2-noshadow", func(b *testing.B) {
+		passes(b, b, func() scale.Scenario { return scale.Busy(scale.L2) },
+			[]string{"--simulation-shadow-fit-samples=0", "--simulation-shadow-estimate-samples=0"})
+	})
 	// The pass after L2's: the loop that made L2's scale-up runs again
 	// while the new nodes boot, as it does every scan interval until they
 	// register. Every pending pod fits (2,000 on existing nodes, the rest

@@ -20,6 +20,9 @@ import (
 // StageName is the stage's name.
 const StageName = "simulationCheck"
 
+// Message is the log message of a mismatch (the e2e harness looks for it).
+const Message = "Simulation shortcut answered differently from the plain scheduler framework"
+
 // EventReason is the Warning event's reason on a pod whose decision a
 // shortcut got wrong.
 const EventReason = "SimulationShadowMismatch"
@@ -29,7 +32,7 @@ func Wire(checker *shortcut.Checker, m *metrics.Metrics, logger klog.Logger, rec
 	checker.OnCheck = func(kind string) { m.ShadowChecks.WithLabelValues(kind).Inc() }
 	checker.Report = func(mm shortcut.Mismatch) {
 		m.ShadowMismatches.WithLabelValues(string(mm.Shortcut)).Inc()
-		logger.Error(nil, "Simulation shortcut answered differently from the plain scheduler framework", "shortcut", mm.Shortcut,
+		logger.Error(nil, Message, "shortcut", mm.Shortcut,
 			"kind", mm.Kind, "pod", mm.Pod, "class", mm.Class, "node", mm.Node, "nodeGroup", mm.Group, "shortcutSays", mm.Got,
 			"frameworkSays", mm.Want, "disabled", checker.DisableOnMismatch && mm.Shortcut != "")
 		if recorder == nil || mm.Pod == "" {

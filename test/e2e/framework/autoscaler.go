@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/shadow"
 )
 
 // AutoscalerBinary builds cmd/dra-autoscaler (once per test binary) and
@@ -86,6 +88,9 @@ func (c *Cluster) StartAutoscaler(t testing.TB, kwokConfig any, args ...string) 
 		// purpose (outages, faults): an autoscaler judges the cluster
 		// unhealthy only when its own test sets the thresholds.
 		"--ok-total-unready-count=1000",
+		// Every simulation decision is checked against the plain
+		// framework; the test fails on a difference (below).
+		"--simulation-verify",
 		"--v=2",
 	}, args...)
 	a := &Autoscaler{cmd: exec.Command(bin, all...), log: &lockedBuffer{}, Address: addr, done: make(chan struct{})}
@@ -97,11 +102,25 @@ func (c *Cluster) StartAutoscaler(t testing.TB, kwokConfig any, args ...string) 
 	go func() { _ = a.cmd.Wait(); close(a.done) }()
 	t.Cleanup(func() {
 		a.Stop()
+		if m := mismatches(a.Log()); len(m) > 0 {
+			t.Errorf("the autoscaler's simulation shortcuts answered differently from the plain framework (--simulation-verify):\n%s", strings.Join(m, "\n"))
+		}
 		if t.Failed() {
 			t.Logf("dra-autoscaler log (%s):\n%s", strings.Join(all, " "), tail(a.Log(), 80))
 		}
 	})
 	return a
+}
+
+// mismatches are the log's lines that report a mismatch.
+func mismatches(log string) []string {
+	var out []string
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, shadow.Message) {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 // Stop ends the process (SIGTERM, then SIGKILL).
