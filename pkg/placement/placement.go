@@ -46,6 +46,10 @@ type Placer struct {
 type passBudget struct {
 	spent    time.Duration
 	unranked int
+	// last is the pod ranked last: asked for it again (a checked
+	// decision asks the plain framework's way, then the shortcuts'), it
+	// is ranked again even past the budget, so both decide alike.
+	last *corev1.Pod
 }
 
 // New returns a placer over runner's snapshot.
@@ -77,7 +81,7 @@ func (p *Placer) RankFeasible(ctx context.Context, pod *corev1.Pod, feasible []s
 	if p == nil || !p.Aware || len(feasible) < 2 {
 		return feasible, nil
 	}
-	if p.Budget > 0 && p.pass.spent >= p.Budget {
+	if p.Budget > 0 && p.pass.spent >= p.Budget && pod != p.pass.last {
 		p.pass.unranked++
 		if p.Unranked != nil {
 			p.Unranked.Inc()
@@ -86,6 +90,7 @@ func (p *Placer) RankFeasible(ctx context.Context, pod *corev1.Pod, feasible []s
 	}
 	start := time.Now()
 	defer func() { p.pass.spent += time.Since(start) }()
+	p.pass.last = pod
 	return p.rank(ctx, pod, feasible, true)
 }
 
