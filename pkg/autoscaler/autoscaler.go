@@ -183,6 +183,7 @@ func New(ctx context.Context, opts *config.Options, env Env) (*Autoscaler, error
 		DisableOnMismatch: opts.Simulation.DisableShortcutOnMismatch}
 	shadow.Wire(a.Checker, m, klog.FromContext(ctx), recorder)
 	est := estimator.New(runner, estimator.Options{Shortcuts: shortcuts, Check: a.Checker})
+	est.LogProfile(klog.FromContext(ctx))
 	// One PodInfo per pod, kept across passes, for the snapshot,
 	// fit-existing and the estimator alike.
 	a.podInfos = load.NewPodInfos()
@@ -237,7 +238,7 @@ func New(ctx context.Context, opts *config.Options, env Env) (*Autoscaler, error
 		},
 		Templates: nodegroups.Templates{Runner: runner}, MaxProvision: opts.MaxNodeProvisionTime, PoolStall: opts.DRAPoolStallTime}
 	a.Pending = &pending.Stage{Rules: observe.PendingSelection{NewPodScaleUpDelay: opts.NewPodScaleUpDelay,
-		PriorityCutoff: opts.ExpendablePodsPriorityCutoff, SchedulerName: corev1.DefaultSchedulerName},
+		PriorityCutoff: opts.ExpendablePodsPriorityCutoff, SchedulerName: runner.Profile().SchedulerName},
 		Exclude: a.provreqs.WithoutConsumers, Count: func(n int) { m.UnschedulablePodsCount.Set(float64(n)) }}
 	statusRef := StatusObject(opts)
 	reporter := report.New(recorder, m, 5*time.Minute).WithStatusObject(statusRef.Namespace, statusRef.Name)
@@ -261,7 +262,7 @@ func New(ctx context.Context, opts *config.Options, env Env) (*Autoscaler, error
 		a.provreqs.Stage(runner, a.Planner),
 		a.provreqs.LaunchStage(env.Leading),
 		a.Planner.GangsStage(runner),
-		&fitexisting.Stage{Runner: runner, Ranker: placer, NodeKeys: nodeKeys, Observe: m.Observe,
+		&fitexisting.Stage{Runner: runner, Ranker: placer, NodeKeys: nodeKeys(runner), Observe: m.Observe,
 			Options: fitexisting.Options{ClassOf: est.ClassKey, Memoizable: est.Memoizable, PodInfo: a.podInfos.Of, Copier: est,
 				Shortcuts: shortcuts, Check: a.Checker}},
 		a.Planner.Stage(m.Observe),

@@ -124,14 +124,16 @@ func StatusObject(opts *config.Options) *corev1.ObjectReference {
 	return &corev1.ObjectReference{Kind: "ConfigMap", APIVersion: "v1", Namespace: opts.Namespace, Name: opts.StatusConfigMapName}
 }
 
-// nodeKeys is estimator.NewNodeKeys as fit-existing takes it: no keys is
-// a nil interface.
-func nodeKeys(snap *snapshot.Snapshot, pending []*corev1.Pod) (fitexisting.Keys, error) {
-	keys, err := estimator.NewNodeKeys(snap, pending)
-	if keys == nil {
-		return nil, err
+// nodeKeys is estimator.NewNodeKeys under runner's profile as
+// fit-existing takes it: no keys is a nil interface.
+func nodeKeys(runner *framework.Runner) func(*snapshot.Snapshot, []*corev1.Pod) (fitexisting.Keys, error) {
+	return func(snap *snapshot.Snapshot, pending []*corev1.Pod) (fitexisting.Keys, error) {
+		keys, err := estimator.NewNodeKeys(snap, runner.Profile(), pending)
+		if keys == nil {
+			return nil, err
+		}
+		return keys, nil
 	}
-	return keys, nil
 }
 
 // closeForks closes the snapshot's forks a panicking pass left open, so

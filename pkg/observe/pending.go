@@ -105,7 +105,7 @@ func (sel PendingSelection) Skip(p *corev1.Pod, now time.Time) string {
 		name = corev1.DefaultSchedulerName
 	}
 	if sel.SchedulerName != "" && name != sel.SchedulerName {
-		return "it is not the default scheduler's"
+		return fmt.Sprintf("it is scheduler %s's, and the simulation runs %s's profile", name, sel.SchedulerName)
 	}
 	return ""
 }

@@ -57,11 +57,12 @@ import (
 // Independent reports whether pod's verdict on a node depends on nothing
 // but that node, its template's claims and the devices of slices not
 // bound to a node: no inter-pod affinity or anti-affinity (required or
-// preferred), no topology spread, no gang, no persistent or ephemeral
-// volumes, and only claims still to be made from a template (a named or
-// already made claim may be one that other pods allocate).
-func Independent(pod *v1.Pod) bool {
-	if pod.Spec.SchedulingGroup != nil || len(pod.Spec.TopologySpreadConstraints) > 0 {
+// preferred), no topology spread (its own or the profile's), no gang, no
+// persistent or ephemeral volumes, and only claims still to be made from
+// a template (a named or already made claim may be one that other pods
+// allocate).
+func (e *Estimator) Independent(pod *v1.Pod) bool {
+	if pod.Spec.SchedulingGroup != nil || len(spreadOf(pod, e.runner.Profile())) > 0 {
 		return false
 	}
 	if a := pod.Spec.Affinity; a != nil && (a.PodAffinity != nil || a.PodAntiAffinity != nil) {
@@ -104,7 +105,7 @@ func (e *Estimator) KeptLocal(m Mark, res *Estimate, tmpl *cloudprovider.NodeTem
 		return false
 	}
 	for _, p := range res.Placements {
-		if !Independent(p.Pod) {
+		if !e.Independent(p.Pod) {
 			return false
 		}
 	}

@@ -184,9 +184,11 @@ func resolve(snap *snapshot.Snapshot, pod *v1.Pod, sharedClaims map[string]bool)
 	return refs, nil
 }
 
-// keyOf returns the class key of a pod, whether its class is memoizable,
-// and the device count it asks for through claims.
-func keyOf(pod *v1.Pod, refs []claimRef) (key string, memoizable bool, devices int64, err error) {
+// keyOf returns the class key of a pod, whether its class is memoizable
+// (with what the profile adds to it), and the device count it asks for
+// through claims. The key need not hold the profile's additions: they
+// are alike for pods alike in the spec the key holds.
+func keyOf(pod *v1.Pod, refs []claimRef, profile *framework.ProfileArgs) (key string, memoizable bool, devices int64, err error) {
 	s := shape{
 		Namespace:        pod.Namespace,
 		Overhead:         pod.Spec.Overhead,
@@ -220,7 +222,7 @@ func keyOf(pod *v1.Pod, refs []claimRef) (key string, memoizable bool, devices i
 	for i := range pod.Spec.InitContainers {
 		s.InitContainers = append(s.InitContainers, shapeOf(&pod.Spec.InitContainers[i]))
 	}
-	memoizable = pod.Spec.SchedulingGroup == nil && len(pod.Spec.TopologySpreadConstraints) == 0 &&
+	memoizable = pod.Spec.SchedulingGroup == nil && len(spreadOf(pod, profile)) == 0 &&
 		(pod.Spec.Affinity == nil || (pod.Spec.Affinity.PodAffinity == nil && pod.Spec.Affinity.PodAntiAffinity == nil))
 	for _, vol := range pod.Spec.Volumes {
 		if vol.PersistentVolumeClaim != nil || vol.Ephemeral != nil {

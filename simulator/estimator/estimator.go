@@ -57,7 +57,9 @@ type Estimator struct {
 
 // New returns an estimator over runner's snapshot.
 func New(runner *framework.Runner, opts Options) *Estimator {
-	return &Estimator{runner: runner, opts: opts, cache: newClassCache()}
+	cache := newClassCache()
+	cache.profile = runner.Profile()
+	return &Estimator{runner: runner, opts: opts, cache: cache}
 }
 
 // WithLimits returns an estimator sharing e's runner and class cache but
@@ -184,7 +186,7 @@ func (e *Estimator) EstimateGroups(ctx context.Context, pods []*v1.Pod, groups [
 	}
 	var share *sharing
 	if e.on(shortcut.SharedEstimate) && len(groups) > 1 {
-		if share, err = newSharing(snap, pods, true); err != nil {
+		if share, err = newSharing(snap, e.runner.Profile(), pods, true); err != nil {
 			return nil, fmt.Errorf("estimate: %w", err)
 		}
 	}

@@ -41,7 +41,7 @@ func TestCopyPlacementIsExact(t *testing.T) {
 				r, ctx := bigCluster(t, 3, 3)
 				snapshottest.Load(t, r.Snapshot(), tc.objs...)
 				e := New(r, Options{})
-				keys, err := NewNodeKeys(r.Snapshot(), tc.pods)
+				keys, err := NewNodeKeys(r.Snapshot(), r.Profile(), tc.pods)
 				if err != nil || keys == nil {
 					t.Fatalf("no node keys: %v", err)
 				}

@@ -11,6 +11,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/shortcut"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
@@ -42,10 +43,12 @@ type cachedKey struct {
 	key string
 }
 
-// NewNodeKeys looks at the pods to place and at the snapshot for the
-// labels a filter may read. nil when nodes cannot be compared this pass.
-func NewNodeKeys(snap *snapshot.Snapshot, pending []*v1.Pod) (*NodeKeys, error) {
-	reads, err := newSharing(snap, pending, false)
+// NewNodeKeys looks at the scheduler profile's arguments, the pods to
+// place and the snapshot for the labels a filter may read. nil when nodes
+// cannot be compared this pass (or ever: the profile's addedAffinity
+// reads node names).
+func NewNodeKeys(snap *snapshot.Snapshot, profile *framework.ProfileArgs, pending []*v1.Pod) (*NodeKeys, error) {
+	reads, err := newSharing(snap, profile, pending, false)
 	if err != nil || reads == nil {
 		return nil, err
 	}
@@ -54,13 +57,19 @@ func NewNodeKeys(snap *snapshot.Snapshot, pending []*v1.Pod) (*NodeKeys, error) 
 
 // Keyable reports whether pod's verdict on a node is all in the node's
 // key (with Memoizable: it depends on that node alone). Pods that read
-// node names, claim volumes (a volume's topology may name any label) or
-// mount volumes that count against a node's limits are not.
+// node names, claim volumes (a volume's topology may name any label),
+// mount volumes that count against a node's limits or are spread (by
+// their own constraints or the profile's: the other nodes' pods count)
+// are not.
 func (k *NodeKeys) Keyable(pod *v1.Pod) bool {
 	if k == nil || pod.Spec.NodeName != "" {
 		return false
 	}
-	if !(&sharing{read: map[string]bool{}}).addPod(pod) {
+	var profile *framework.ProfileArgs
+	if k.reads != nil {
+		profile = k.reads.profile
+	}
+	if len(spreadOf(pod, profile)) > 0 || !(&sharing{read: map[string]bool{}, profile: profile}).addPod(pod) {
 		return false
 	}
 	for _, vol := range pod.Spec.Volumes {

@@ -94,7 +94,7 @@ func TestNodeKeys(t *testing.T) {
 			a, b := newKeyNode("a"), newKeyNode("b")
 			tc.change(b)
 			snapshottest.Load(t, snap, append(a.objs(), b.objs()...)...)
-			keys, err := NewNodeKeys(snap, tc.pending)
+			keys, err := NewNodeKeys(snap, nil, tc.pending)
 			if err != nil || keys == nil {
 				t.Fatalf("NewNodeKeys: %v, %v", keys, err)
 			}
@@ -118,7 +118,7 @@ func TestNodeKeysFollowChanges(t *testing.T) {
 	snap := snapshot.New(logger)
 	a, b := newKeyNode("a"), newKeyNode("b")
 	snapshottest.Load(t, snap, append(a.objs(), b.objs()...)...)
-	keys, err := NewNodeKeys(snap, nil)
+	keys, err := NewNodeKeys(snap, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +162,8 @@ func TestKeyable(t *testing.T) {
 		{"host path", withVolume(corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: "/x"}}), false},
 		{"node name", builder.Pod("ns", "p").Node("a").Obj(), false},
 		{"match fields", fields, false},
+		// The hostname label is the node's name; keys leave it out.
+		{"hostname node selector", builder.Pod("ns", "p").CPU("1").NodeSelector(corev1.LabelHostname, "a").Obj(), false},
 	}
 	for _, tc := range tests {
 		if got := keys.Keyable(tc.pod); got != tc.want {

@@ -12,6 +12,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	schedframework "k8s.io/kubernetes/pkg/scheduler/framework"
 
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
 
@@ -41,6 +42,9 @@ type classCache struct {
 	epoch         uint64
 	// podInfo, when set, is where pods' PodInfos come from (UsePodInfos).
 	podInfo func(*v1.Pod) fwk.PodInfo
+	// profile is what the scheduler profile adds to pods (nil: nothing),
+	// for the memoizable rule.
+	profile *framework.ProfileArgs
 }
 
 type cacheEntry struct {
@@ -109,7 +113,7 @@ func (cc *classCache) classify(snap *snapshot.Snapshot, pods []*v1.Pod, evict bo
 		}
 		entry, ok := cc.lookup(p)
 		if !ok || !slices.Equal(entry.refs, refs) {
-			key, memoizable, devices, err := keyOf(p, refs)
+			key, memoizable, devices, err := keyOf(p, refs, cc.profile)
 			if err != nil {
 				return nil, err
 			}
@@ -181,7 +185,7 @@ func newPodInfo(pod *v1.Pod) *schedframework.PodInfo {
 // spread that is not best-effort, gang members), and for pods it cannot
 // classify.
 func (e *Estimator) ClassKey(pod *v1.Pod) string {
-	if pod == nil || e == nil || e.runner == nil || mayFitLater(pod) {
+	if pod == nil || e == nil || e.runner == nil || mayFitLater(pod, e.runner.Profile()) {
 		return ""
 	}
 	snap := e.runner.Snapshot()
@@ -195,7 +199,7 @@ func (e *Estimator) ClassKey(pod *v1.Pod) string {
 		e.cache.entries[pod] = entry // Memoizable reads it there
 		return entry.key
 	}
-	key, memoizable, devices, err := keyOf(pod, refs)
+	key, memoizable, devices, err := keyOf(pod, refs, e.runner.Profile())
 	if err != nil {
 		return ""
 	}
@@ -214,15 +218,16 @@ func (e *Estimator) Memoizable(pod *v1.Pod) bool {
 }
 
 // mayFitLater reports pods whose verdict can turn from "no" to "yes" as
-// other pods are placed.
-func mayFitLater(pod *v1.Pod) bool {
+// other pods are placed; a hard spread constraint the profile adds is one
+// of the pod's own to the filter.
+func mayFitLater(pod *v1.Pod, profile *framework.ProfileArgs) bool {
 	if pod.Spec.SchedulingGroup != nil {
 		return true
 	}
 	if a := pod.Spec.Affinity; a != nil && a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {
 		return true
 	}
-	return slices.ContainsFunc(pod.Spec.TopologySpreadConstraints, func(c v1.TopologySpreadConstraint) bool {
+	return slices.ContainsFunc(spreadOf(pod, profile), func(c v1.TopologySpreadConstraint) bool {
 		return c.WhenUnsatisfiable != v1.ScheduleAnyway
 	})
 }

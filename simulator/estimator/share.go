@@ -10,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
 
@@ -18,22 +19,29 @@ import (
 // per zone, per instance family or per team, selected by a pool label).
 // The first such group is estimated, the others take its result under
 // their own node names. "What the filters read" is taken conservatively:
-// every field of the template except its name and the labels that no pod
-// and no object in the snapshot can select on.
+// every field of the template except its name and the labels that no pod,
+// no object in the snapshot and no argument of the scheduler profile (its
+// addedAffinity) can select on.
 
 // sharing says which template labels no filter reads this pass; nil means
 // every group is estimated on its own.
 type sharing struct {
 	read map[string]bool
+	// profile adds to every pod's scheduling (nil: nothing).
+	profile *framework.ProfileArgs
 }
 
-// newSharing looks at the pods to place and at the snapshot's pods with
-// affinity terms, slices and claims for every node label key a filter may
-// read. Strict, a pod to place that reads node names or volumes turns
-// sharing off; else it is only recorded (and its caller must keep such
-// pods out).
-func newSharing(snap *snapshot.Snapshot, pods []*v1.Pod, strict bool) (*sharing, error) {
-	s := &sharing{read: map[string]bool{}}
+// newSharing looks at the profile, the pods to place and the snapshot's
+// pods with affinity terms, slices and claims for every node label key a
+// filter may read. A profile whose addedAffinity reads node names turns
+// sharing off (it reads them for every pod). Strict, a pod to place that
+// reads node names or volumes turns it off too; else it is only recorded
+// (and its caller must keep such pods out).
+func newSharing(snap *snapshot.Snapshot, profile *framework.ProfileArgs, pods []*v1.Pod, strict bool) (*sharing, error) {
+	s := &sharing{read: map[string]bool{}, profile: profile}
+	if !s.addNodeAffinity(profile.AddedTo(nil).NodeAffinity) {
+		return nil, nil
+	}
 	for _, p := range pods {
 		if !s.addPod(p) && strict {
 			return nil, nil
@@ -76,27 +84,23 @@ func newSharing(snap *snapshot.Snapshot, pods []*v1.Pod, strict bool) (*sharing,
 	return s, nil
 }
 
-// addPod records the label keys pod's scheduling reads. ok is false when
-// it reads node names or volumes (whose topology may name any label): for
-// a pod to place, nothing is then shared. Every key is recorded either
-// way.
+// addPod records the label keys pod's scheduling reads, the profile's
+// additions included. ok is false when it reads node names or volumes
+// (whose topology may name any label): for a pod to place, nothing is
+// then shared. Every key is recorded either way.
 func (s *sharing) addPod(p *v1.Pod) (ok bool) {
 	ok = true
 	for k := range p.Spec.NodeSelector {
 		s.read[k] = true
+		// The hostname label is the node's name by another road.
+		ok = ok && k != v1.LabelHostname
 	}
-	for _, c := range p.Spec.TopologySpreadConstraints {
+	for _, c := range spreadOf(p, s.profile) {
 		s.read[c.TopologyKey] = true
 	}
+	ok = s.addNodeAffinity(s.profile.AddedTo(p).NodeAffinity) && ok
 	if a := p.Spec.Affinity; a != nil {
-		if na := a.NodeAffinity; na != nil {
-			if na.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-				ok = s.addSelector(na.RequiredDuringSchedulingIgnoredDuringExecution) && ok
-			}
-			for _, t := range na.PreferredDuringSchedulingIgnoredDuringExecution {
-				ok = s.addTerm(t.Preference) && ok
-			}
-		}
+		ok = s.addNodeAffinity(a.NodeAffinity) && ok
 		if pa := a.PodAffinity; pa != nil {
 			s.addPodTerms(pa.RequiredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution)
 		}
@@ -121,8 +125,25 @@ func (s *sharing) addPodTerms(required []v1.PodAffinityTerm, preferred []v1.Weig
 	}
 }
 
+// addNodeAffinity records the keys of a node affinity's required and
+// preferred terms; false when one reads node names.
+func (s *sharing) addNodeAffinity(na *v1.NodeAffinity) bool {
+	if na == nil {
+		return true
+	}
+	ok := true
+	if na.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		ok = s.addSelector(na.RequiredDuringSchedulingIgnoredDuringExecution)
+	}
+	for _, t := range na.PreferredDuringSchedulingIgnoredDuringExecution {
+		ok = s.addTerm(t.Preference) && ok
+	}
+	return ok
+}
+
 // addSelector records a node selector's keys; false when it selects by
-// field (a node's name), which differs between any two groups' nodes.
+// field or by the hostname label (a node's name), which differs between
+// any two groups' nodes.
 func (s *sharing) addSelector(sel *v1.NodeSelector) bool {
 	ok := true
 	for _, t := range sel.NodeSelectorTerms {
@@ -132,10 +153,12 @@ func (s *sharing) addSelector(sel *v1.NodeSelector) bool {
 }
 
 func (s *sharing) addTerm(t v1.NodeSelectorTerm) bool {
+	ok := len(t.MatchFields) == 0
 	for _, e := range t.MatchExpressions {
 		s.read[e.Key] = true
+		ok = ok && e.Key != v1.LabelHostname
 	}
-	return len(t.MatchFields) == 0
+	return ok
 }
 
 // reads tells whether a label key may matter: a key something selects on,

@@ -45,6 +45,8 @@ type Runner struct {
 	csi *csiNodes
 	// specs caches defaulted claim template specs (see templateSpec).
 	specs map[*resourceapi.ResourceClaimTemplate]resourceapi.ResourceClaimSpec
+	// profile is what the profile's plugin arguments add to pods.
+	profile *ProfileArgs
 }
 
 // New applies the feature gates, then builds the snapshot and the framework
@@ -90,7 +92,8 @@ func New(ctx context.Context, opts Options) (*Runner, error) {
 		return nil, fmt.Errorf("build scheduler framework for profile %s: %w", profile.SchedulerName, err)
 	}
 	logger.V(2).Info("Scheduler framework ready", "profile", profile.SchedulerName, "featureGates", opts.FeatureGates, "parallelism", parallelism)
-	return &Runner{fw: fw, snap: snap, logger: logger, parallelism: parallelism, informers: opts.Informers, csi: csi}, nil
+	return &Runner{fw: fw, snap: snap, logger: logger, parallelism: parallelism, informers: opts.Informers, csi: csi,
+		profile: profileArgs(profile, fw.ListPlugins())}, nil
 }
 
 // StartInformers starts the informers the plugins asked for at
@@ -127,6 +130,15 @@ func (r *Runner) ShutdownInformers() {
 // Snapshot returns the snapshot the framework reads. Fill it, fork it and
 // revert it freely between calls.
 func (r *Runner) Snapshot() *snapshot.Snapshot { return r.snap }
+
+// Profile returns what the running profile's plugin arguments add to
+// pods' scheduling (never nil; read-only).
+func (r *Runner) Profile() *ProfileArgs {
+	if r == nil || r.profile == nil {
+		return &ProfileArgs{}
+	}
+	return r.profile
+}
 
 // Framework returns the underlying scheduler framework, for callers that
 // drive extension points this package does not wrap (e.g. a pod group

@@ -145,6 +145,13 @@ func (b *PodBuilder) NodeSelector(key, value string) *PodBuilder {
 	return b
 }
 
+// SchedulerName sets spec.schedulerName: the scheduler profile that
+// places the pod.
+func (b *PodBuilder) SchedulerName(name string) *PodBuilder {
+	b.pod.Spec.SchedulerName = name
+	return b
+}
+
 // Toleration adds a toleration; an empty value means operator Exists.
 func (b *PodBuilder) Toleration(key, value string, effect corev1.TaintEffect) *PodBuilder {
 	t := corev1.Toleration{Key: key, Value: value, Effect: effect, Operator: corev1.TolerationOpEqual}

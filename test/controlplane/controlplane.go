@@ -14,8 +14,11 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
 // KwokNodeAnnotation marks the nodes the kwok controller manages; nodes
@@ -223,15 +226,37 @@ func kwokStages(stageDir string) []string {
 	return files
 }
 
+// The scheduler's second profile, beside default-scheduler: it adds to
+// every pod it schedules a node affinity requiring PoolLabel=PoolValue
+// (NodeAffinityArgs.addedAffinity). Only pods that name it in
+// spec.schedulerName meet it, so tests sharing the control plane are
+// undisturbed; the e2e tests use it for a profile argument the
+// autoscaler must honour.
+const (
+	PoolSchedulerName = "pool-scheduler"
+	PoolLabel         = "e2e.dra-autoscaler.io/pool"
+	PoolValue         = "accel"
+)
+
+// PoolSchedulerProfile is the profile named PoolSchedulerName, for an
+// autoscaler's --scheduler-config-file to simulate.
+func PoolSchedulerProfile() *builder.SchedulerProfileBuilder {
+	return builder.SchedulerProfile(PoolSchedulerName).RequireNodeLabel(PoolLabel, PoolValue)
+}
+
 func writeSchedulerConfig(cfg *ClusterConfig) (string, error) {
 	path := cfg.path("kube-scheduler.yaml")
+	profiles, err := builder.SchedulerProfilesYAML(builder.SchedulerProfile(corev1.DefaultSchedulerName), PoolSchedulerProfile())
+	if err != nil {
+		return "", err
+	}
 	data := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
   kubeconfig: %q
 leaderElection:
   leaderElect: false
-`, cfg.KubeconfigPath())
+%s`, cfg.KubeconfigPath(), profiles)
 	return path, os.WriteFile(path, []byte(data), 0o644)
 }
 

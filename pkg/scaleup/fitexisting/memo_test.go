@@ -171,7 +171,7 @@ func TestFitExistingMemoIsExact(t *testing.T) {
 			est := estimator.New(r, estimator.Options{})
 			opts := fitexisting.Options{ClassOf: est.ClassKey, Memoizable: est.Memoizable, Rank: rank, Sample: len(nodes)}
 			if tc.alike {
-				keys, err := estimator.NewNodeKeys(r.Snapshot(), pods)
+				keys, err := estimator.NewNodeKeys(r.Snapshot(), r.Profile(), pods)
 				if err != nil || keys == nil {
 					t.Fatalf("NewNodeKeys: %v, %v", keys, err)
 				}

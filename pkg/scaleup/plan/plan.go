@@ -92,7 +92,7 @@ func (p *Planner) plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegr
 	// still holds. A later round's reason for a group replaces an earlier
 	// one. They are made only for the pods no group helps, at the end.
 	var rounds []*reasonLog
-	carry := newCarry(p.noCarry, pods)
+	carry := newCarry(p.noCarry, pods, p.estimate.Independent)
 	for len(remaining) > 0 {
 		round := &reasonLog{}
 		options, err := p.options(ctx, groups, used, remaining, usage, now, round, carry)

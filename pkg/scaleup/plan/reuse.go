@@ -13,9 +13,10 @@ import (
 // left; a round changes the next one's input only by the pods it took and
 // the nodes it kept. A group's estimate is carried into the next round,
 // instead of run again, when all of these hold:
-//   - every pod left is estimator.Independent (no inter-pod rules, gangs,
-//     shared claims or volumes): then the kept nodes can reach its verdicts
-//     only through what the next rule checks;
+//   - every pod left is Estimator.Independent (no inter-pod rules, gangs,
+//     shared claims or volumes, its own or the scheduler profile's): then
+//     the kept nodes can reach its verdicts only through what the next
+//     rule checks;
 //   - the keep was estimator.KeptLocal: it changed nothing shared (no
 //     device of a slice not bound to a node, snapshot.Gen's shared part)
 //     and kept no pod with required anti-affinity or a named claim;
@@ -54,10 +55,10 @@ type carried struct {
 	pods []*corev1.Pod
 }
 
-func newCarry(off bool, pods []*corev1.Pod) *carry {
+func newCarry(off bool, pods []*corev1.Pod, independent func(*corev1.Pod) bool) *carry {
 	c := &carry{off: off, dependent: map[types.UID]bool{}}
 	for _, p := range pods {
-		if !estimator.Independent(p) {
+		if !independent(p) {
 			c.dependent[p.UID] = true
 		}
 	}
