@@ -43,7 +43,7 @@ func TestSchedulerProfileAddedAffinity(t *testing.T) {
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{plain, accel}},
+	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{plain, accel}},
 		"--scheduler-config-file="+path, "--namespace="+s.ns)
 	// 3 CPUs each on 4-CPU nodes: one node per pod.
 	const pods = 3
@@ -87,5 +87,16 @@ func TestSchedulerProfileAddedAffinity(t *testing.T) {
 	// have asked for the other.
 	if nodes, err := s.groupNodes(s.ctx, plain.Name); err != nil || len(nodes) != 0 {
 		t.Errorf("%s has %d nodes (%v), want none", plain.Name, len(nodes), err)
+	}
+	// The harness runs the autoscaler in verify mode: every decision was
+	// checked against the plain framework, and none differed.
+	m, err := a.Metrics(s.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checks, mismatches := sumSamples(m, "cluster_autoscaler_simulation_shadow_checks_total"),
+		sumSamples(m, "cluster_autoscaler_simulation_shadow_mismatches_total")
+	if checks == "0" || mismatches != "0" {
+		t.Errorf("shadow checks %s (want some), mismatches %s (want 0)", checks, mismatches)
 	}
 }
