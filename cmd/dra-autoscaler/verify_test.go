@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -28,11 +29,15 @@ func TestLoopPassVerified(t *testing.T) {
 	}
 }
 
-// BenchmarkLoopPassVerified is TestLoopPassVerified's passes, timed: the
-// cost of verify mode, next to BenchmarkLoopPass's.
+// BenchmarkLoopPassVerified is TestLoopPassVerified's passes, timed,
+// each in verify mode and as it runs by default: the cost of verify mode.
 func BenchmarkLoopPassVerified(b *testing.B) {
 	for name, gen := range verifiedScenarios() {
-		b.Run(name, func(b *testing.B) { passes(b, b, gen, []string{"--simulation-verify"}) })
+		for _, verify := range []bool{true, false} {
+			b.Run(fmt.Sprintf("%s/verify=%v", name, verify), func(b *testing.B) {
+				passes(b, b, gen, []string{fmt.Sprintf("--simulation-verify=%v", verify)})
+			})
+		}
 	}
 }
 
