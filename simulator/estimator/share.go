@@ -1,10 +1,12 @@
 package estimator
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -228,22 +230,46 @@ func (s *sharing) key(g TemplateGroup, maxNodes int) (string, error) {
 }
 
 // renamed is from's estimate for group to: the same pods on the same
-// number of nodes, named after to. ok is false when a name cannot be
-// carried over (the snapshot holds it already): then to is estimated.
+// number of nodes, named as to's own estimate would name them (its free
+// "<to>-template-<i>" names in opening order: from's names are in that
+// order by their index). ok is false when a name is not from's.
 func renamed(res *Estimate, from, to string, snap *snapshot.Snapshot) (*Estimate, bool) {
-	rename := func(n string) (string, bool) {
-		rest, ok := strings.CutPrefix(n, from+"-")
-		return to + "-" + rest, ok
+	type opened struct {
+		name  string
+		index int
 	}
-	names := make(map[string]string, len(res.NewNodes))
+	all := make([]opened, 0, len(res.NewNodes)+len(res.droppedNodes))
+	for _, list := range [][]string{res.NewNodes, res.droppedNodes} {
+		for _, n := range list {
+			rest, ok := strings.CutPrefix(n, from+"-template-")
+			i, err := strconv.Atoi(rest)
+			if !ok || err != nil {
+				return nil, false
+			}
+			all = append(all, opened{n, i})
+		}
+	}
+	slices.SortFunc(all, func(a, b opened) int { return cmp.Compare(a.index, b.index) })
+	names := make(map[string]string, len(all))
+	next := 0
+	for _, o := range all {
+		for {
+			name := fmt.Sprintf("%s-template-%d", to, next)
+			next++
+			if !snap.HasNode(name) {
+				names[o.name] = name
+				break
+			}
+		}
+	}
+	rename := func(n string) (string, bool) {
+		name, ok := names[n]
+		return name, ok
+	}
 	out := *res
 	out.NewNodes = make([]string, len(res.NewNodes))
 	for i, n := range res.NewNodes {
-		name, ok := rename(n)
-		if !ok || snap.HasNode(name) {
-			return nil, false
-		}
-		names[n], out.NewNodes[i] = name, name
+		out.NewNodes[i], _ = rename(n)
 	}
 	out.Placements = make([]Placement, len(res.Placements))
 	for i, p := range res.Placements {

@@ -1,6 +1,7 @@
 package estimator
 
 import (
+	"fmt"
 	"reflect"
 	"slices"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
@@ -45,18 +47,26 @@ func TestEstimateGroupsShareIdenticalTemplates(t *testing.T) {
 		pods       []*v1.Pod
 		running    []any
 		wantShared []string // groups that must take another's estimate
+		kept       int      // nodes of group a the snapshot holds already
 	}{
-		{"a name label nobody reads", pods, nil, []string{"b", "e"}},
-		{"a label the pods select on", selecting, nil, nil},
-		{"pods no group fits", huge, nil, []string{"b", "e"}},
-		{"a label a running pod selected its node by", pods, []any{selector}, []string{"b", "e"}},
-		{"a label a running pod's anti-affinity reads", pods, []any{spreading}, nil},
+		{"a name label nobody reads", pods, nil, []string{"b", "e"}, 0},
+		{"a label the pods select on", selecting, nil, nil, 0},
+		{"pods no group fits", huge, nil, []string{"b", "e"}, 0},
+		{"a label a running pod selected its node by", pods, []any{selector}, []string{"b", "e"}, 0},
+		{"a label a running pod's anti-affinity reads", pods, []any{spreading}, nil, 0},
+		// a's new nodes are named from a-template-3 on, the others' from 0.
+		{"earlier nodes of the first group", pods, nil, []string{"b", "e"}, 3},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			r, ctx := bigCluster(t, 4, 2)
 			snapshottest.Load(t, r.Snapshot(), objs...)
 			snapshottest.Load(t, r.Snapshot(), tc.running...)
+			for i := range tc.kept {
+				if err := template.AddInstance(ctx, r, groups[0].Template, fmt.Sprintf("a-template-%d", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
 			alone, err := New(r, Options{DisableSharing: true}).EstimateGroups(ctx, tc.pods, groups)
 			if err != nil {
 				t.Fatal(err)
