@@ -49,7 +49,7 @@ func (p *Manager) Stage(parts StageParts) pass.Stage {
 			usage := pass.Get(st, pending.Usage)
 			if pl := pass.Get(st, plan.Result); pl != nil {
 				for _, up := range pl.ScaleUps {
-					usage.Add(up.Group.Template.Node, up.Delta)
+					usage.AddPlanned(up.Group.Id, up.Group.Template.Node, up.Delta)
 				}
 			}
 			out, err := p.Run(ctx, RunInput{Runner: parts.Runner, Candidates: pass.Get(st, load.Built).Candidates(),

@@ -29,6 +29,13 @@ type Usage struct {
 	Nodes     int
 	MilliCPU  int64
 	MemoryGiB float64
+	// Planned are the new nodes this pass planned so far, by node group
+	// id: a group's room is its max size less its size and these, so
+	// plans made one after another in a pass (requests, gangs, pods,
+	// buffers) never ask a group for more than it can take. Copied on
+	// write: a Usage passed by value (a plan tried and dropped) never
+	// changes its caller's.
+	Planned map[string]int
 }
 
 // Add counts n nodes like node.
@@ -40,6 +47,17 @@ func (u *Usage) Add(node *corev1.Node, n int) {
 	u.Nodes += n
 	u.MilliCPU += alloc.Cpu().MilliValue() * int64(n)
 	u.MemoryGiB += float64(alloc.Memory().Value()) / gib * float64(n)
+}
+
+// AddPlanned is Add for n new nodes of the node group named group.
+func (u *Usage) AddPlanned(group string, node *corev1.Node, n int) {
+	u.Add(node, n)
+	planned := make(map[string]int, len(u.Planned)+1)
+	for g, k := range u.Planned {
+		planned[g] = k
+	}
+	planned[group] += n
+	u.Planned = planned
 }
 
 // Limiter holds the limits of the flags, tightened by the provider's.

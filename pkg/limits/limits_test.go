@@ -38,3 +38,20 @@ func TestMaxNewNodes(t *testing.T) {
 		})
 	}
 }
+
+// A Usage passed by value keeps its own planned nodes: a plan tried and
+// dropped must not book nodes in its caller's.
+func TestAddPlannedCopiesOnWrite(t *testing.T) {
+	node := builder.Node("n").CPU("4").Memory("16Gi").Obj()
+	var u Usage
+	u.AddPlanned("a", node, 2)
+	tried := u
+	tried.AddPlanned("a", node, 3)
+	tried.AddPlanned("b", node, 1)
+	if u.Planned["a"] != 2 || u.Planned["b"] != 0 || u.Nodes != 2 {
+		t.Errorf("caller's usage %+v, want 2 nodes planned in a only", u)
+	}
+	if tried.Planned["a"] != 5 || tried.Planned["b"] != 1 || tried.Nodes != 6 || tried.MilliCPU != 24000 {
+		t.Errorf("tried usage %+v, want a=5 b=1, 6 nodes, 24 cores", tried)
+	}
+}

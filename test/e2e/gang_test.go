@@ -177,3 +177,37 @@ func TestGangPartialFailureRollsBack(t *testing.T) {
 		return err == nil && counts[0] == 0 && n == 0, seen + "; " + pods, err
 	})
 }
+
+// Twenty two-member gangs arrive at once over two groups with room for
+// ten each: one pass books each gang's nodes against its group's room,
+// so both groups take ten gangs, the provider refuses nothing, no group
+// is backed off, and every member runs.
+func TestGangsOfOnePassFillTwoGroups(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	a, b := s.gpuGroup("a", 20, 1), s.gpuGroup("b", 20, 1)
+	const gangs, size = 20, 2
+	for i := range gangs {
+		s.gang(t, fmt.Sprintf("train%02d", i), size, "")
+	}
+	// Started after the gangs exist: its first pass sees all of them.
+	as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}})
+	framework.Eventually(s.ctx, t, 5*time.Minute, "every member bound", func(ctx context.Context) (bool, string, error) {
+		n, seen, err := s.podsSeen(ctx)
+		return n == gangs*size, seen, err
+	})
+	if counts, seen, err := s.nodeCounts(s.ctx, a, b); err != nil || counts[0] != 20 || counts[1] != 20 {
+		t.Errorf("nodes %s (%v), want 20 and 20", seen, err)
+	}
+	m, err := as.Metrics(s.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if failed := sumSamples(m, "cluster_autoscaler_failed_scale_ups_total"); failed != "0" {
+		t.Errorf("%s failed scale-ups, want none", failed)
+	}
+	// Every way a group gets backed off logs "backed off".
+	if strings.Contains(as.Log(), "backed off") {
+		t.Error("a group was backed off")
+	}
+}

@@ -22,7 +22,10 @@ import (
 // nodes, when known, are the option's pods by new node: each group then
 // takes its nodes' pods, so that every scale-up says which pods go on
 // which of its nodes.
-func (p *Planner) spread(g *nodegroups.Info, best *expander.Option, options []expander.Option, groups []*nodegroups.Info, nodes [][]*corev1.Pod) []act.ScaleUp {
+//
+// planned are the nodes the pass planned for each group already.
+func (p *Planner) spread(g *nodegroups.Info, best *expander.Option, options []expander.Option, groups []*nodegroups.Info, nodes [][]*corev1.Pod,
+	planned map[string]int) []act.ScaleUp {
 	one := []act.ScaleUp{{Group: g, Delta: best.NodeCount, Pods: best.Pods, Nodes: nodes}}
 	if p.opts.Balance == nil || best.ReservedNodes > 0 {
 		return one
@@ -33,7 +36,7 @@ func (p *Planner) spread(g *nodegroups.Info, best *expander.Option, options []ex
 			continue
 		}
 		h := groupByID(groups, o.NodeGroup)
-		if h == nil || !takesSame(o, h, best.Pods) || !p.opts.Balance.Similar(g.Template, h.Template) {
+		if h == nil || !takesSame(o, h.Max-h.Size()-planned[h.Id], best.Pods) || !p.opts.Balance.Similar(g.Template, h.Template) {
 			continue
 		}
 		members = append(members, h)
@@ -43,7 +46,7 @@ func (p *Planner) spread(g *nodegroups.Info, best *expander.Option, options []ex
 	}
 	bg := make([]balance.Group, len(members))
 	for i, m := range members {
-		bg[i] = balance.Group{ID: m.Id, Size: m.Size(), Max: m.Max}
+		bg[i] = balance.Group{ID: m.Id, Size: m.Size() + planned[m.Id], Max: m.Max}
 	}
 	split := balance.Split(bg, best.NodeCount)
 	var ups []act.ScaleUp
@@ -71,17 +74,17 @@ func (p *Planner) spread(g *nodegroups.Info, best *expander.Option, options []ex
 
 // takesSame tells whether option o (of group h) could take every pod of
 // pods: it placed them all, or it ran out of room. A pod it left with room
-// to spare needs something h lacks (a selector on its zone, say): then h
+// to spare (room is what h could take) needs something h lacks (a selector on its zone, say): then h
 // is no balancing partner, as upstream balances only groups that can run
 // the same pending pods.
-func takesSame(o expander.Option, h *nodegroups.Info, pods []*corev1.Pod) bool {
+func takesSame(o expander.Option, room int, pods []*corev1.Pod) bool {
 	placed := make(map[types.UID]bool, len(o.Pods))
 	for _, p := range o.Pods {
 		placed[p.UID] = true
 	}
 	for _, p := range pods {
 		if !placed[p.UID] {
-			return o.NodeCount >= h.Max-h.Size()
+			return o.NodeCount >= room
 		}
 	}
 	return true

@@ -87,7 +87,7 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 			}
 			best = &o
 			for _, up := range o.ScaleUps {
-				usage.Add(up.Group.Template.Node, up.Delta)
+				usage.AddPlanned(up.Group.Id, up.Group.Template.Node, up.Delta)
 			}
 		case first != nil:
 			best = first
@@ -189,7 +189,7 @@ func (p *Planner) planGangIn(ctx context.Context, runner *framework.Runner, g *g
 		placed += n
 		p.take(up.Group, up.Delta, up.Pods)
 		rest = without(rest, up.Pods)
-		usage.Add(up.Group.Template.Node, up.Delta)
+		usage.AddPlanned(up.Group.Id, up.Group.Template.Node, up.Delta)
 		o.ScaleUps = append(o.ScaleUps, up)
 	}
 	if placed >= need {

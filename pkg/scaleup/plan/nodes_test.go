@@ -1,6 +1,7 @@
 package plan_test
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -109,5 +110,48 @@ func TestPlanGangSaysWhereEachMemberGoes(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"a: [train-2 train-3] [train-4]"}, nodesOf(out[0].ScaleUps)); diff != "" {
 		t.Errorf("planned nodes (-want +got):\n%s", diff)
+	}
+}
+
+// Gangs of one pass book the room they take: twenty two-node gangs over
+// two groups with room for ten each fill both, no group is asked for
+// more than its max, and pods planned after them see the groups full.
+func TestGangsOfOnePassShareEachGroupsRoom(t *testing.T) {
+	e := newEnv(t)
+	var gangs []*gang.Gang
+	for i := range 20 {
+		name := fmt.Sprintf("g%02d", i)
+		gangs = append(gangs, &gang.Gang{Namespace: "ns", Name: name, MinCount: 2, Pending: cpuPods(name, "3", 2)})
+	}
+	groups := []*nodegroups.Info{group("a", "4", 20, 0), group("b", "4", 20, 0)}
+	p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{}), e.chain, limits.New(e.conf, nil), e.backoff, nil)
+	out, usage, err := p.PlanGangs(e.ctx, e.runner, gangs, nil, groups, limits.Usage{}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	asked := map[string]int{}
+	for _, o := range out {
+		if len(o.ScaleUps) == 0 {
+			t.Errorf("gang %s got nothing: %s", o.Gang.Key(), o.Message)
+		}
+		for _, up := range o.ScaleUps {
+			asked[up.Group.Id] += up.Delta
+		}
+	}
+	if diff := cmp.Diff(map[string]int{"a": 20, "b": 20}, asked); diff != "" {
+		t.Errorf("nodes asked of each group (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string]int{"a": 20, "b": 20}, usage.Planned); diff != "" {
+		t.Errorf("usage.Planned (-want +got):\n%s", diff)
+	}
+	// A pod planned after the gangs finds both groups at their max.
+	rest := e.plan(t, cpuPods("late", "1", 1), groups, usage)
+	if len(rest.ScaleUps) != 0 || len(rest.NotHelped) != 1 {
+		t.Fatalf("late pod: scale-ups %v, not helped %d; want none and one", nodesOf(rest.ScaleUps), len(rest.NotHelped))
+	}
+	for _, r := range rest.Reasons[rest.NotHelped[0].UID] {
+		if r.Reason != limits.ReasonGroupMax {
+			t.Errorf("late pod: group %s: %s (%s), want %s", r.Group, r.Reason, r.Message, limits.ReasonGroupMax)
+		}
 	}
 }

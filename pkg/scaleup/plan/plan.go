@@ -122,10 +122,10 @@ func (p *Planner) plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegr
 		carry.kept(best.Pods, p.estimate.KeptLocal(mark, kept, g.Template))
 		// With balancing, the nodes are spread over g and the groups
 		// similar to it (balance.go).
-		for _, up := range p.spread(g, best, options, groups, byNode(kept, best.NodeCount)) {
+		for _, up := range p.spread(g, best, options, groups, byNode(kept, best.NodeCount), usage.Planned) {
 			used[up.Group.Id] = true
 			p.take(up.Group, up.Delta, up.Pods)
-			usage.Add(up.Group.Template.Node, up.Delta)
+			usage.AddPlanned(up.Group.Id, up.Group.Template.Node, up.Delta)
 			plan.ScaleUps = append(plan.ScaleUps, up)
 		}
 		logger.V(2).Info("Scale-up option chosen", "nodeGroup", g.Id, "nodes", best.NodeCount, "pods", len(best.Pods), "options", len(options), "expanders", p.chain.Names())
@@ -210,7 +210,10 @@ func (p *Planner) gate(g *nodegroups.Info, usage limits.Usage, now time.Time) (*
 	if g.Size() == 0 && !p.opts.ScaleUpFromZero {
 		return nil, ReasonFromZero, ""
 	}
-	room, reason := g.Max-g.Size(), limits.ReasonGroupMax
+	// Nodes planned earlier in the pass (requests, gangs, other rounds)
+	// are the group's as much as those it has.
+	planned := usage.Planned[g.Id]
+	room, reason := g.Max-g.Size()-planned, limits.ReasonGroupMax
 	if capped, r := p.limiter.MaxNewNodes(usage, g.Template.Node, room); capped < room {
 		room, reason = capped, r
 	}
@@ -218,6 +221,9 @@ func (p *Planner) gate(g *nodegroups.Info, usage limits.Usage, now time.Time) (*
 		room, reason = p.opts.MaxNodesPerScaleUp, "max-nodes-per-scaleup"
 	}
 	if room <= 0 {
+		if planned > 0 {
+			return nil, reason, fmt.Sprintf("node group at %d of max %d with %d more planned in this pass", g.Size(), g.Max, planned)
+		}
 		return nil, reason, fmt.Sprintf("node group at %d of max %d", g.Size(), g.Max)
 	}
 	return &candidate{info: g, room: room, reason: reason}, "", ""
