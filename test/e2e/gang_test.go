@@ -211,3 +211,31 @@ func TestGangsOfOnePassFillTwoGroups(t *testing.T) {
 		t.Error("a group was backed off")
 	}
 }
+
+// minCount is mutable (workload scaling): a gang too big for its group
+// gets nothing until its minCount is lowered while it is pending; then
+// the next pass plans for the new minCount only, the scheduler binds
+// that many members, and the rest wait.
+func TestGangMinCountLoweredWhilePending(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	g := s.gpuGroup("gpu2", 2, 2) // at most 4 GPUs
+	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}})
+	s.gang(t, "train", 8, "")
+	s.waitEvent(t, "train", "NotTriggerScaleUp", time.Minute, "minCount 8")
+	pg, err := s.c.Client.SchedulingV1beta1().PodGroups(s.ns).Get(s.ctx, "train", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pg.Spec.SchedulingPolicy.Gang.MinCount = 4
+	if _, err := s.c.Client.SchedulingV1beta1().PodGroups(s.ns).Update(s.ctx, pg, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(s.ctx, t, 3*time.Minute, "4 members bound", func(ctx context.Context) (bool, string, error) {
+		n, seen, err := s.podsSeen(ctx)
+		return n == 4, seen, err
+	})
+	if counts, seen, err := s.nodeCounts(s.ctx, g); err != nil || counts[0] != 2 {
+		t.Errorf("nodes %s (%v), want 2", seen, err)
+	}
+}
