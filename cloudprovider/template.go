@@ -1,6 +1,8 @@
 package cloudprovider
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -40,4 +42,30 @@ func (t *NodeTemplate) DeepCopy() *NodeTemplate {
 		out.Pods = append(out.Pods, p.DeepCopy())
 	}
 	return out
+}
+
+// AnnotationTopologyPerRequest, on a template's Node, lists (comma
+// separated) the topology labels whose value the provider chooses when it
+// launches nodes: every node of one atomic request gets one fresh value
+// (a placement group, a capacity block, a rack the cloud picks), never a
+// value earlier nodes have. The template itself carries no value for
+// them. Any provider may set it (docs/gangs.md).
+const AnnotationTopologyPerRequest = "autoscaling.dra-autoscaler.io/topology-per-request"
+
+// TopologyPerRequest reports whether the template's provider chooses a
+// fresh value of label per request (AnnotationTopologyPerRequest); a
+// label the template fixes a value for is never chosen per request.
+func (t *NodeTemplate) TopologyPerRequest(label string) bool {
+	if t == nil || t.Node == nil {
+		return false
+	}
+	if _, fixed := t.Node.Labels[label]; fixed {
+		return false
+	}
+	for k := range strings.SplitSeq(t.Node.Annotations[AnnotationTopologyPerRequest], ",") {
+		if strings.TrimSpace(k) == label {
+			return true
+		}
+	}
+	return false
 }

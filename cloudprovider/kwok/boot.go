@@ -49,9 +49,9 @@ func (d delay) wait(ctx context.Context) bool {
 }
 
 // startInstanceLocked adds an instance with the given faults and boots it.
-func (g *nodeGroup) startInstanceLocked(f instanceFaults) *instance {
+func (g *nodeGroup) startInstanceLocked(f instanceFaults, domain string) *instance {
 	inst := g.newInstanceLocked()
-	inst.faults = f
+	inst.faults, inst.domain = f, domain
 	g.bootLocked(inst)
 	return inst
 }
@@ -104,7 +104,7 @@ func (g *nodeGroup) bootLocked(inst *instance) {
 // recorded the registration.
 func (g *nodeGroup) registerNode(ctx context.Context, inst *instance) (*corev1.Node, error) {
 	nodes := g.p.client.CoreV1().Nodes()
-	node, err := nodes.Create(ctx, g.cfg.buildInstanceNode(inst.name, inst.faults), metav1.CreateOptions{})
+	node, err := nodes.Create(ctx, g.cfg.buildInstanceNode(inst.name, inst.faults, inst.domain), metav1.CreateOptions{})
 	if apierrors.IsAlreadyExists(err) {
 		node, err = nodes.Get(ctx, inst.name, metav1.GetOptions{})
 	}

@@ -60,7 +60,12 @@ type NodeGroupConfig struct {
 	// Topology holds label values that every node of the group carries
 	// (rack, NVLink domain, zone); merged into the template labels.
 	Topology map[string]string `json:"topology,omitempty"`
-	Faults   FaultsConfig      `json:"faults,omitempty"`
+	// PerRequestTopology are topology labels whose value the provider
+	// picks per scale-up request: the nodes of one request share one
+	// fresh value (a placement group, a capacity block). The template
+	// says so (cloudprovider.AnnotationTopologyPerRequest).
+	PerRequestTopology []string     `json:"perRequestTopology,omitempty"`
+	Faults             FaultsConfig `json:"faults,omitempty"`
 }
 
 // TemplateConfig is what every node of a group looks like once registered.

@@ -62,6 +62,9 @@ type instance struct {
 	createdAt time.Time
 	failure   *cloudprovider.InstanceErrorInfo
 	faults    instanceFaults
+	// domain is the value of the group's per-request topology labels
+	// its request drew ("" without them).
+	domain string
 	// stop ends the instance's goroutine and done is closed when it has
 	// returned; both nil when no goroutine runs (never-registering ones).
 	stop func()
@@ -181,12 +184,16 @@ func (g *nodeGroup) request(delta int, atomic bool) ([]string, error) {
 		return nil, fmt.Errorf("node group %s: atomic increase by %d refused, %d would fail, nothing created: %w", g.cfg.Name, delta, failed, ErrInjectedFailure)
 	}
 	created := make([]string, 0, granted)
+	domain := ""
+	if len(g.cfg.PerRequestTopology) > 0 {
+		domain = g.cfg.Name + "-req-" + utilrand.String(5) // one request, one fresh domain
+	}
 	for _, s := range struck {
 		if s && atRequest {
 			g.newInstanceLocked().failure = injectedFailureInfo(g.cfg.Name, g.cfg.Faults.FailureRate)
 			continue
 		}
-		inst := g.startInstanceLocked(g.faultsFor(live+len(created), s))
+		inst := g.startInstanceLocked(g.faultsFor(live+len(created), s), domain)
 		created = append(created, providerID(g.cfg.Name, inst.name))
 	}
 	refused := delta - granted

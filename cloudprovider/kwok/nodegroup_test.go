@@ -2,6 +2,8 @@ package kwok
 
 import (
 	"errors"
+	"fmt"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -183,4 +185,56 @@ func TestIncreaseSizeFaults(t *testing.T) {
 // poolOf is the pool of a node-local slice with count slices.
 func poolOf(node string, count int64) resourceapi.ResourcePool {
 	return resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: count}
+}
+
+// A per-request topology label: the nodes of one request share a fresh
+// value, another request draws another, and the template carries no
+// value but says the provider picks one.
+func TestPerRequestTopology(t *testing.T) {
+	const block = "example.com/block"
+	g := cpuGroup("blocks", 0, 5)
+	g.PerRequestTopology = []string{block}
+	e := newEnv(t, &Config{NodeGroups: []NodeGroupConfig{g}})
+	ng := e.group(t, "blocks")
+	tmpl, err := ng.TemplateNodeInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, has := tmpl.Node.Labels[block]; has || !tmpl.TopologyPerRequest(block) || tmpl.TopologyPerRequest("other") {
+		t.Errorf("template labels %v annotations %v: want no %s value, chosen per request", tmpl.Node.Labels, tmpl.Node.Annotations, block)
+	}
+	for _, n := range []int{2, 3} {
+		if _, err := ng.IncreaseSize(t.Context(), n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "5 nodes registered", func() bool { return len(e.nodes(t)) == 5 })
+	perValue := map[string]int{}
+	for _, node := range e.nodes(t) {
+		perValue[node.Labels[block]]++
+	}
+	var sizes []int
+	for v, n := range perValue {
+		if v == "" {
+			t.Errorf("%d nodes without a %s value", n, block)
+		}
+		sizes = append(sizes, n)
+	}
+	sort.Ints(sizes)
+	if fmt.Sprint(sizes) != "[2 3]" {
+		t.Errorf("nodes per %s value %v, want one value per request (2 and 3 nodes)", block, perValue)
+	}
+}
+
+func TestPerRequestTopologyValidation(t *testing.T) {
+	g := cpuGroup("blocks", 0, 5)
+	g.Topology = map[string]string{"example.com/rack": "r1"}
+	g.PerRequestTopology = []string{"example.com/rack"}
+	if err := (&Config{NodeGroups: []NodeGroupConfig{g}}).Validate(); err == nil || !strings.Contains(err.Error(), "fixed value") {
+		t.Errorf("Validate: %v, want a per-request label with a fixed value refused", err)
+	}
+	g.Topology, g.PerRequestTopology = nil, []string{"not a label!"}
+	if err := (&Config{NodeGroups: []NodeGroupConfig{g}}).Validate(); err == nil {
+		t.Error("Validate accepted an invalid label name")
+	}
 }

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 )
 
 const (
@@ -126,8 +128,11 @@ func (g *NodeGroupConfig) buildNode(name string) *corev1.Node {
 // never-Ready node lacks the kwok annotation, so that no kwok controller
 // takes it over, and registers NotReady and tainted, as the kubelet of a
 // node that fails its checks would report it.
-func (g *NodeGroupConfig) buildInstanceNode(name string, f instanceFaults) *corev1.Node {
+func (g *NodeGroupConfig) buildInstanceNode(name string, f instanceFaults, domain string) *corev1.Node {
 	node := g.buildNode(name)
+	for _, k := range g.PerRequestTopology {
+		node.Labels[k] = domain
+	}
 	if !f.NeverReady {
 		return node
 	}
@@ -148,6 +153,9 @@ func (g *NodeGroupConfig) buildInstanceNode(name string, f instanceFaults) *core
 func (g *NodeGroupConfig) buildTemplateNode() *corev1.Node {
 	node := g.buildNode(templateNodeName(g.Name))
 	node.Spec.ProviderID = ""
+	if len(g.PerRequestTopology) > 0 {
+		node.Annotations[cloudprovider.AnnotationTopologyPerRequest] = strings.Join(g.PerRequestTopology, ",")
+	}
 	node.Status.Conditions = []corev1.NodeCondition{{
 		Type:   corev1.NodeReady,
 		Status: corev1.ConditionTrue,

@@ -17,6 +17,7 @@ package kwok
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -223,6 +224,7 @@ func deepCopyGroup(g *NodeGroupConfig) *NodeGroupConfig {
 	out.Template.Labels = copyMap(g.Template.Labels)
 	out.Template.Annotations = copyMap(g.Template.Annotations)
 	out.Topology = copyMap(g.Topology)
+	out.PerRequestTopology = slices.Clone(g.PerRequestTopology)
 	out.Template.Capacity = g.Template.Capacity.DeepCopy()
 	out.Template.Taints = nil
 	for _, t := range g.Template.Taints {

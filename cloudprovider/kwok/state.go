@@ -36,6 +36,7 @@ type instanceRecord struct {
 	Registered bool           `json:"registered,omitempty"`
 	Failure    *failureRecord `json:"failure,omitempty"`
 	Faults     instanceFaults `json:"faults,omitempty"`
+	Domain     string         `json:"domain,omitempty"`
 }
 
 type failureRecord struct {
@@ -47,7 +48,7 @@ type failureRecord struct {
 func stateName(group string) string { return stateNamePrefix + group }
 
 func (i *instance) record() instanceRecord {
-	r := instanceRecord{Name: i.name, CreatedAt: i.createdAt, Registered: i.registered, Faults: i.faults}
+	r := instanceRecord{Name: i.name, CreatedAt: i.createdAt, Registered: i.registered, Faults: i.faults, Domain: i.domain}
 	if f := i.failure; f != nil {
 		r.Failure = &failureRecord{OutOfResources: f.ErrorClass == cloudprovider.OutOfResourcesErrorClass, Code: f.ErrorCode, Message: f.ErrorMessage}
 	}
@@ -162,7 +163,7 @@ func (g *nodeGroup) loadState(ctx context.Context) bool {
 			continue
 		}
 		p.seq++
-		inst := &instance{name: r.Name, created: p.seq, createdAt: r.CreatedAt, failure: r.Failure.info(), faults: r.Faults}
+		inst := &instance{name: r.Name, created: p.seq, createdAt: r.CreatedAt, failure: r.Failure.info(), faults: r.Faults, domain: r.Domain}
 		g.instances[r.Name] = inst
 		if inst.failure == nil && !p.closed {
 			g.bootLocked(inst)

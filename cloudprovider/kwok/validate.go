@@ -168,6 +168,15 @@ func (g *NodeGroupConfig) validateLabels() []error {
 			errs = append(errs, fmt.Errorf("topology[%s]: %q conflicts with template label value %q", k, v, tv))
 		}
 	}
+	for i, k := range g.PerRequestTopology {
+		path := field.NewPath("perRequestTopology").Index(i)
+		errs = append(errs, fieldErrors(metav1validation.ValidateLabelName(k, path))...)
+		_, inTemplate := g.Template.Labels[k]
+		_, inTopology := g.Topology[k]
+		if inTemplate || inTopology || k == LabelNodeGroup || k == LabelCapacityType || k == corev1.LabelHostname {
+			errs = append(errs, fmt.Errorf("%s: %s has a fixed value already; a per-request label must not", path, k))
+		}
+	}
 	for _, reserved := range []string{LabelNodeGroup, LabelCapacityType, corev1.LabelHostname} {
 		if _, ok := g.Template.Labels[reserved]; ok {
 			errs = append(errs, fmt.Errorf("template.labels[%s]: set by the provider, remove it", reserved))

@@ -239,3 +239,54 @@ func TestGangMinCountLoweredWhilePending(t *testing.T) {
 		t.Errorf("nodes %s (%v), want 2", seen, err)
 	}
 }
+
+// A kwok group whose provider picks the rack per request: a two-member
+// gang constrained to the rack goes into one request (two new nodes of
+// one fresh rack); a second gang, arriving when that rack is full, gets a
+// request and a rack of its own.
+func TestGangIntoAProviderAssignedRack(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	g := s.gpuGroup("blocks", 4, 1)
+	g.PerRequestTopology = []string{rackLabel}
+	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}})
+	racks := func(want int) map[string][]string {
+		t.Helper()
+		framework.Eventually(s.ctx, t, 3*time.Minute, fmt.Sprintf("%d members bound", want), func(ctx context.Context) (bool, string, error) {
+			n, seen, err := s.podsSeen(ctx)
+			return n == want, seen, err
+		})
+		nodes, err := s.groupNodes(s.ctx, g.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rackOf := map[string]string{}
+		for _, n := range nodes {
+			rackOf[n.Name] = n.Labels[rackLabel]
+		}
+		pods, err := s.c.Client.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		byGang := map[string][]string{}
+		for _, p := range pods.Items {
+			gang := strings.Split(p.Name, "-")[0]
+			byGang[gang] = append(byGang[gang], rackOf[p.Spec.NodeName])
+		}
+		t.Logf("racks of each gang's members: %v (nodes %v)", byGang, rackOf)
+		return byGang
+	}
+	s.gang(t, "first", 2, rackLabel)
+	first := racks(2)["first"]
+	if len(first) != 2 || first[0] == "" || first[0] != first[1] {
+		t.Fatalf("first gang on racks %q, want both members on one fresh rack", first)
+	}
+	s.gang(t, "second", 2, rackLabel)
+	second := racks(4)["second"]
+	if len(second) != 2 || second[0] == "" || second[0] != second[1] || second[0] == first[0] {
+		t.Errorf("second gang on racks %q, want one rack of its own (the first's %q is full)", second, first[0])
+	}
+	if counts, seen, err := s.nodeCounts(s.ctx, g); err != nil || counts[0] != 4 {
+		t.Errorf("nodes %s (%v), want 4", seen, err)
+	}
+}

@@ -227,7 +227,9 @@ func (p *Planner) keep(ctx context.Context, pods []*corev1.Pod, g *nodegroups.In
 }
 
 // topologyDomains are the values of key on candidate nodes and group
-// templates, sorted.
+// templates, sorted, then one new domain per group whose provider picks
+// the value per request (newDomain): one atomic request of it is a domain
+// of its own, which no node has yet.
 func topologyDomains(runner *framework.Runner, key string, candidates []string, groups []*nodegroups.Info) []string {
 	seen := map[string]bool{}
 	for _, name := range candidates {
@@ -249,8 +251,17 @@ func topologyDomains(runner *framework.Runner, key string, candidates []string, 
 		out = append(out, v)
 	}
 	sort.Strings(out)
+	for _, g := range groups {
+		if g.Template.TopologyPerRequest(key) {
+			out = append(out, newDomain(g.Id))
+		}
+	}
 	return out
 }
+
+// newDomain names the domain one new request of group id makes: no label
+// value can be spelt so (a value has no spaces).
+func newDomain(id string) string { return "new request of " + id }
 
 func nodesIn(runner *framework.Runner, key, value string, candidates []string) []string {
 	var out []string
@@ -265,7 +276,7 @@ func nodesIn(runner *framework.Runner, key, value string, candidates []string) [
 func groupsIn(key, value string, groups []*nodegroups.Info) []*nodegroups.Info {
 	var out []*nodegroups.Info
 	for _, g := range groups {
-		if g.Template != nil && g.Template.Node.Labels[key] == value {
+		if g.Template != nil && (g.Template.Node.Labels[key] == value || value == newDomain(g.Id) && g.Template.TopologyPerRequest(key)) {
 			out = append(out, g)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
@@ -153,5 +154,35 @@ func TestGangsOfOnePassShareEachGroupsRoom(t *testing.T) {
 		if r.Reason != limits.ReasonGroupMax {
 			t.Errorf("late pod: group %s: %s (%s), want %s", r.Group, r.Reason, r.Message, limits.ReasonGroupMax)
 		}
+	}
+}
+
+// A group whose provider picks the topology value per request is a new
+// domain per request: a gang constrained to the key goes whole into one
+// atomic request of it, beside a fixed-domain group too small for it,
+// and never onto an existing node of another domain.
+func TestGangIntoANewDomainPerRequest(t *testing.T) {
+	const block = "example.com/block"
+	e := newEnv(t)
+	existing := builder.Node("b1-node").CPU("4").Memory("64Gi").Label(block, "b1").Obj()
+	if err := e.runner.Snapshot().AddNode(existing); err != nil {
+		t.Fatal(err)
+	}
+	fixed := group("fixed", "4", 1, 0)
+	fixed.Template.Node.Labels[block] = "b1"
+	perRequest := group("blocks", "4", 10, 0)
+	perRequest.Template.Node.Annotations = map[string]string{cloudprovider.AnnotationTopologyPerRequest: block}
+	g := &gang.Gang{Namespace: "ns", Name: "train", MinCount: 3, TopologyKey: block, Pending: cpuPods("train", "3", 3)}
+	p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{}), e.chain, limits.New(e.conf, nil), e.backoff, nil)
+	out, _, err := p.PlanGangs(e.ctx, e.runner, []*gang.Gang{g}, []string{"b1-node"}, []*nodegroups.Info{fixed, perRequest}, limits.Usage{}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := out[0]
+	if len(o.ScaleUps) != 1 || o.ScaleUps[0].Group.Id != "blocks" || o.ScaleUps[0].Delta != 3 || !o.ScaleUps[0].Atomic || len(o.Existing) != 0 {
+		t.Fatalf("plan %v existing %v domain %q (%s); want one atomic +3 of blocks", nodesOf(o.ScaleUps), o.Existing, o.Domain, o.Message)
+	}
+	if o.Domain != "new request of blocks" {
+		t.Errorf("domain %q, want a new request of blocks", o.Domain)
 	}
 }
