@@ -154,6 +154,12 @@ func compact(s []string) []string {
 // node names) may take the group members among them. It returns "" when
 // the move is allowed, else why not.
 func (g *Gangs) Check(leaving []*corev1.Pod, removing map[string]bool) string {
+	reason, _ := g.check(leaving, removing)
+	return reason
+}
+
+// check is Check that also returns the group that would be split.
+func (g *Gangs) check(leaving []*corev1.Pod, removing map[string]bool) (string, *group) {
 	counted := map[*group]int{}
 	for _, p := range leaving {
 		if key, ok := groupKey(p); ok && g.groups[key] != nil {
@@ -168,17 +174,77 @@ func (g *Gangs) Check(leaving []*corev1.Pod, removing map[string]bool) string {
 	e := evaluation{counted: counted, removing: removing, memo: map[*group]bool{}}
 	for _, x := range touched {
 		if x.cyclic {
-			return fmt.Sprintf("%s %s: its parent CompositePodGroups form a loop; none of its members is moved", x.kind, x.key)
+			return fmt.Sprintf("%s %s: its parent CompositePodGroups form a loop; none of its members is moved", x.kind, x.key), x
 		}
 		// Each group from the member's up is asked, so the reason names
 		// the lowest group that would be split.
 		for a := x; a != nil; a = a.parent {
 			if reason := e.check(a); reason != "" {
-				return reason
+				return reason, a
 			}
 		}
 	}
-	return ""
+	return "", nil
+}
+
+// Hold is for nodes that all lose their pods at once (leaving, by node
+// name; the drains of ending capacity blocks): it returns the nodes to
+// hold back, each with why, so that what the others lose splits no
+// group. A group that would be split keeps every one of its members
+// that would leave; holding a node can split another group, so this
+// repeats until nothing more is held.
+func (g *Gangs) Hold(leaving map[string][]*corev1.Pod) map[string]string {
+	held := map[string]string{}
+	nodes := make([]string, 0, len(leaving))
+	for n := range leaving {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	for {
+		removing := map[string]bool{}
+		var pods []*corev1.Pod
+		for _, n := range nodes {
+			if _, h := held[n]; !h {
+				removing[n] = true
+				pods = append(pods, leaving[n]...)
+			}
+		}
+		reason, x := g.check(pods, removing)
+		if x == nil {
+			return held
+		}
+		// x is disrupted, so a pod under it leaves from a node not held
+		// yet: every round holds one more node at least.
+		for _, n := range nodes {
+			if _, h := held[n]; h {
+				continue
+			}
+			for _, p := range leaving[n] {
+				if g.under(p, x) {
+					held[n] = reason
+					break
+				}
+			}
+		}
+	}
+}
+
+// under tells whether pod p belongs to x or a group below it.
+func (g *Gangs) under(p *corev1.Pod, x *group) bool {
+	key, ok := groupKey(p)
+	pg := g.groups[key]
+	if !ok || pg == nil {
+		return false
+	}
+	if pg == x || pg.cyclic {
+		return pg == x
+	}
+	for a := pg.parent; a != nil; a = a.parent {
+		if a == x {
+			return true
+		}
+	}
+	return false
 }
 
 // evaluation is one Check's state: the leaving members per PodGroup and

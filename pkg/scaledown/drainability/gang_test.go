@@ -1,6 +1,7 @@
 package drainability
 
 import (
+	"sort"
 	"strings"
 	"testing"
 
@@ -78,9 +79,6 @@ func TestCompositeDisruption(t *testing.T) {
 				leaving = append(leaving, byName[n])
 				removing[byName[n].Spec.NodeName] = true
 			}
-			for _, n := range tc.also {
-				removing[n] = true
-			}
 			got := gangs.Check(leaving, removing)
 			if (got == "") != (tc.blocked == "") || !strings.Contains(got, tc.blocked) {
 				t.Fatalf("Check = %q, want it to name %q", got, tc.blocked)
@@ -105,5 +103,60 @@ func TestCompositeMemberNodes(t *testing.T) {
 		if got := strings.Join(gangs.MemberNodes([]*corev1.Pod{byName[tc.pod]}), ","); got != tc.want {
 			t.Errorf("MemberNodes(%s) = %q, want %q", tc.pod, got, tc.want)
 		}
+	}
+}
+
+func TestHold(t *testing.T) {
+	m := func(g, name, node string) *corev1.Pod { return builder.Pod("ml", name).PodGroup(g).Node(node).Obj() }
+	pods := []*corev1.Pod{
+		m("strict", "s0", "n1"), m("strict", "s1", "n2"), // All, on n1 n2
+		m("chain", "c0", "n2"), m("chain", "c1", "n3"), m("chain", "c2", "n4"), // All, on n2 n3 n4
+		m("spare", "p0", "n5"), m("spare", "p1", "n6"), m("spare", "p2", "n7"), // Single, minCount 2
+		builder.Pod("ml", "loose").Node("n8").Obj(),
+	}
+	all := func(name string) *schedulingv1beta1.PodGroup {
+		return builder.PodGroup("ml", name).MinCount(1).Disruption(true).Obj()
+	}
+	gangs := NewGangs([]*schedulingv1beta1.PodGroup{all("strict"), all("chain"),
+		builder.PodGroup("ml", "spare").MinCount(2).Disruption(false).Obj()}, nil, pods)
+	on := func(node string) []*corev1.Pod {
+		var out []*corev1.Pod
+		for _, p := range pods {
+			if p.Spec.NodeName == node {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	tests := []struct {
+		name     string
+		draining []string
+		held     string
+	}{
+		{name: "an All group whose nodes all drain moves whole", draining: []string{"n1", "n2", "n3", "n4"}},
+		{name: "holding one node for a group can split another: both are held", draining: []string{"n1", "n2", "n3"}, held: "n1,n2,n3"},
+		{name: "one node of a Single group above minCount", draining: []string{"n5"}},
+		{name: "two nodes of a Single group leave too few: both held", draining: []string{"n5", "n6"}, held: "n5,n6"},
+		{name: "pods of no group", draining: []string{"n8"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			leaving := map[string][]*corev1.Pod{}
+			for _, n := range tc.draining {
+				leaving[n] = on(n)
+			}
+			got := gangs.Hold(leaving)
+			var names []string
+			for n, reason := range got {
+				if reason == "" {
+					t.Errorf("node %s held without a reason", n)
+				}
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			if strings.Join(names, ",") != tc.held {
+				t.Fatalf("held %v, want %s", got, tc.held)
+			}
+		})
 	}
 }
