@@ -20,14 +20,15 @@ import (
 // with nowhere to send its member, stays.
 func TestScaleDownDisruptionModes(t *testing.T) {
 	t.Parallel()
+	// The names make namespaces: lowercase and dashes only.
 	tests := []struct {
 		name string
 		all  bool
 		room bool
 	}{
-		{name: "All, nowhere to go together: neither node goes", all: true},
-		{name: "All, room for the whole gang: both go", all: true, room: true},
-		{name: "Single: one node goes", all: false},
+		{name: "all-stays", all: true},             // nowhere to go together: neither node goes
+		{name: "all-moves", all: true, room: true}, // room for the whole gang: both go
+		{name: "single", all: false},               // one node goes
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
