@@ -8,6 +8,7 @@ import (
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
+	compositelisters "k8s.io/client-go/listers/scheduling/v1alpha3"
 	schedulinglisters "k8s.io/client-go/listers/scheduling/v1beta1"
 	storagelisters "k8s.io/client-go/listers/storage/v1"
 )
@@ -19,9 +20,10 @@ type listers struct {
 	claims     resourcelisters.ResourceClaimLister
 	templates  resourcelisters.ResourceClaimTemplateLister
 	classes    resourcelisters.DeviceClassLister
-	taintRules resourcelisters.DeviceTaintRuleLister // nil when not served
-	podGroups  schedulinglisters.PodGroupLister      // nil when not served
-	workloads  schedulinglisters.WorkloadLister      // nil when not served
+	taintRules resourcelisters.DeviceTaintRuleLister    // nil when not served
+	podGroups  schedulinglisters.PodGroupLister         // nil when not served
+	workloads  schedulinglisters.WorkloadLister         // nil when not served
+	composites compositelisters.CompositePodGroupLister // nil when not served
 	daemonSets appslisters.DaemonSetLister
 	claimsPV   corelisters.PersistentVolumeClaimLister
 	csiNodes   storagelisters.CSINodeLister
@@ -47,6 +49,9 @@ func newListers(f informers.SharedInformerFactory, served Served) listers {
 	if served.Workloads {
 		l.podGroups = f.Scheduling().V1beta1().PodGroups().Lister()
 		l.workloads = f.Scheduling().V1beta1().Workloads().Lister()
+	}
+	if served.Composites {
+		l.composites = f.Scheduling().V1alpha3().CompositePodGroups().Lister()
 	}
 	return l
 }
@@ -96,6 +101,10 @@ func (l *listers) list() (*ClusterState, error) {
 		s.PodGroups, err = l.podGroups.List(everything)
 		collect(err)
 		s.Workloads, err = l.workloads.List(everything)
+		collect(err)
+	}
+	if l.composites != nil {
+		s.CompositePodGroups, err = l.composites.List(everything)
 		collect(err)
 	}
 	return s, errors.Join(errs...)

@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,6 +37,9 @@ type ClusterState struct {
 	DeviceTaintRules       []*resourceapi.DeviceTaintRule
 	PodGroups              []*schedulingv1beta1.PodGroup
 	Workloads              []*schedulingv1beta1.Workload
+	// CompositePodGroups (scheduling.k8s.io/v1alpha3) bound the
+	// disruption of the PodGroups under them; nil when not served.
+	CompositePodGroups []*schedulingv1alpha3.CompositePodGroup
 	// GangsServed: the cluster serves PodGroups and Workloads (empty
 	// lists then mean there are none).
 	GangsServed bool
@@ -69,6 +73,9 @@ type Served struct {
 	// Workloads is scheduling.k8s.io/v1beta1 Workload and PodGroup
 	// (GenericWorkload).
 	Workloads bool
+	// Composites is scheduling.k8s.io/v1alpha3 CompositePodGroup
+	// (CompositePodGroup, alpha).
+	Composites bool
 }
 
 // Discover asks the API server which optional APIs it serves.
@@ -79,6 +86,9 @@ func Discover(client kubernetes.Interface) (Served, error) {
 		return s, err
 	}
 	if s.Workloads, err = ResourceServed(client.Discovery(), "scheduling.k8s.io/v1beta1", "podgroups"); err != nil {
+		return s, err
+	}
+	if s.Composites, err = ResourceServed(client.Discovery(), "scheduling.k8s.io/v1alpha3", "compositepodgroups"); err != nil {
 		return s, err
 	}
 	return s, nil

@@ -76,6 +76,9 @@ func TestDiscover(t *testing.T) {
 		{"device taint rules", []*metav1.APIResourceList{resourceV1("resourceslices", "devicetaintrules")}, nil, observe.Served{DeviceTaintRules: true}, false},
 		{"workloads", []*metav1.APIResourceList{resourceV1("resourceslices"), schedulingV1beta1}, nil, observe.Served{Workloads: true}, false},
 		{"both", []*metav1.APIResourceList{resourceV1("devicetaintrules"), schedulingV1beta1}, nil, observe.Served{DeviceTaintRules: true, Workloads: true}, false},
+		{"composite pod groups", []*metav1.APIResourceList{resourceV1("resourceslices"), schedulingV1beta1,
+			{GroupVersion: "scheduling.k8s.io/v1alpha3", APIResources: []metav1.APIResource{{Name: "compositepodgroups"}}}}, nil,
+			observe.Served{Workloads: true, Composites: true}, false},
 		{"discovery failing is an error, not 'not served'", nil, errors.New("connection refused"), observe.Served{}, true},
 	}
 	for _, tc := range tests {
@@ -112,19 +115,20 @@ func TestObserve(t *testing.T) {
 		builder.ClaimTemplate("ns", "t").Request(builder.Request("gpu", "gpu")).Obj(),
 		builder.DeviceTaintRule("broken", "broken", "true", resourceapi.DeviceTaintEffectNoSchedule).Obj(),
 		builder.PodGroup("ns", "pg").MinCount(2).Obj(),
+		builder.CompositePodGroup("ns", "job").DisruptAll().Obj(),
 		builder.Workload("ns", "w").GangTemplate("workers", 2).Obj(),
 		builder.DaemonSet("kube-system", "dcgm").Obj(),
 	}
 	type counts struct {
-		Nodes, Pods, Slices, Claims, Templates, Classes, TaintRules, PodGroups, Workloads, DaemonSets int
+		Nodes, Pods, Slices, Claims, Templates, Classes, TaintRules, PodGroups, Workloads, DaemonSets, Composites int
 	}
 	tests := []struct {
 		name   string
 		served observe.Served
 		want   counts
 	}{
-		{"required APIs only", observe.Served{}, counts{2, 2, 1, 1, 1, 1, 0, 0, 0, 1}},
-		{"optional APIs served", observe.Served{DeviceTaintRules: true, Workloads: true}, counts{2, 2, 1, 1, 1, 1, 1, 1, 1, 1}},
+		{"required APIs only", observe.Served{}, counts{2, 2, 1, 1, 1, 1, 0, 0, 0, 1, 0}},
+		{"optional APIs served", observe.Served{DeviceTaintRules: true, Workloads: true, Composites: true}, counts{2, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,7 +146,7 @@ func TestObserve(t *testing.T) {
 				t.Fatal(err)
 			}
 			got := counts{len(s.Nodes), len(s.Pods), len(s.ResourceSlices), len(s.ResourceClaims), len(s.ResourceClaimTemplates),
-				len(s.DeviceClasses), len(s.DeviceTaintRules), len(s.PodGroups), len(s.Workloads), len(s.DaemonSets)}
+				len(s.DeviceClasses), len(s.DeviceTaintRules), len(s.PodGroups), len(s.Workloads), len(s.DaemonSets), len(s.CompositePodGroups)}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("observed (-want +got):\n%s", diff)
 			}

@@ -134,7 +134,8 @@ func (s *Controller) Run(ctx context.Context, in ControllerInput) (*PassResult, 
 	deleting, drains := s.actuator.Deleting()
 	pin := planner.RemovalInput{
 		Pods: in.State.Pods, PodsByNode: map[string][]*corev1.Pod{}, PDBs: pdbs, PodGroups: in.State.PodGroups,
-		Deleting: deleting, InFlightDrains: drains, Owners: in.Owners, Policies: in.Policies, Now: in.Now,
+		CompositePodGroups: in.State.CompositePodGroups,
+		Deleting:           deleting, InFlightDrains: drains, Owners: in.Owners, Policies: in.Policies, Now: in.Now,
 	}
 	for _, p := range in.State.Pods {
 		if p.Spec.NodeName != "" {

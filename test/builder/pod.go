@@ -42,6 +42,15 @@ func (b *PodBuilder) Label(key, value string) *PodBuilder {
 	return b
 }
 
+// Annotation sets one annotation.
+func (b *PodBuilder) Annotation(key, value string) *PodBuilder {
+	if b.pod.Annotations == nil {
+		b.pod.Annotations = map[string]string{}
+	}
+	b.pod.Annotations[key] = value
+	return b
+}
+
 // UID overrides the deterministic UID.
 func (b *PodBuilder) UID(uid types.UID) *PodBuilder {
 	b.pod.UID = uid

@@ -54,6 +54,23 @@ func (b *PodGroupBuilder) Priority(p int32) *PodGroupBuilder {
 	return b
 }
 
+// Disruption sets spec.disruptionMode: All (members leave only together)
+// or Single (one by one, above minCount).
+func (b *PodGroupBuilder) Disruption(all bool) *PodGroupBuilder {
+	if all {
+		b.pg.Spec.DisruptionMode = &schedulingapi.DisruptionMode{All: &schedulingapi.AllDisruptionMode{}}
+	} else {
+		b.pg.Spec.DisruptionMode = &schedulingapi.DisruptionMode{Single: &schedulingapi.SingleDisruptionMode{}}
+	}
+	return b
+}
+
+// Parent places the group under a CompositePodGroup of its namespace.
+func (b *PodGroupBuilder) Parent(composite string) *PodGroupBuilder {
+	b.pg.Spec.ParentCompositePodGroupName = ptr.To(composite)
+	return b
+}
+
 // Obj returns a copy of the group.
 func (b *PodGroupBuilder) Obj() *schedulingapi.PodGroup {
 	return b.pg.DeepCopy()

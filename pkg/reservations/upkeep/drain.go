@@ -14,6 +14,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/drainability"
 )
 
 // drain moves the pods off the nodes of capacity blocks that end within
@@ -21,9 +22,11 @@ import (
 // the block's end is evicted (the Eviction API, so disruption budgets
 // hold), so that its controller recreates it and the planner finds it a
 // node elsewhere. Pods that declare they finish before the end stay, and
-// a node with nothing to move is left as it is. Failures are retried in
-// the next loop.
-func (k *Keeper) drain(ctx context.Context, b *reservations.Book, objs []reservations.Object, pods []*corev1.Pod) {
+// a node with nothing to move is left as it is. A drain that would split
+// a group whose members may only be disrupted together (gangs) is held
+// back, whole: the group's nodes drain when they all can. Failures are
+// retried in the next loop.
+func (k *Keeper) drain(ctx context.Context, b *reservations.Book, objs []reservations.Object, pods []*corev1.Pod, gangs *drainability.Gangs) {
 	if k.client == nil || k.evictor == nil {
 		return
 	}
@@ -38,6 +41,15 @@ func (k *Keeper) drain(ctx context.Context, b *reservations.Book, objs []reserva
 	// stay small.
 	reported, held := map[string]bool{}, map[string]bool{}
 	defer func() { k.draining, k.held = reported, held }()
+	// First what the gate allows, then, over all of it at once, what
+	// splits no group: nodes of one gang may end in different blocks.
+	type nodeDrain struct {
+		slot *reservations.Slot
+		node *corev1.Node
+		move []*corev1.Pod
+	}
+	var drains []nodeDrain
+	leaving := map[string][]*corev1.Pod{}
 	for _, slot := range b.Slots() {
 		if !slot.Started(b.Now()) || !slot.Ending(b.Now(), b.Margin()) {
 			continue
@@ -57,22 +69,39 @@ func (k *Keeper) drain(ctx context.Context, b *reservations.Book, objs []reserva
 				}
 				continue
 			}
-			if !node.Spec.Unschedulable {
-				if err := cordon(ctx, k, node.Name, slot.ID); err != nil {
-					logger.Error(err, "Cordoning a node of an ending capacity block failed", "node", node.Name, "reservation", slot.ID)
-					continue
-				}
+			drains = append(drains, nodeDrain{slot: slot, node: node, move: move})
+			leaving[node.Name] = append(leaving[node.Name], move...)
+		}
+	}
+	split := gangs.Hold(leaving)
+	for _, d := range drains {
+		slot, node, move := d.slot, d.node, d.move
+		key := node.Name + "/" + slot.ID
+		if why, ok := split[node.Name]; ok {
+			// Marked apart from the gate's holds, so each is told once.
+			held[key+"/group"] = true
+			if !k.held[key+"/group"] {
+				logger.Info("Drain of a node of an ending capacity block held back: it would split a group disrupted only together", "node", node.Name, "reservation", slot.ID, "detail", why)
+				k.event(slot.Reservation, corev1.EventTypeWarning, EventDrainHeldForGroup,
+					fmt.Sprintf("Capacity block ends at %s: drain of node %s held back: %s", slot.End.UTC().Format(time.RFC3339), node.Name, why))
 			}
-			reported[key] = true
-			if !k.draining[key] {
-				logger.Info("Draining a node of an ending capacity block", "node", node.Name, "reservation", slot.ID, "end", slot.End, "pods", len(move))
-				k.event(slot.Reservation, corev1.EventTypeNormal, EventDraining,
-					fmt.Sprintf("Capacity block ends at %s: node %s cordoned, %d pod(s) evicted to run elsewhere", slot.End.UTC().Format(time.RFC3339), node.Name, len(move)))
+			continue
+		}
+		if !node.Spec.Unschedulable {
+			if err := cordon(ctx, k, node.Name, slot.ID); err != nil {
+				logger.Error(err, "Cordoning a node of an ending capacity block failed", "node", node.Name, "reservation", slot.ID)
+				continue
 			}
-			for _, p := range move {
-				if err := evict(ctx, k, p); err != nil {
-					logger.V(2).Info("Eviction refused; retried next loop", "pod", klog.KObj(p), "node", node.Name, "err", err)
-				}
+		}
+		reported[key] = true
+		if !k.draining[key] {
+			logger.Info("Draining a node of an ending capacity block", "node", node.Name, "reservation", slot.ID, "end", slot.End, "pods", len(move))
+			k.event(slot.Reservation, corev1.EventTypeNormal, EventDraining,
+				fmt.Sprintf("Capacity block ends at %s: node %s cordoned, %d pod(s) evicted to run elsewhere", slot.End.UTC().Format(time.RFC3339), node.Name, len(move)))
+		}
+		for _, p := range move {
+			if err := evict(ctx, k, p); err != nil {
+				logger.V(2).Info("Eviction refused; retried next loop", "pod", klog.KObj(p), "node", node.Name, "err", err)
 			}
 		}
 	}

@@ -3,17 +3,21 @@ package upkeep
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/drainability"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
@@ -157,5 +161,55 @@ func TestBlockDrainHeldWhileUnhealthy(t *testing.T) {
 	update(f.policy, f.keeper, f.groups, f.pods)
 	if !f.node(t).Spec.Unschedulable || f.evictions() != 1 {
 		t.Fatalf("healthy again: cordoned %v, %d evictions; want the drain", f.node(t).Spec.Unschedulable, f.evictions())
+	}
+}
+
+// A gang in mode All with one member on a node of an ending block and
+// one elsewhere: draining the node would split it, so the drain is held
+// back (one event) until the other member is gone too.
+func TestBlockDrainKeepsAllGroupsWhole(t *testing.T) {
+	node := builder.Node("a-a").Obj()
+	node.CreationTimestamp = metav1.NewTime(now.Add(-time.Hour))
+	here := builder.Pod("ns", "train-0").PodGroup("train").Node("a-a").Obj()
+	there := builder.Pod("ns", "train-1").PodGroup("train").Node("elsewhere").Obj()
+	groups := []*schedulingv1beta1.PodGroup{builder.PodGroup("ns", "train").MinCount(1).Disruption(true).Obj()}
+	client := fake.NewClientset(node, here, there)
+	rec := record.NewFakeRecorder(10)
+	block := object(map[string]any{"type": "CapacityBlock", "nodeGroups": []any{"a"}, "count": int64(1),
+		"start": now.Add(-time.Hour).Format(time.RFC3339), "end": now.Add(10 * time.Minute).Format(time.RFC3339)})
+	p := reservations.New(reservations.Options{EndMargin: 30 * time.Minute}, nil, objects{block}, nil)
+	k := New(client, nil, rec, evictor(client))
+	infos := []*nodegroups.Info{{Id: "a", Target: 1, Ready: []*corev1.Node{node}, Template: &cloudprovider.NodeTemplate{Node: tmpl("reserved")}}}
+	f := &drainFixture{client: client}
+	pass := func(pods ...*corev1.Pod) {
+		c := p.Count(context.Background(), infos, pods, now)
+		k.Run(context.Background(), c, pods, drainability.NewGangs(groups, nil, pods))
+	}
+
+	for range 2 {
+		pass(here, there)
+	}
+	if f.node(t).Spec.Unschedulable || f.evictions() != 0 {
+		t.Fatalf("split gang: cordoned %v, %d evictions; want the drain held", f.node(t).Spec.Unschedulable, f.evictions())
+	}
+	if got := events(rec); len(got) != 1 || !strings.Contains(got[0], EventDrainHeldForGroup) || !strings.Contains(got[0], "ns/train") {
+		t.Fatalf("events %q, want one %s naming the gang", got, EventDrainHeldForGroup)
+	}
+	pass(here) // the other member ended
+	if !f.node(t).Spec.Unschedulable || f.evictions() != 1 {
+		t.Fatalf("gang on the block only: cordoned %v, %d evictions; want the drain", f.node(t).Spec.Unschedulable, f.evictions())
+	}
+}
+
+// events drains what the recorder holds so far.
+func events(rec *record.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
 	}
 }

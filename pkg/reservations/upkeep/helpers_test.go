@@ -43,7 +43,7 @@ func evictor(client kubernetes.Interface) *drain.Drainer {
 // update is one pass's count and upkeep.
 func update(p *reservations.Policy, k *Keeper, groups []*nodegroups.Info, pods []*corev1.Pod) *reservations.Count {
 	c := p.Count(context.Background(), groups, pods, now)
-	k.Run(context.Background(), c, pods)
+	k.Run(context.Background(), c, pods, nil)
 	return c
 }
 

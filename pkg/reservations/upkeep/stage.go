@@ -6,6 +6,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/pass"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/drainability"
 )
 
 // StageName is the upkeep stage's name.
@@ -16,7 +17,9 @@ const StageName = "reservationUpkeep"
 func (k *Keeper) Stage() pass.Stage {
 	return pass.Func{ID: StageName, Acting: true, In: pass.Keys(reservations.Counted, observe.Cluster),
 		Do: func(ctx context.Context, st *pass.State) error {
-			k.Run(ctx, pass.Get(st, reservations.Counted), pass.Get(st, observe.Cluster).Pods)
+			cluster := pass.Get(st, observe.Cluster)
+			k.Run(ctx, pass.Get(st, reservations.Counted), cluster.Pods,
+				drainability.NewGangs(cluster.PodGroups, cluster.CompositePodGroups, cluster.Pods))
 			return nil
 		}}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/drainability"
 )
 
 // Event reasons on CapacityReservation objects.
@@ -23,6 +24,10 @@ const (
 	// EventDrainHeld: the safety gate holds a block's drain back (the
 	// cluster is unhealthy); it goes on once the gate allows it.
 	EventDrainHeld = "CapacityBlockDrainHeld"
+	// EventDrainHeldForGroup: draining the node would split a PodGroup or
+	// CompositePodGroup whose members may only be disrupted together; it
+	// goes on once the group's other nodes drain too.
+	EventDrainHeldForGroup = "CapacityBlockDrainHeldForGroup"
 )
 
 // Evictor evicts one pod without waiting for it to go: the scale-down
@@ -68,14 +73,19 @@ func (k *Keeper) WithGate(g *safety.Gate) *Keeper {
 // Run acts on a count: events about invalid objects, the objects'
 // status, the drain of the nodes of blocks about to end and, when the
 // count is complete, the uncordon of those drained for a block that no
-// longer ends. Failures are logged and retried in the next pass.
-func (k *Keeper) Run(ctx context.Context, c *reservations.Count, pods []*corev1.Pod) {
+// longer ends. gangs are the pods' groups, which a drain must not split
+// (nil: the pods belong to none). Failures are logged and retried in the
+// next pass.
+func (k *Keeper) Run(ctx context.Context, c *reservations.Count, pods []*corev1.Pod, gangs *drainability.Gangs) {
 	if k == nil || c == nil {
 		return
 	}
+	if gangs == nil {
+		gangs = drainability.NewGangs(nil, nil, nil)
+	}
 	k.reportRejected(ctx, c.Rejected(), c.Book)
 	k.writeStatus(ctx, c.Objects(), c.Book)
-	k.drain(ctx, c.Book, c.Objects(), pods)
+	k.drain(ctx, c.Book, c.Objects(), pods, gangs)
 	if c.Complete() {
 		k.uncordon(ctx, c.Book)
 	}

@@ -154,9 +154,13 @@ func TestGangs(t *testing.T) {
 		member("spare", "s0", "n1"), member("spare", "s1", "n2"), member("spare", "s2", "n3"),
 		member("strict", "x0", "n1"), member("strict", "x1", "n2"), member("strict", "x2", "n3"),
 		member("basic", "b0", "n2"),
+		member("unset", "u0", "n1"), member("unset", "u1", "n2"),
+		member("basicall", "a0", "n1"), member("basicall", "a1", "n2"),
 	}
 	basic := builder.PodGroup("ml", "basic").Obj()
-	gangs := NewGangs([]*schedulingv1beta1.PodGroup{group("train", 4, single), group("spare", 2, single), group("strict", 2, all), basic}, pods)
+	basicAll := builder.PodGroup("ml", "basicall").Disruption(true).Obj()
+	gangs := NewGangs([]*schedulingv1beta1.PodGroup{group("train", 4, single), group("spare", 2, single), group("strict", 2, all), basic,
+		group("unset", 1, nil), basicAll}, nil, pods)
 	tests := []struct {
 		name     string
 		leaving  []*corev1.Pod
@@ -169,6 +173,9 @@ func TestGangs(t *testing.T) {
 		{name: "two of three in mode Single leaves too few", leaving: pods[4:6], removing: []string{"n1", "n2"}, blocked: "ml/spare"},
 		{name: "mode All never loses one", leaving: pods[8:9], removing: []string{"n2"}, blocked: "ml/strict"},
 		{name: "a basic group is no gang", leaving: pods[10:11], removing: []string{"n2"}},
+		{name: "a gang with no mode counts as All", leaving: pods[12:13], removing: []string{"n2"}, blocked: "ml/unset"},
+		{name: "a basic group in mode All never loses one", leaving: pods[14:15], removing: []string{"n2"}, blocked: "ml/basicall"},
+		{name: "a basic group in mode All moves whole", leaving: pods[13:15], removing: []string{"n1", "n2"}},
 		{name: "pods of no group", leaving: []*corev1.Pod{builder.Pod("ml", "lone").Node("n2").Obj()}, removing: []string{"n2"}},
 	}
 	for _, tc := range tests {
@@ -192,7 +199,7 @@ func TestMemberNodes(t *testing.T) {
 		builder.Pod("ml", "c").PodGroup("train").Obj(), // pending: on no node
 		builder.Pod("ml", "d").PodGroup("other").Node("n3").Obj(),
 	}
-	g := NewGangs([]*schedulingv1beta1.PodGroup{builder.PodGroup("ml", "train").MinCount(3).Obj()}, pods)
+	g := NewGangs([]*schedulingv1beta1.PodGroup{builder.PodGroup("ml", "train").MinCount(3).Obj()}, nil, pods)
 	if got := strings.Join(g.MemberNodes(pods[:1]), ","); got != "n1,n2" {
 		t.Fatalf("MemberNodes = %s, want n1,n2", got)
 	}

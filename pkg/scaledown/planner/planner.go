@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -81,6 +82,9 @@ type RemovalInput struct {
 	PodsByNode map[string][]*corev1.Pod
 	PDBs       []*policyv1.PodDisruptionBudget
 	PodGroups  []*schedulingv1beta1.PodGroup
+	// CompositePodGroups bound the disruption of the PodGroups under
+	// them (nil: not served).
+	CompositePodGroups []*schedulingv1alpha3.CompositePodGroup
 	// Destinations are the nodes pods may move to.
 	Destinations []string
 	// Deleting are nodes whose removal is under way; InFlightDrains are
@@ -173,8 +177,10 @@ type candidate struct {
 	// included); evict are those really bound to the node.
 	moving, evict []*corev1.Pod
 	ranks         ranks
-	since         time.Time
-	wasUnneeded   bool
+	// cost is the disruption cost of the pods to evict (cost.go).
+	cost        int64
+	since       time.Time
+	wasUnneeded bool
 }
 
 // RemovalPlan runs one pass. It changes nothing in the cluster; the snapshot is
@@ -190,7 +196,7 @@ func (p *RemovalPlanner) Plan(ctx context.Context, in RemovalInput) (*RemovalPla
 	for _, pr := range pdbs.Problems {
 		plan.Warnings = append(plan.Warnings, Warning{Object: pr.PDB, Reason: pr.Reason, Message: pr.Message})
 	}
-	gangs := drainability.NewGangs(in.PodGroups, in.Pods)
+	gangs := drainability.NewGangs(in.PodGroups, in.CompositePodGroups, in.Pods)
 
 	var cands []*candidate
 	for gi := range in.Groups {
@@ -313,12 +319,16 @@ func (p *RemovalPlanner) screen(plan *RemovalPlan, pdbs *drainability.PDBs, g *R
 			c.evict = append(c.evict, bound)
 		}
 	}
+	cost, warnings := disruptionCost(c.evict)
+	c.cost = cost
+	plan.Warnings = append(plan.Warnings, warnings...)
 	return c
 }
 
 // order puts the candidates in the order their removal is tried: nodes
 // already unneeded first (longest first, so the unneeded clock keeps
-// running for them), then by policy rank, utilization and name.
+// running for them), then by policy rank, utilization, the disruption
+// cost of their pods and name.
 func (p *RemovalPlanner) order(cands []*candidate) {
 	sort.SliceStable(cands, func(i, j int) bool {
 		a, b := cands[i], cands[j]
@@ -333,6 +343,9 @@ func (p *RemovalPlanner) order(cands []*candidate) {
 		}
 		if a.util.Utilization != b.util.Utilization {
 			return a.util.Utilization < b.util.Utilization
+		}
+		if a.cost != b.cost {
+			return a.cost < b.cost
 		}
 		return a.node.Name < b.node.Name
 	})

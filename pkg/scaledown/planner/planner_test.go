@@ -45,6 +45,14 @@ func movable(name, nodeName, cpu string) *corev1.Pod {
 	return builder.Pod("app", name).CPU(cpu).OwnedBy("apps/v1", "ReplicaSet", "rs").Node(nodeName).Obj()
 }
 
+func costly(p *corev1.Pod, key, value string) *corev1.Pod {
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[key] = value
+	return p
+}
+
 func pinned(name, nodeName, cpu string) *corev1.Pod {
 	return builder.Pod("app", name).CPU(cpu).Node(nodeName).Obj()
 }
@@ -122,6 +130,33 @@ func TestPlan(t *testing.T) {
 			drain: "n1", reasons: map[string]string{"n2": eligibility.NotUnderutilized},
 		},
 		{
+			name: "a higher disruption cost keeps its node when the rest is equal",
+			w: world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")},
+				pods: []*corev1.Pod{costly(movable("a", "n1", "1"), DisruptionCostAnnotation, "100"), movable("b", "n2", "1"), pinned("c", "n3", "2")}},
+			drain: "n2", reasons: map[string]string{"n3": eligibility.NotUnderutilized},
+		},
+		{
+			name: "pod-deletion-cost counts too",
+			w: world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")},
+				pods: []*corev1.Pod{costly(movable("a", "n1", "1"), PodDeletionCostAnnotation, "7"), movable("b", "n2", "1"), pinned("c", "n3", "2")}},
+			drain: "n2", reasons: map[string]string{"n3": eligibility.NotUnderutilized},
+		},
+		{
+			name: "the shared annotation wins over pod-deletion-cost",
+			w: world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")},
+				pods: []*corev1.Pod{
+					costly(costly(movable("a", "n1", "1"), PodDeletionCostAnnotation, "-100"), DisruptionCostAnnotation, "50"),
+					costly(movable("b", "n2", "1"), PodDeletionCostAnnotation, "10"), pinned("c", "n3", "2")}},
+			drain: "n2", reasons: map[string]string{"n3": eligibility.NotUnderutilized},
+		},
+		{
+			name: "a malformed cost is ignored, the other annotation counts, and it is warned about",
+			w: world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")},
+				pods: []*corev1.Pod{movable("a", "n1", "1"),
+					costly(costly(movable("b", "n2", "1"), DisruptionCostAnnotation, "lots"), PodDeletionCostAnnotation, "-3"), pinned("c", "n3", "2")}},
+			drain: "n2", reasons: map[string]string{"n3": eligibility.NotUnderutilized}, warnings: []string{"InvalidAnnotation"},
+		},
+		{
 			name: "one drain at a time",
 			w: world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")},
 				pods: []*corev1.Pod{movable("a", "n1", "1"), movable("b", "n2", "1"), pinned("c", "n3", "2")}},
@@ -174,7 +209,7 @@ func TestPlan(t *testing.T) {
 			w: world{nodes: []*corev1.Node{node("n1"), node("n2")},
 				pods:      []*corev1.Pod{gangPod("t0", "n1"), gangPod("t1", "n2")},
 				podGroups: []*schedulingv1beta1.PodGroup{builder.PodGroup("app", "train").MinCount(2).Obj()}},
-			reasons: map[string]string{"n1": NoPlaceToMovePods, "n2": NoPlaceToMovePods},
+			reasons: map[string]string{"n1": drainability.RunningGangMember, "n2": drainability.RunningGangMember},
 		},
 		{
 			name: "a gang's unit respects the group minimum",

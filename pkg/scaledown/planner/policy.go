@@ -13,7 +13,8 @@ import (
 // with the reason given. Rank orders removable nodes: lower ranks are
 // removed first. With several policies, ranks compare in the order the
 // policies were given (the first policy's rank first, the next breaks
-// ties); nodes of equal rank go by lower utilization, then by name.
+// ties); nodes of equal rank go by lower utilization, then by the lower
+// disruption cost of their pods (cost.go), then by name.
 type NodePolicy interface {
 	Keep(node *corev1.Node, now time.Time) (reason string, keep bool)
 	Rank(node *corev1.Node, now time.Time) int

@@ -50,6 +50,8 @@ func (p *RemovalPlanner) simulate(ctx context.Context, plan *RemovalPlan, cands 
 		}
 		unit := []*candidate{c}
 		reason := gangCheck(unit, gangs, removing)
+		// alone: why the node cannot go without the rest of its groups.
+		alone := reason
 		if reason != "" {
 			if u := unitFor(c, byName, gangs, removing, settled); u != nil && gangCheck(u, gangs, removing) == "" {
 				unit, reason = u, ""
@@ -91,6 +93,12 @@ func (p *RemovalPlanner) simulate(ctx context.Context, plan *RemovalPlan, cands 
 		}
 		if !res.Removable {
 			pdbs.Give(pods)
+			if alone != "" {
+				// The group keeps the node: it cannot go alone, and the
+				// whole group has nowhere to go together.
+				fail(drainability.RunningGangMember, fmt.Sprintf("%s; moving the whole group together: %s", alone, res.Reason))
+				continue
+			}
 			fail(NoPlaceToMovePods, res.Reason)
 			continue
 		}

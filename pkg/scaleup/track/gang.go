@@ -21,7 +21,11 @@ const ReasonGangTimeout = "gangTimeout"
 // does not happen in time the attempt is undone: what never became usable
 // goes, and so do its usable nodes that hold no work (half a gang's
 // capacity is waste); usable nodes the scheduler filled with other pods
-// are released instead.
+// are released instead. So the undo never splits another group whose
+// members may only be disrupted together (drainability.Gangs): a node
+// running any pod that does not go with the node, a member of such a
+// group included, is never removed (holdsWork, on a fresh list after the
+// taint; TestGangUndoNeverDestroysWork).
 type gangAttempt struct {
 	gang       string
 	seq        uint64
