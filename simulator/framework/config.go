@@ -41,6 +41,12 @@ func ApplyFeatureGates(spec string) error {
 	if spec == "" {
 		return nil
 	}
+	// Tried on a copy first: the gate keeps even a rejected spec's keys
+	// and fails every later Set, so one bad spec would poison the process
+	// (and every test after it).
+	if err := utilfeature.DefaultMutableFeatureGate.DeepCopy().Set(spec); err != nil {
+		return fmt.Errorf("feature gates %q: %w", spec, err)
+	}
 	if err := utilfeature.DefaultMutableFeatureGate.Set(spec); err != nil {
 		return fmt.Errorf("feature gates %q: %w", spec, err)
 	}

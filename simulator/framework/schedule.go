@@ -54,7 +54,13 @@ func (r *Runner) SchedulePodInfo(ctx context.Context, info fwk.PodInfo, candidat
 	return r.schedulePod(ctx, info.GetPod(), info, candidates)
 }
 
-func (r *Runner) schedulePod(ctx context.Context, pod *v1.Pod, info fwk.PodInfo, candidates []string) (_ *ScheduleResult, err error) {
+func (r *Runner) schedulePod(ctx context.Context, pod *v1.Pod, info fwk.PodInfo, candidates []string) (*ScheduleResult, error) {
+	return r.schedulePodIn(ctx, schedframework.NewCycleState(), pod, info, candidates)
+}
+
+// schedulePodIn is schedulePod with the cycle state given: a pod group
+// cycle passes one that carries its group and placement states.
+func (r *Runner) schedulePodIn(ctx context.Context, state *schedframework.CycleState, pod *v1.Pod, info fwk.PodInfo, candidates []string) (_ *ScheduleResult, err error) {
 	logger := klog.FromContext(ctx)
 	r.snap.Fork()
 	keep := false
@@ -65,7 +71,6 @@ func (r *Runner) schedulePod(ctx context.Context, pod *v1.Pod, info fwk.PodInfo,
 	if err != nil {
 		return nil, fmt.Errorf("schedule pod: %w", err)
 	}
-	state := schedframework.NewCycleState()
 	results, err := r.filter(ctx, state, prepared, candidates)
 	if err != nil {
 		return nil, err

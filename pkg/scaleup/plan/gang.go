@@ -3,6 +3,7 @@ package plan
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
 )
 
 // ReasonGangDoesNotFit is why a gang gets no capacity at all.
@@ -57,6 +59,20 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 		domains := []string{""}
 		if g.TopologyKey != "" {
 			domains = topologyDomains(runner, g.TopologyKey, candidates, groups)
+		}
+		if g.TopologyKey != "" && p.opts.GangCycle {
+			domain, why, ran, err := p.cycleDomain(ctx, runner, g, candidates, groups, usage, now)
+			if err != nil {
+				return nil, usage, fmt.Errorf("gang %s: pod group cycle: %w", g.Key(), err)
+			}
+			if ran && domain == "" {
+				klog.FromContext(ctx).V(2).Info("Gang planned", "gang", g.Key(), "minCount", g.MinCount, "why", why)
+				out = append(out, GangOutcome{Gang: g, Message: "the scheduler's pod group cycle finds no placement: " + why})
+				continue
+			}
+			if ran {
+				domains = []string{domain}
+			}
 		}
 		// Try every domain without keeping anything, then plan the one
 		// needing fewest new nodes again and keep it.
@@ -224,6 +240,64 @@ func (p *Planner) keep(ctx context.Context, pods []*corev1.Pod, g *nodegroups.In
 		up.Pods = append(up.Pods, pl.Pod)
 	}
 	return up, len(res.Placements), nil
+}
+
+// cycleDomain asks the scheduler's pod group cycle which domain the gang
+// goes to: inside a fork it reverts, each group the options allow gets as
+// many template instances as its estimate for all pending members needs,
+// and SchedulePodGroup runs the real PlacementGenerate, per-pod,
+// PlacementFeasible and PlacementScore plugins over existing nodes and
+// instances alike. ran is false when the cycle cannot run (the PodGroup
+// is not in the snapshot, as with GenericWorkload off): the caller falls
+// back to its own loop. An empty domain with ran means no placement fits;
+// why says so in the scheduler's words.
+//
+// First step (docs/design/gang-cycle.md): the cycle chooses the domain,
+// planGangIn still plans it; unused instances are not yet dropped before
+// scoring, so NodeResourcesFit's placement score sees them.
+func (p *Planner) cycleDomain(ctx context.Context, runner *framework.Runner, g *gang.Gang, candidates []string,
+	groups []*nodegroups.Info, usage limits.Usage, now time.Time) (domain, why string, ran bool, err error) {
+	snap := runner.Snapshot()
+	pg, gerr := snap.PodGroups().Get(g.Namespace, g.Name)
+	if gerr != nil {
+		klog.FromContext(ctx).V(4).Info("Pod group cycle cannot run, trying every domain", "gang", g.Key(), "err", gerr)
+		return "", "", false, nil
+	}
+	snap.Fork()
+	restore := p.markCapacity()
+	defer func() {
+		restore()
+		if rerr := snap.Revert(); rerr != nil && err == nil {
+			err = rerr
+		}
+	}()
+	options, err := p.options(ctx, groups, nil, g.Pending, usage, now, &reasonLog{}, nil)
+	if err != nil {
+		return "", "", false, err
+	}
+	nodes := slices.Clone(candidates)
+	for _, opt := range options {
+		grp := groupByID(groups, opt.NodeGroup)
+		if grp == nil || grp.Template == nil {
+			continue
+		}
+		for i := range opt.NodeCount {
+			name := fmt.Sprintf("%s-gang-cycle-%d", grp.Id, i)
+			if err := template.AddInstance(ctx, runner, grp.Template, name); err != nil {
+				return "", "", false, fmt.Errorf("group %s: %w", grp.Id, err)
+			}
+			nodes = append(nodes, name)
+		}
+	}
+	res, err := runner.SchedulePodGroup(ctx, pg, g.Pending, nodes, false)
+	if err != nil {
+		return "", "", false, err
+	}
+	if best := res.Best(); best != nil {
+		klog.FromContext(ctx).V(4).Info("Pod group cycle chose a domain", "gang", g.Key(), "domain", best.Name, "placements", len(res.Placements))
+		return best.Name, "", true, nil
+	}
+	return "", res.Message, true, nil
 }
 
 // topologyDomains are the values of key on candidate nodes and group

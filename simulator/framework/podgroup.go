@@ -1,0 +1,343 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	v1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/kubernetes/pkg/features"
+	schedframework "k8s.io/kubernetes/pkg/scheduler/framework"
+)
+
+// PodGroupResult is the outcome of SchedulePodGroup: every placement the
+// PlacementGenerate plugins proposed, and the one the cycle chose.
+type PodGroupResult struct {
+	// Placements are the candidates in name order (the scheduler's order
+	// is a map's; ours is reproducible).
+	Placements []PlacementOutcome
+	// Chosen indexes Placements; -1 when no placement is feasible.
+	Chosen int
+	// Message says why none was chosen, in the scheduler's words; empty
+	// when one was.
+	Message string
+}
+
+// Best is the chosen placement, nil when there is none.
+func (r *PodGroupResult) Best() *PlacementOutcome {
+	if r == nil || r.Chosen < 0 {
+		return nil
+	}
+	return &r.Placements[r.Chosen]
+}
+
+// PlacementOutcome is one placement's trial: its members placed one by one
+// with the per-pod cycle restricted to its nodes, then judged by the
+// PlacementFeasible plugins.
+type PlacementOutcome struct {
+	// Name is what the PlacementGenerate plugin called it (the topology
+	// value); empty for the one placement of all nodes.
+	Name  string
+	Nodes []string
+	// Members are the members' cycles, by the index of the members given;
+	// nil for members never tried because PlacementFeasible stopped the
+	// trial early.
+	Members []*ScheduleResult
+	// Code is the final PlacementFeasible verdict (Success: feasible);
+	// Plugin and Message say who rejected it and why.
+	Code            fwk.Code
+	Plugin, Message string
+	// Score is the weighted total of the PlacementScore plugins and
+	// PluginScores its parts; Scored is false when nothing was scored
+	// (fewer than two feasible placements, as in the scheduler).
+	Score        int64
+	PluginScores []fwk.PluginScore
+	Scored       bool
+}
+
+// Feasible says whether the placement can host the group.
+func (o *PlacementOutcome) Feasible() bool { return o.Code == fwk.Success }
+
+// Placed counts the members that got a node.
+func (o *PlacementOutcome) Placed() int {
+	n := 0
+	for _, m := range o.Members {
+		if m != nil && m.Node != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// SchedulePodGroup runs the scheduler's pod group cycle for a leaf
+// PodGroup over the named nodes (existing and hypothetical alike): the
+// PlacementGenerate plugins propose placements, the members are tried in
+// each with the per-pod cycle restricted to its nodes (each in a snapshot
+// fork, reverted), PlacementFeasible judges each and PlacementScore picks
+// among the feasible. With keep, the chosen placement's members stay in
+// the snapshot as SchedulePod leaves a pod; otherwise the snapshot is left
+// as it was. pg and its already scheduled members must be in the snapshot
+// (the plugins read them there); members are the unscheduled ones, tried
+// in the given order.
+//
+// The loop mirrors kube-scheduler v1.37.2 schedule_one_podgroup.go
+// (podGroupSchedulingAlgorithm, podGroupSchedulingPlacementAlgorithm,
+// podGroupSchedulingDefaultAlgorithm, findBestPlacement), whose driver is
+// unexported; every decision is a plugin's. Departures, on purpose
+// (docs/design/gang-cycle.md): a member takes the first fitting node in
+// the order of nodes (no per-pod Score: the caller's order is its cost
+// preference), score ties go to the first placement by name instead of a
+// random one, and there is no PodGroupPostFilter (no preemption).
+func (r *Runner) SchedulePodGroup(ctx context.Context, pg *schedulingv1beta1.PodGroup, members []*v1.Pod, nodes []string, keep bool) (*PodGroupResult, error) {
+	if pg == nil {
+		return nil, fmt.Errorf("schedule pod group: nil pod group")
+	}
+	for _, m := range members {
+		if m == nil || m.Namespace != pg.Namespace || m.Spec.SchedulingGroup == nil ||
+			m.Spec.SchedulingGroup.PodGroupName == nil || *m.Spec.SchedulingGroup.PodGroupName != pg.Name {
+			return nil, fmt.Errorf("schedule pod group %s/%s: a member is not one of its pods", pg.Namespace, pg.Name)
+		}
+	}
+	// framework.PodGroupInfo is what the scheduler's queue builds for a
+	// leaf group (QueuedPodGroupInfo.PodGroupInfo).
+	pgi := &schedframework.PodGroupInfo{Namespace: pg.Namespace, Name: pg.Name, Type: fwk.PodGroupKeyType,
+		UnscheduledPods: members, PodGroup: pg}
+	groupState := schedframework.NewCycleState()
+	placements, st, err := r.generatePlacements(ctx, groupState, pgi, nodes)
+	if err != nil {
+		return nil, fmt.Errorf("schedule pod group %s/%s: %w", pg.Namespace, pg.Name, err)
+	}
+	res := &PodGroupResult{Chosen: -1}
+	if !st.IsSuccess() {
+		res.Message = st.Message()
+		return res, nil
+	}
+	placementStates := make([]*schedframework.CycleState, len(placements))
+	for i, p := range placements {
+		out, state, err := r.tryPlacement(ctx, groupState, pgi, p)
+		if err != nil {
+			return nil, fmt.Errorf("schedule pod group %s/%s in placement %q: %w", pg.Namespace, pg.Name, p.Name, err)
+		}
+		res.Placements = append(res.Placements, out)
+		placementStates[i] = state
+	}
+	if err := r.choosePlacement(ctx, groupState, pgi, placements, placementStates, res); err != nil {
+		return nil, fmt.Errorf("schedule pod group %s/%s: %w", pg.Namespace, pg.Name, err)
+	}
+	logger := klog.FromContext(ctx)
+	best := res.Best()
+	if best == nil {
+		logger.V(4).Info("Pod group fits no placement", "podGroup", klog.KObj(pg), "placements", len(placements), "why", res.Message)
+		return res, nil
+	}
+	logger.V(4).Info("Pod group placement chosen", "podGroup", klog.KObj(pg), "placement", best.Name, "placed", best.Placed(), "placements", len(placements))
+	if keep {
+		if err := r.keepPlacement(ctx, groupState, members, best); err != nil {
+			return nil, fmt.Errorf("schedule pod group %s/%s: keep placement %q: %w", pg.Namespace, pg.Name, best.Name, err)
+		}
+	}
+	return res, nil
+}
+
+// generatePlacements returns the candidate placements, sorted by name.
+// Without TopologyAwareWorkloadScheduling the scheduler runs no generator:
+// one implicit placement of all nodes (podGroupSchedulingAlgorithm).
+// A non-success status other than Error (no placement found) is returned
+// as is; an Error is an error.
+func (r *Runner) generatePlacements(ctx context.Context, groupState *schedframework.CycleState, pgi *schedframework.PodGroupInfo,
+	nodes []string) ([]*fwk.Placement, *fwk.Status, error) {
+	infos := make([]fwk.NodeInfo, 0, len(nodes))
+	for _, name := range nodes {
+		ni, err := r.snap.Get(name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("node %s: %w", name, err)
+		}
+		infos = append(infos, ni)
+	}
+	if !utilfeature.DefaultFeatureGate.Enabled(features.TopologyAwareWorkloadScheduling) {
+		return []*fwk.Placement{{Nodes: infos}}, nil, nil
+	}
+	placements, st := r.fw.RunPlacementGeneratePlugins(ctx, groupState, pgi, infos)
+	if st.IsError() {
+		return nil, nil, fmt.Errorf("PlacementGenerate: %w", st.AsError())
+	}
+	if !st.IsSuccess() {
+		return nil, st, nil
+	}
+	sort.SliceStable(placements, func(i, j int) bool { return placements[i].Name < placements[j].Name })
+	return placements, nil, nil
+}
+
+// tryPlacement tries the members in one placement, in a fork it reverts,
+// as podGroupSchedulingDefaultAlgorithm does between AssumePlacement and
+// placementRevertFns.revert. It returns the outcome and the placement
+// cycle state the scoring plugins get.
+func (r *Runner) tryPlacement(ctx context.Context, groupState *schedframework.CycleState, pgi *schedframework.PodGroupInfo,
+	p *fwk.Placement) (out PlacementOutcome, placementState *schedframework.CycleState, err error) {
+	out = PlacementOutcome{Name: p.Name, Nodes: make([]string, len(p.Nodes)), Members: make([]*ScheduleResult, len(pgi.UnscheduledPods))}
+	for i, ni := range p.Nodes {
+		out.Nodes[i] = ni.Node().Name
+	}
+	placementState = schedframework.NewCycleState()
+	placementState.SetPodGroupSchedulingCycle(groupState)
+	r.snap.Fork()
+	defer func() {
+		if rerr := r.snap.Revert(); rerr != nil && err == nil {
+			err = fmt.Errorf("revert snapshot after placement: %w", rerr)
+		}
+	}()
+	groupNow, err := r.snap.PodGroupStates().Get(pgi.Namespace, pgi.Name)
+	if err != nil {
+		return out, nil, fmt.Errorf("pod group state: %w", err)
+	}
+	progress := schedframework.PlacementProgress{Remaining: len(pgi.UnscheduledPods), Scheduled: groupNow.ScheduledPodsCount()}
+	st := r.fw.RunPlacementFeasiblePlugins(ctx, placementState, pgi, progress)
+	for i, pod := range pgi.UnscheduledPods {
+		if st.IsError() || st.Code() == fwk.Unschedulable {
+			break
+		}
+		res, err := r.schedulePodIn(ctx, memberState(placementState), pod, nil, out.Nodes)
+		if err != nil {
+			return out, nil, err
+		}
+		out.Members[i] = res
+		progress.Remaining--
+		if res.Node != "" {
+			progress.Scheduled++
+		}
+		st = r.fw.RunPlacementFeasiblePlugins(ctx, placementState, pgi, progress)
+	}
+	if st.IsError() {
+		return out, nil, fmt.Errorf("PlacementFeasible: %w", st.AsError())
+	}
+	// A final Wait (minCount not reached) is Unschedulable, as upstream.
+	out.Code, out.Message = st.Code(), st.Message()
+	if st != nil {
+		out.Plugin = st.Plugin()
+	}
+	if out.Code == fwk.Wait {
+		out.Code = fwk.Unschedulable
+	}
+	// The scheduler requires at least one member placed for success
+	// (runRootSchedulingAlgorithm, anyScheduled).
+	if out.Code == fwk.Success && out.Placed() == 0 {
+		out.Code, out.Message = fwk.Unschedulable, "no member of the pod group was placed"
+	}
+	return out, placementState, nil
+}
+
+// memberState is the per-pod cycle state of a member
+// (initPodSchedulingContext): it carries the group and placement states,
+// which plugins such as DynamicResources share across members.
+func memberState(placementState *schedframework.CycleState) *schedframework.CycleState {
+	state := schedframework.NewCycleState()
+	state.Write(schedframework.PodsToActivateKey, schedframework.NewPodsToActivate())
+	state.SetPodGroupSchedulingCycle(placementState.GetPodGroupSchedulingCycle())
+	state.SetPlacementCycleState(placementState)
+	return state
+}
+
+// choosePlacement sets res.Chosen as findBestPodGroupPlacement does: none
+// feasible, the scheduler's message; one, that one unscored; several,
+// the highest PlacementScore total, the first by name on a tie.
+func (r *Runner) choosePlacement(ctx context.Context, groupState *schedframework.CycleState, pgi *schedframework.PodGroupInfo,
+	placements []*fwk.Placement, states []*schedframework.CycleState, res *PodGroupResult) error {
+	var feasible []int
+	for i := range res.Placements {
+		if res.Placements[i].Feasible() {
+			feasible = append(feasible, i)
+		}
+	}
+	switch len(feasible) {
+	case 0:
+		first := "none generated"
+		if len(res.Placements) > 0 {
+			first = res.Placements[0].Message
+		}
+		res.Message = fmt.Sprintf("0/%d placements are available, first placement status: %s", len(res.Placements), first)
+		return nil
+	case 1:
+		res.Chosen = feasible[0]
+		return nil
+	}
+	assignments := make([]*fwk.PodGroupAssignments, len(feasible))
+	placementStates := make([]fwk.PlacementCycleState, len(feasible))
+	for k, i := range feasible {
+		a, err := proposedAssignments(res.Placements[i].Members, states[i])
+		if err != nil {
+			return err
+		}
+		assignments[k] = &fwk.PodGroupAssignments{Placement: placements[i], ProposedAssignments: a}
+		placementStates[k] = states[i]
+	}
+	scores, st := r.fw.RunPlacementScorePlugins(ctx, groupState, pgi, assignments, placementStates)
+	if !st.IsSuccess() {
+		return fmt.Errorf("PlacementScore: %w", st.AsError())
+	}
+	for k, i := range feasible {
+		p := &res.Placements[i]
+		p.Score, p.PluginScores, p.Scored = scores[k].TotalScore, scores[k].Scores, true
+		if res.Chosen < 0 || scores[k].TotalScore > res.Placements[res.Chosen].Score {
+			res.Chosen = i
+		}
+	}
+	return nil
+}
+
+// assignment is one member's proposed node (fwk.ProposedAssignment), as
+// makeProposedAssignments builds them from the members that got a node.
+type assignment struct {
+	res   *ScheduleResult
+	info  fwk.PodInfo
+	state fwk.CycleState
+}
+
+func (a *assignment) GetPod() *v1.Pod               { return a.res.Pod }
+func (a *assignment) GetPodInfo() fwk.PodInfo       { return a.info }
+func (a *assignment) GetNodeName() string           { return a.res.Node }
+func (a *assignment) GetCycleState() fwk.CycleState { return a.state }
+
+func proposedAssignments(members []*ScheduleResult, placementState *schedframework.CycleState) ([]fwk.ProposedAssignment, error) {
+	var out []fwk.ProposedAssignment
+	for _, m := range members {
+		if m == nil || m.Node == "" {
+			continue
+		}
+		info, err := schedframework.NewPodInfo(m.Pod)
+		if err != nil {
+			return nil, fmt.Errorf("pod info of %s/%s: %w", m.Pod.Namespace, m.Pod.Name, err)
+		}
+		out = append(out, &assignment{res: m, info: info, state: memberState(placementState)})
+	}
+	return out, nil
+}
+
+// keepPlacement places the chosen members again, each on its own node, and
+// keeps them, as assumeSubtreeWithRevert assumes the best result: all or
+// nothing.
+func (r *Runner) keepPlacement(ctx context.Context, groupState *schedframework.CycleState, members []*v1.Pod, best *PlacementOutcome) (err error) {
+	r.snap.Fork()
+	keep := false
+	defer func() { r.closeFork(keep, &err) }()
+	placementState := schedframework.NewCycleState()
+	placementState.SetPodGroupSchedulingCycle(groupState)
+	for i, m := range best.Members {
+		if m == nil || m.Node == "" {
+			continue
+		}
+		res, err := r.schedulePodIn(ctx, memberState(placementState), members[i], nil, []string{m.Node})
+		if err != nil {
+			return err
+		}
+		if res.Node != m.Node {
+			return fmt.Errorf("member %s/%s no longer fits %s", members[i].Namespace, members[i].Name, m.Node)
+		}
+		best.Members[i] = res
+	}
+	keep = true
+	return nil
+}
