@@ -174,9 +174,9 @@ func resolve(snap *snapshot.Snapshot, pod *v1.Pod, sharedClaims map[string]bool)
 			}
 			ref.tmpl = t
 			// A claim the controller made without the pod status showing
-			// it yet is the framework's to find; such pods are not
-			// memoized.
-			ref.shared = len(snap.ClaimsOwnedBy(pod.UID)) > 0
+			// it yet is the framework's to find, and a PodGroup's claim is
+			// one for all its members: such pods are not memoized.
+			ref.shared = len(snap.ClaimsOwnedBy(pod.UID)) > 0 || framework.GroupClaimOwner(snap, pod, podClaim) != nil
 		default:
 			return nil, fmt.Errorf("pod %s/%s claim %s: %w", pod.Namespace, pod.Name, podClaim.Name, err)
 		}

@@ -90,6 +90,9 @@ func ClaimNotMadeYet(pod *v1.Pod, podClaim *v1.PodResourceClaim) bool {
 // simulation is repeatable. It returns "" when the template is unknown; the
 // DRA plugin then reports the claim as missing.
 func (r *Runner) simulateTemplateClaim(pod *v1.Pod, podClaim *v1.PodResourceClaim) (string, error) {
+	if pg := r.GroupClaimOwner(pod, podClaim); pg != nil {
+		return r.groupClaim(pod, pg, podClaim)
+	}
 	// The controller may have created the claim without the pod status
 	// showing it yet; it looks for such an orphan first, and so do we.
 	for _, c := range r.snap.ClaimsOwnedBy(pod.UID) {

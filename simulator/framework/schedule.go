@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -144,7 +145,7 @@ func (r *Runner) bind(pod *v1.Pod, info fwk.PodInfo, node string) (*v1.Pod, erro
 		if !ok {
 			return nil, fmt.Errorf("claim %s after reserve: not in the snapshot", *name)
 		}
-		reserved, err := withReservation(pod, podClaim, claim)
+		reserved, err := withReservation(pod, r.GroupClaimOwner(pod, podClaim), podClaim, claim)
 		if err != nil {
 			return nil, fmt.Errorf("claim %s: %w", *name, err)
 		}
@@ -172,11 +173,10 @@ func (r *Runner) bind(pod *v1.Pod, info fwk.PodInfo, node string) (*v1.Pod, erro
 }
 
 // withReservation returns claim with pod in reservedFor, claim itself when
-// the pod is there already. Workload-level claims
-// (DRAWorkloadResourceClaims) are not simulated yet: claims are reserved
-// for the pod itself.
-func withReservation(pod *v1.Pod, podClaim *v1.PodResourceClaim, claim *resourceapi.ResourceClaim) (*resourceapi.ResourceClaim, error) {
-	binding, err := resourceclaim.BindTo(pod, nil, podClaim)
+// the pod is there already. A PodGroup's claim (pg, nil for the pod's own
+// claims) is reserved for the PodGroup, as the DRA plugin reserves it.
+func withReservation(pod *v1.Pod, pg *schedulingv1beta1.PodGroup, podClaim *v1.PodResourceClaim, claim *resourceapi.ResourceClaim) (*resourceapi.ResourceClaim, error) {
+	binding, err := resourceclaim.BindTo(pod, pg, podClaim)
 	if err != nil {
 		return nil, err
 	}
@@ -235,7 +235,7 @@ func (r *Runner) allocatedClaim(pod *v1.Pod, inflight *resourceapi.ResourceClaim
 	for i := range pod.Spec.ResourceClaims {
 		podClaim := &pod.Spec.ResourceClaims[i]
 		if name, _, err := resourceclaim.Name(pod, podClaim); err == nil && name != nil && *name == c.Name {
-			return withReservation(pod, podClaim, &c)
+			return withReservation(pod, r.GroupClaimOwner(pod, podClaim), podClaim, &c)
 		}
 	}
 	return &c, nil

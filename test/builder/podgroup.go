@@ -72,6 +72,15 @@ func (b *PodGroupBuilder) Parent(composite string) *PodGroupBuilder {
 }
 
 // Obj returns a copy of the group.
+// ClaimFromTemplate adds a PodGroup claim (DRAWorkloadResourceClaims):
+// members whose own claim podClaimName names templateName share one
+// claim made for the group.
+func (b *PodGroupBuilder) ClaimFromTemplate(podClaimName, templateName string) *PodGroupBuilder {
+	b.pg.Spec.ResourceClaims = append(b.pg.Spec.ResourceClaims,
+		schedulingapi.PodGroupResourceClaim{Name: podClaimName, ResourceClaimTemplateName: ptr.To(templateName)})
+	return b
+}
+
 func (b *PodGroupBuilder) Obj() *schedulingapi.PodGroup {
 	return b.pg.DeepCopy()
 }

@@ -290,3 +290,55 @@ func TestGangIntoAProviderAssignedRack(t *testing.T) {
 		t.Errorf("nodes %s (%v), want 4", seen, err)
 	}
 }
+
+// A PodGroup claim (DRAWorkloadResourceClaims): the gang's members share
+// one network-attached fabric link through a claim the PodGroup owns,
+// and each takes a GPU of its own. The cluster has one link: planned
+// per member, the second would find none and the gang nothing; planned
+// as the group's, two one-GPU nodes come, the real scheduler binds both
+// members, and the controller's one claim holds the link.
+//
+// The gang is constrained to a rack: kube-scheduler 1.37.2's DRA
+// PodGroupPostFilter fails with "not found" (a SchedulerError, which no
+// autoscaler acts on) for an unplaceable gang with PodGroup claims unless
+// it has topology constraints, where it returns early.
+func TestGangSharesAPodGroupClaim(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	g := s.gpuGroup("gpu1", 4, 1)
+	g.Topology = map[string]string{rackLabel: "r1"}
+	fabric := s.ns + "-fabric.example.com"
+	s.c.Create(s.ctx, t, builder.DeviceClass(s.ns+"-fabric").Driver(fabric).Obj(),
+		builder.ResourceSlice(s.ns+"-fabric", "", fabric, "fabric").Devices(builder.Device("link-0")).Obj(),
+		builder.ClaimTemplate(s.ns, "link").Request(builder.Request("link", s.ns+"-fabric")).Obj(),
+		builder.ClaimTemplate(s.ns, "gpu").Request(builder.Request("gpu", s.ns+"-gpu")).Obj(),
+		builder.PodGroup(s.ns, "train").MinCount(2).TopologyKey(rackLabel).ClaimFromTemplate("link", "link").Obj())
+	for i := range 2 {
+		s.c.Create(s.ctx, t, s.pod(fmt.Sprintf("train-%d", i)).CPU("1").PodGroup("train").
+			ClaimFromTemplate("link", "link").ClaimFromTemplate("gpu", "gpu").Obj())
+	}
+	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}})
+	framework.Eventually(s.ctx, t, 3*time.Minute, "both members bound", func(ctx context.Context) (bool, string, error) {
+		n, seen, err := s.podsSeen(ctx)
+		return n == 2, seen, err
+	})
+	if counts, seen, err := s.nodeCounts(s.ctx, g); err != nil || counts[0] != 2 {
+		t.Errorf("nodes %s (%v), want 2", seen, err)
+	}
+	claims, err := s.c.Client.ResourceV1().ResourceClaims(s.ns).List(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	links := 0
+	for _, c := range claims.Items {
+		if c.Annotations["resource.kubernetes.io/pod-claim-name"] == "link" {
+			links++
+			if c.Status.Allocation == nil || len(c.OwnerReferences) != 1 || c.OwnerReferences[0].Kind != "PodGroup" {
+				t.Errorf("link claim %s: owners %+v allocation %v, want the PodGroup's, allocated", c.Name, c.OwnerReferences, c.Status.Allocation)
+			}
+		}
+	}
+	if links != 1 {
+		t.Errorf("%d link claims, want the PodGroup's one", links)
+	}
+}

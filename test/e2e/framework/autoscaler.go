@@ -91,6 +91,10 @@ func (c *Cluster) StartAutoscaler(t testing.TB, kwokConfig any, args ...string) 
 		// Every simulation decision is checked against the plain
 		// framework; the test fails on a difference (below).
 		"--simulation-verify",
+		// The simulated scheduler runs with the cluster scheduler's gates
+		// (Workload API, gangs, topology, PodGroup claims), as a user is
+		// told to run it.
+		"--feature-gates=" + *featureGates,
 		"--v=2",
 	}, args...)
 	a := &Autoscaler{cmd: exec.Command(bin, all...), log: &lockedBuffer{}, Address: addr, done: make(chan struct{})}
