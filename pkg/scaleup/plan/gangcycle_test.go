@@ -4,15 +4,21 @@ import (
 	"fmt"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/leastwaste"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/reserved"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/fakeprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/reservations"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
@@ -31,6 +37,9 @@ type gangScenario struct {
 	nodes       []*corev1.Node
 	used        map[string]string // node: CPUs of a pod already on it
 	groups      func() []*nodegroups.Info
+	// reserved, when set, are the provider's reservations, planned with
+	// the reserved expander first.
+	reserved []cloudprovider.ReservedCapacity
 }
 
 // gangPlan is what a plan decides, comparable across the two paths.
@@ -40,6 +49,7 @@ type gangPlan struct {
 	ScaleUps     []string
 	Existing     []string // "pod:node", sorted
 	Planned      map[string]int
+	InUse        map[string]int // per reservation, after the plan
 }
 
 // planGang plans sc's gang with the planner's own loop or with the
@@ -86,13 +96,30 @@ func planGang(t *testing.T, cycle bool, sc gangScenario) (gangPlan, plan.GangOut
 		pods = append(pods, builder.Pod("ns", fmt.Sprintf("train-%d", i)).CPU(sc.cpu).Memory("1Gi").PodGroup("train").Obj())
 	}
 	g := &gang.Gang{Namespace: "ns", Name: "train", MinCount: sc.members, TopologyKey: sc.topologyKey, Pending: pods}
+	groups := sc.groups()
+	var count *reservations.Count
+	if sc.reserved != nil {
+		stage := reservations.New(reservations.Options{EndMargin: 30 * time.Minute, LaunchTTL: time.Minute},
+			&reservingProvider{Provider: fakeprovider.New(), res: sc.reserved}, nil, nil)
+		count = stage.Count(e.ctx, groups, nil, now)
+		e.chain = expander.Chain{reserved.New(), leastwaste.New()}
+	}
 	p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{}), e.chain, limits.New(e.conf, nil), e.backoff, nil)
-	out, usage, err := p.PlanGangs(e.ctx, e.runner, []*gang.Gang{g}, candidates, sc.groups(), limits.Usage{}, now)
+	if count != nil {
+		p = p.WithCapacity(count)
+	}
+	out, usage, err := p.PlanGangs(e.ctx, e.runner, []*gang.Gang{g}, candidates, groups, limits.Usage{}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := out[0]
 	got := gangPlan{Domain: o.Domain, FitsExisting: o.FitsExisting, Planned: usage.Planned}
+	if count != nil {
+		got.InUse = map[string]int{}
+		for _, slot := range count.Book.Slots() {
+			got.InUse[slot.ID] = slot.InUse
+		}
+	}
 	for _, up := range o.ScaleUps {
 		if !up.Atomic || up.Gang != "ns/train" || up.Delta != len(up.Nodes) {
 			t.Errorf("cycle %v: scale-up of %s: atomic %v, gang %q, +%d for %d planned nodes", cycle, up.Group.Id, up.Atomic, up.Gang, up.Delta, len(up.Nodes))
@@ -175,6 +202,16 @@ func TestGangCycleMatchesTheLoop(t *testing.T) {
 			}},
 		want: gangPlan{Domain: "new request of blocks", ScaleUps: []string{"+3 blocks: [train-0] [train-1] [train-2]"},
 			Planned: map[string]int{"blocks": 3}},
+	}, {
+		// Two reserved-only groups share one 2-node reservation: together
+		// they get 2 nodes of it, never 3, and on-demand the third.
+		name: "groups sharing a reservation",
+		sc: gangScenario{members: 3, cpu: "3", groups: func() []*nodegroups.Info {
+			return []*nodegroups.Info{group("ondemand", "4", 1, 0), reservedGroup("reserved-a", 0), reservedGroup("reserved-b", 0)}
+		}, reserved: []cloudprovider.ReservedCapacity{
+			{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"reserved-a", "reserved-b"}, Count: 2}}},
+		want: gangPlan{ScaleUps: []string{"+2 reserved-a: [train-0] [train-1]", "+1 ondemand: [train-2]"},
+			Planned: map[string]int{"reserved-a": 2, "ondemand": 1}, InUse: map[string]int{"r": 2}},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
