@@ -33,17 +33,34 @@ func (s *scenario) gang(t *testing.T, name string, size int, topologyKey string)
 // gangPlanners runs a gang test twice, in parallel: with the planner's
 // own topology domain loop and with --gang-placement-cycle (the
 // scheduler's pod group cycle plans each gang), planner being the flags.
-func gangPlanners(t *testing.T, test func(t *testing.T, planner ...string)) {
+// The cycle needs the cluster's gates (GenericWorkload for GangScheduling,
+// TopologyAwareWorkloadScheduling for the placement plugins) in the
+// autoscaler's simulated scheduler too. The cycle's run fails if the
+// autoscaler it started never planned a gang with the cycle (falling back
+// to the loop would pass unnoticed).
+func gangPlanners(t *testing.T, test func(t *testing.T, planner ...string) *framework.Autoscaler) {
 	t.Parallel()
 	for _, v := range []struct {
 		name    string
 		planner []string
-	}{{"loop", nil}, {"cycle", []string{"--gang-placement-cycle"}}} {
+	}{{"loop", nil}, {"cycle", []string{"--gang-placement-cycle", "--feature-gates=" + framework.FeatureGates()}}} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
-			test(t, v.planner...)
+			a := test(t, v.planner...)
+			if v.planner != nil && !plannedByCycle(a.Log()) {
+				t.Error("no gang was planned with the pod group cycle")
+			}
 		})
 	}
+}
+
+func plannedByCycle(log string) bool {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, `"Gang planned"`) && strings.Contains(line, "cycle=true") {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *scenario) nodeCounts(ctx context.Context, groups ...kwok.NodeGroupConfig) ([]int, string, error) {
@@ -63,7 +80,7 @@ func (s *scenario) nodeCounts(ctx context.Context, groups ...kwok.NodeGroupConfi
 // A gang of 8 one-GPU pods on 2-GPU nodes: exactly 4 nodes, asked for in
 // one atomic request, and the real scheduler binds all 8.
 func TestGangScaleUpAllAtOnce(t *testing.T) {
-	gangPlanners(t, func(t *testing.T, planner ...string) {
+	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
 		s := newScenario(t)
 		g := s.gpuGroup("gpu2", 8, 2)
 		a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, planner...)
@@ -84,6 +101,7 @@ func TestGangScaleUpAllAtOnce(t *testing.T) {
 		if !strings.Contains(m, fmt.Sprintf(`cluster_autoscaler_scaled_up_nodes_total{node_group=%q} 4`, g.Name)) {
 			t.Error("scaled_up_nodes_total is not 4")
 		}
+		return a
 	})
 }
 
@@ -91,10 +109,10 @@ func TestGangScaleUpAllAtOnce(t *testing.T) {
 // them, which a pod-by-pod planner would provision; we add nothing, and the
 // PodGroup and its pods hear why.
 func TestGangNeverPartial(t *testing.T) {
-	gangPlanners(t, func(t *testing.T, planner ...string) {
+	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
 		s := newScenario(t)
 		a, b := s.gpuGroup("two", 2, 2), s.gpuGroup("three", 1, 3) // at most 4 + 3 GPUs
-		s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}}, planner...)
+		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}}, planner...)
 		s.gang(t, "train", 8, "")
 		framework.Eventually(s.ctx, t, time.Minute, "the gang told why it gets nothing", func(ctx context.Context) (bool, string, error) {
 			msgs, err := s.events(ctx, "train", "NotTriggerScaleUp")
@@ -104,16 +122,17 @@ func TestGangNeverPartial(t *testing.T) {
 			counts, seen, err := s.nodeCounts(ctx, a, b)
 			return err == nil && counts[0]+counts[1] == 0, seen, err
 		})
+		return as
 	})
 }
 
 // A gang too big for any one group is spread over two groups, all or
 // nothing: 2 + 2 nodes of 2 GPUs for 8 members.
 func TestGangAcrossGroups(t *testing.T) {
-	gangPlanners(t, func(t *testing.T, planner ...string) {
+	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
 		s := newScenario(t)
 		a, b := s.gpuGroup("a", 2, 2), s.gpuGroup("b", 2, 2)
-		s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}}, planner...)
+		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}}, planner...)
 		s.gang(t, "train", 8, "")
 		framework.Eventually(s.ctx, t, 4*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
 			n, seen, err := s.podsSeen(ctx)
@@ -122,6 +141,7 @@ func TestGangAcrossGroups(t *testing.T) {
 		if counts, seen, _ := s.nodeCounts(s.ctx, a, b); counts[0] != 2 || counts[1] != 2 {
 			t.Fatalf("nodes %s, want 2 and 2", seen)
 		}
+		return as
 	})
 }
 
@@ -129,12 +149,12 @@ func TestGangAcrossGroups(t *testing.T) {
 // nodes (6 GPUs), rack-b 4 (8 GPUs): all 4 nodes go to rack-b, and the
 // scheduler, placing the gang in one rack too, binds every member there.
 func TestGangInOneRack(t *testing.T) {
-	gangPlanners(t, func(t *testing.T, planner ...string) {
+	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
 		s := newScenario(t)
 		ra, rb := s.gpuGroup("rack-a", 3, 2), s.gpuGroup("rack-b", 4, 2)
 		ra.Topology = map[string]string{rackLabel: "rack-a"}
 		rb.Topology = map[string]string{rackLabel: "rack-b"}
-		s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{ra, rb}}, planner...)
+		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{ra, rb}}, planner...)
 		s.gang(t, "train", 8, rackLabel)
 		framework.Eventually(s.ctx, t, 4*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
 			n, seen, err := s.podsSeen(ctx)
@@ -152,6 +172,7 @@ func TestGangInOneRack(t *testing.T) {
 				t.Errorf("%s on %s, not in rack-b", p.Name, p.Spec.NodeName)
 			}
 		}
+		return as
 	})
 }
 
@@ -160,7 +181,7 @@ func TestGangInOneRack(t *testing.T) {
 // is removed, registered ones too, the group is backed off, and no member
 // ever runs.
 func TestGangPartialFailureRollsBack(t *testing.T) {
-	gangPlanners(t, func(t *testing.T, planner ...string) {
+	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
 		s := newScenario(t)
 		g := s.gpuGroup("gpu2", 8, 2)
 		g.Faults.NeverRegisterAfter = ptr.To(3)
@@ -196,6 +217,7 @@ func TestGangPartialFailureRollsBack(t *testing.T) {
 			}
 			return err == nil && counts[0] == 0 && n == 0, seen + "; " + pods, err
 		})
+		return a
 	})
 }
 
@@ -204,7 +226,7 @@ func TestGangPartialFailureRollsBack(t *testing.T) {
 // so both groups take ten gangs, the provider refuses nothing, no group
 // is backed off, and every member runs.
 func TestGangsOfOnePassFillTwoGroups(t *testing.T) {
-	gangPlanners(t, func(t *testing.T, planner ...string) {
+	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
 		s := newScenario(t)
 		a, b := s.gpuGroup("a", 20, 1), s.gpuGroup("b", 20, 1)
 		const gangs, size = 20, 2
@@ -231,6 +253,7 @@ func TestGangsOfOnePassFillTwoGroups(t *testing.T) {
 		if strings.Contains(as.Log(), "backed off") {
 			t.Error("a group was backed off")
 		}
+		return as
 	})
 }
 
@@ -239,10 +262,10 @@ func TestGangsOfOnePassFillTwoGroups(t *testing.T) {
 // the next pass plans for the new minCount only, the scheduler binds
 // that many members, and the rest wait.
 func TestGangMinCountLoweredWhilePending(t *testing.T) {
-	gangPlanners(t, func(t *testing.T, planner ...string) {
+	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
 		s := newScenario(t)
 		g := s.gpuGroup("gpu2", 2, 2) // at most 4 GPUs
-		s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, planner...)
+		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, planner...)
 		s.gang(t, "train", 8, "")
 		s.waitEvent(t, "train", "NotTriggerScaleUp", time.Minute, "minCount 8")
 		pg, err := s.c.Client.SchedulingV1beta1().PodGroups(s.ns).Get(s.ctx, "train", metav1.GetOptions{})
@@ -260,6 +283,7 @@ func TestGangMinCountLoweredWhilePending(t *testing.T) {
 		if counts, seen, err := s.nodeCounts(s.ctx, g); err != nil || counts[0] != 2 {
 			t.Errorf("nodes %s (%v), want 2", seen, err)
 		}
+		return as
 	})
 }
 
@@ -268,11 +292,11 @@ func TestGangMinCountLoweredWhilePending(t *testing.T) {
 // one fresh rack); a second gang, arriving when that rack is full, gets a
 // request and a rack of its own.
 func TestGangIntoAProviderAssignedRack(t *testing.T) {
-	gangPlanners(t, func(t *testing.T, planner ...string) {
+	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
 		s := newScenario(t)
 		g := s.gpuGroup("blocks", 4, 1)
 		g.PerRequestTopology = []string{rackLabel}
-		s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, planner...)
+		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, planner...)
 		racks := func(want int) map[string][]string {
 			t.Helper()
 			framework.Eventually(s.ctx, t, 3*time.Minute, fmt.Sprintf("%d members bound", want), func(ctx context.Context) (bool, string, error) {
@@ -312,5 +336,6 @@ func TestGangIntoAProviderAssignedRack(t *testing.T) {
 		if counts, seen, err := s.nodeCounts(s.ctx, g); err != nil || counts[0] != 4 {
 			t.Errorf("nodes %s (%v), want 4", seen, err)
 		}
+		return as
 	})
 }
