@@ -29,16 +29,17 @@ import (
 // run (the PodGroup is not in the snapshot: GenericWorkload off, or a
 // ProvisioningRequest's pods): the caller plans the gang itself.
 //
-// Three runs, each of one cycle:
+// The cycle runs over:
 //  1. existing and coming nodes alone: a placement there is the one the
-//     scheduler makes now, nothing is bought;
-//  2. plus, in a fork it reverts, as many instances of each group as its
-//     estimate for all members needs (within its room);
-//  3. plus only the instances some feasible placement of run 2 used, in a
-//     fork it reverts: unused instances would dilute NodeResourcesFit's
-//     placement score, as the scheduler after the scale-up never sees them.
-//     Its choice is the plan; the chosen placement's instances are added for
-//     good and its members kept (one last cycle over that placement only).
+//     scheduler makes now, kept; nothing is bought;
+//  2. those plus, in a fork it reverts, as many instances of each group as
+//     its estimate for all members needs (within its room);
+//  3. those plus only the instances some feasible placement of run 2 used,
+//     in a fork it reverts: unused instances would dilute NodeResourcesFit's
+//     placement score, and the scheduler after the scale-up never sees
+//     them. Its choice is the plan;
+//  4. the chosen placement's nodes and used instances, for good: the same
+//     first fit, its members kept.
 func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g *gang.Gang, candidates []string,
 	groups []*nodegroups.Info, usage limits.Usage, now time.Time) (GangOutcome, bool, error) {
 	logger := klog.FromContext(ctx)
