@@ -73,6 +73,8 @@ func (o *Options) addFlags(fs *pflag.FlagSet) *rawFlags {
 	fs.IntVar(&o.MaxNodesPerScaleUp, "max-nodes-per-scaleup", o.MaxNodesPerScaleUp, "Maximum number of nodes added in one scale-up.")
 	fs.DurationVar(&o.MaxNodeGroupBinpackingDuration, "max-nodegroup-binpacking-duration", o.MaxNodeGroupBinpackingDuration, "Maximum time spent estimating one node group.")
 	fs.BoolVar(&o.ScaleUpFromZero, "scale-up-from-zero", o.ScaleUpFromZero, "Scale up groups that have no nodes, from their templates.")
+	fs.BoolVar(&o.GangPlacementCycle, "gang-placement-cycle", o.GangPlacementCycle,
+		"Plan each gang (a PodGroup with minCount) with the scheduler's own pod group cycle, run over existing nodes and node group template instances: its PlacementGenerate, GangScheduling and PlacementScore plugins choose the topology domain and the nodes to add, as the scheduler would place the gang once they exist. Needs GenericWorkload in --feature-gates (and TopologyAwareWorkloadScheduling for topology constraints), as the cluster's scheduler has them; without GenericWorkload gangs are planned as with the flag off. Off: the autoscaler tries each value of the gang's topology key itself and keeps the one needing fewest new nodes.")
 	fs.DurationVar(&o.NewPodScaleUpDelay, "new-pod-scale-up-delay", o.NewPodScaleUpDelay, "Pods younger than this are not yet considered for scale-up.")
 	fs.IntVar(&o.ExpendablePodsPriorityCutoff, "expendable-pods-priority-cutoff", o.ExpendablePodsPriorityCutoff, "Pods with priority below this never trigger a scale-up.")
 	fs.DurationVar(&o.InitialNodeGroupBackoffDuration, "initial-node-group-backoff-duration", o.InitialNodeGroupBackoffDuration, "First backoff of a node group after a failed scale-up.")

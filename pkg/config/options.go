@@ -86,8 +86,11 @@ type Options struct {
 	MaxNodesPerScaleUp             int
 	MaxNodeGroupBinpackingDuration time.Duration
 	ScaleUpFromZero                bool
-	NewPodScaleUpDelay             time.Duration
-	ExpendablePodsPriorityCutoff   int
+	// GangPlacementCycle plans gangs with the scheduler's own pod group
+	// cycle (plan.Options.GangCycle).
+	GangPlacementCycle           bool
+	NewPodScaleUpDelay           time.Duration
+	ExpendablePodsPriorityCutoff int
 
 	InitialNodeGroupBackoffDuration time.Duration
 	MaxNodeGroupBackoffDuration     time.Duration

@@ -30,6 +30,39 @@ func (s *scenario) gang(t *testing.T, name string, size int, topologyKey string)
 	}
 }
 
+// gangPlanners runs a gang test twice, in parallel: with the planner's
+// own topology domain loop and with --gang-placement-cycle (the
+// scheduler's pod group cycle plans each gang), planner being the flags.
+// The cycle needs the cluster's gates (GenericWorkload for GangScheduling,
+// TopologyAwareWorkloadScheduling for the placement plugins) in the
+// autoscaler's simulated scheduler too. The cycle's run fails if the
+// autoscaler it started never planned a gang with the cycle (falling back
+// to the loop would pass unnoticed).
+func gangPlanners(t *testing.T, test func(t *testing.T, planner ...string) *framework.Autoscaler) {
+	t.Parallel()
+	for _, v := range []struct {
+		name    string
+		planner []string
+	}{{"loop", nil}, {"cycle", []string{"--gang-placement-cycle", "--feature-gates=" + framework.FeatureGates()}}} {
+		t.Run(v.name, func(t *testing.T) {
+			t.Parallel()
+			a := test(t, v.planner...)
+			if v.planner != nil && !plannedByCycle(a.Log()) {
+				t.Error("no gang was planned with the pod group cycle")
+			}
+		})
+	}
+}
+
+func plannedByCycle(log string) bool {
+	for _, line := range strings.Split(log, "\n") {
+		if strings.Contains(line, `"Gang planned"`) && strings.Contains(line, "cycle=true") {
+			return true
+		}
+	}
+	return false
+}
+
 func (s *scenario) nodeCounts(ctx context.Context, groups ...kwok.NodeGroupConfig) ([]int, string, error) {
 	var counts []int
 	var seen []string
@@ -47,92 +80,100 @@ func (s *scenario) nodeCounts(ctx context.Context, groups ...kwok.NodeGroupConfi
 // A gang of 8 one-GPU pods on 2-GPU nodes: exactly 4 nodes, asked for in
 // one atomic request, and the real scheduler binds all 8.
 func TestGangScaleUpAllAtOnce(t *testing.T) {
-	t.Parallel()
-	s := newScenario(t)
-	g := s.gpuGroup("gpu2", 8, 2)
-	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}})
-	s.gang(t, "train", 8, "")
-	framework.Eventually(s.ctx, t, 4*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
-		n, seen, err := s.podsSeen(ctx)
-		return n == 8, seen, err
+	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
+		s := newScenario(t)
+		g := s.gpuGroup("gpu2", 8, 2)
+		a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, planner...)
+		s.gang(t, "train", 8, "")
+		framework.Eventually(s.ctx, t, 4*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
+			n, seen, err := s.podsSeen(ctx)
+			return n == 8, seen, err
+		})
+		counts, seen, err := s.nodeCounts(s.ctx, g)
+		if err != nil || counts[0] != 4 {
+			t.Fatalf("nodes: %s (%v), want 4", seen, err)
+		}
+		framework.Eventually(s.ctx, t, 30*time.Second, "a PodGroup event of one +4 scale-up", func(ctx context.Context) (bool, string, error) {
+			msgs, err := s.events(ctx, "train", "TriggeredScaleUp")
+			return len(msgs) > 0 && strings.Contains(msgs[0], g.Name+" +4"), fmt.Sprintf("%q", msgs), err
+		})
+		m, _ := a.Metrics(s.ctx)
+		if !strings.Contains(m, fmt.Sprintf(`cluster_autoscaler_scaled_up_nodes_total{node_group=%q} 4`, g.Name)) {
+			t.Error("scaled_up_nodes_total is not 4")
+		}
+		return a
 	})
-	counts, seen, err := s.nodeCounts(s.ctx, g)
-	if err != nil || counts[0] != 4 {
-		t.Fatalf("nodes: %s (%v), want 4", seen, err)
-	}
-	framework.Eventually(s.ctx, t, 30*time.Second, "a PodGroup event of one +4 scale-up", func(ctx context.Context) (bool, string, error) {
-		msgs, err := s.events(ctx, "train", "TriggeredScaleUp")
-		return len(msgs) > 0 && strings.Contains(msgs[0], g.Name+" +4"), fmt.Sprintf("%q", msgs), err
-	})
-	m, _ := a.Metrics(s.ctx)
-	if !strings.Contains(m, fmt.Sprintf(`cluster_autoscaler_scaled_up_nodes_total{node_group=%q} 4`, g.Name)) {
-		t.Error("scaled_up_nodes_total is not 4")
-	}
 }
 
 // Never part of a gang: two groups could take 7 of the 8 members between
 // them, which a pod-by-pod planner would provision; we add nothing, and the
 // PodGroup and its pods hear why.
 func TestGangNeverPartial(t *testing.T) {
-	t.Parallel()
-	s := newScenario(t)
-	a, b := s.gpuGroup("two", 2, 2), s.gpuGroup("three", 1, 3) // at most 4 + 3 GPUs
-	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}})
-	s.gang(t, "train", 8, "")
-	framework.Eventually(s.ctx, t, time.Minute, "the gang told why it gets nothing", func(ctx context.Context) (bool, string, error) {
-		msgs, err := s.events(ctx, "train", "NotTriggerScaleUp")
-		return len(msgs) > 0 && strings.Contains(msgs[0], "minCount 8"), fmt.Sprintf("%q", msgs), err
-	})
-	framework.Consistently(s.ctx, t, 5*time.Second, "no node added for part of the gang", func(ctx context.Context) (bool, string, error) {
-		counts, seen, err := s.nodeCounts(ctx, a, b)
-		return err == nil && counts[0]+counts[1] == 0, seen, err
+	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
+		s := newScenario(t)
+		a, b := s.gpuGroup("two", 2, 2), s.gpuGroup("three", 1, 3) // at most 4 + 3 GPUs
+		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}}, planner...)
+		s.gang(t, "train", 8, "")
+		framework.Eventually(s.ctx, t, time.Minute, "the gang told why it gets nothing", func(ctx context.Context) (bool, string, error) {
+			msgs, err := s.events(ctx, "train", "NotTriggerScaleUp")
+			return len(msgs) > 0 && strings.Contains(msgs[0], "minCount 8"), fmt.Sprintf("%q", msgs), err
+		})
+		framework.Consistently(s.ctx, t, 5*time.Second, "no node added for part of the gang", func(ctx context.Context) (bool, string, error) {
+			counts, seen, err := s.nodeCounts(ctx, a, b)
+			return err == nil && counts[0]+counts[1] == 0, seen, err
+		})
+		return as
 	})
 }
 
 // A gang too big for any one group is spread over two groups, all or
 // nothing: 2 + 2 nodes of 2 GPUs for 8 members.
 func TestGangAcrossGroups(t *testing.T) {
-	t.Parallel()
-	s := newScenario(t)
-	a, b := s.gpuGroup("a", 2, 2), s.gpuGroup("b", 2, 2)
-	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}})
-	s.gang(t, "train", 8, "")
-	framework.Eventually(s.ctx, t, 4*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
-		n, seen, err := s.podsSeen(ctx)
-		return n == 8, seen, err
+	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
+		s := newScenario(t)
+		a, b := s.gpuGroup("a", 2, 2), s.gpuGroup("b", 2, 2)
+		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}}, planner...)
+		s.gang(t, "train", 8, "")
+		framework.Eventually(s.ctx, t, 4*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
+			n, seen, err := s.podsSeen(ctx)
+			return n == 8, seen, err
+		})
+		if counts, seen, _ := s.nodeCounts(s.ctx, a, b); counts[0] != 2 || counts[1] != 2 {
+			t.Fatalf("nodes %s, want 2 and 2", seen)
+		}
+		return as
 	})
-	if counts, seen, _ := s.nodeCounts(s.ctx, a, b); counts[0] != 2 || counts[1] != 2 {
-		t.Fatalf("nodes %s, want 2 and 2", seen)
-	}
 }
 
 // A gang with a topology constraint lands in one rack: rack-a can hold 3
 // nodes (6 GPUs), rack-b 4 (8 GPUs): all 4 nodes go to rack-b, and the
 // scheduler, placing the gang in one rack too, binds every member there.
 func TestGangInOneRack(t *testing.T) {
-	t.Parallel()
-	s := newScenario(t)
-	ra, rb := s.gpuGroup("rack-a", 3, 2), s.gpuGroup("rack-b", 4, 2)
-	ra.Topology = map[string]string{rackLabel: "rack-a"}
-	rb.Topology = map[string]string{rackLabel: "rack-b"}
-	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{ra, rb}})
-	s.gang(t, "train", 8, rackLabel)
-	framework.Eventually(s.ctx, t, 4*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
-		n, seen, err := s.podsSeen(ctx)
-		return n == 8, seen, err
-	})
-	if counts, seen, _ := s.nodeCounts(s.ctx, ra, rb); counts[0] != 0 || counts[1] != 4 {
-		t.Fatalf("nodes %s, want none in rack-a and 4 in rack-b", seen)
-	}
-	pods, err := s.c.Client.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods.Items {
-		if !strings.HasPrefix(p.Spec.NodeName, rb.Name+"-") {
-			t.Errorf("%s on %s, not in rack-b", p.Name, p.Spec.NodeName)
+	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
+		s := newScenario(t)
+		ra, rb := s.gpuGroup("rack-a", 3, 2), s.gpuGroup("rack-b", 4, 2)
+		ra.Topology = map[string]string{rackLabel: "rack-a"}
+		rb.Topology = map[string]string{rackLabel: "rack-b"}
+		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{ra, rb}}, planner...)
+		s.gang(t, "train", 8, rackLabel)
+		framework.Eventually(s.ctx, t, 4*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
+			n, seen, err := s.podsSeen(ctx)
+			return n == 8, seen, err
+		})
+		if counts, seen, _ := s.nodeCounts(s.ctx, ra, rb); counts[0] != 0 || counts[1] != 4 {
+			t.Fatalf("nodes %s, want none in rack-a and 4 in rack-b", seen)
 		}
-	}
+		pods, err := s.c.Client.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if !strings.HasPrefix(p.Spec.NodeName, rb.Name+"-") {
+				t.Errorf("%s on %s, not in rack-b", p.Name, p.Spec.NodeName)
+			}
+		}
+		return as
+	})
 }
 
 // Injected partial failure: the 4th node of a gang's scale-up never
@@ -140,41 +181,43 @@ func TestGangInOneRack(t *testing.T) {
 // is removed, registered ones too, the group is backed off, and no member
 // ever runs.
 func TestGangPartialFailureRollsBack(t *testing.T) {
-	t.Parallel()
-	s := newScenario(t)
-	g := s.gpuGroup("gpu2", 8, 2)
-	g.Faults.NeverRegisterAfter = ptr.To(3)
-	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, "--max-node-provision-time=6s")
-	s.gang(t, "train", 8, "")
-	framework.Eventually(s.ctx, t, time.Minute, "3 of the 4 nodes registered", func(ctx context.Context) (bool, string, error) {
-		counts, seen, err := s.nodeCounts(ctx, g)
-		return err == nil && counts[0] == 3, seen, err
-	})
-	framework.Eventually(s.ctx, t, time.Minute, "every node of the gang removed", func(ctx context.Context) (bool, string, error) {
-		counts, seen, err := s.nodeCounts(ctx, g)
-		return err == nil && counts[0] == 0, seen, err
-	})
-	framework.Eventually(s.ctx, t, 30*time.Second, "the gang timeout counted and the group backed off", func(ctx context.Context) (bool, string, error) {
-		m, err := a.Metrics(ctx)
-		want := []string{
-			`cluster_autoscaler_failed_scale_ups_total{reason="gangTimeout"} 1`,
-			fmt.Sprintf(`cluster_autoscaler_node_group_backed_off{node_group=%q,reason="gangTimeout"} 1`, g.Name),
-		}
-		for _, w := range want {
-			if !strings.Contains(m, w) {
-				return false, "missing " + w, err
+	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
+		s := newScenario(t)
+		g := s.gpuGroup("gpu2", 8, 2)
+		g.Faults.NeverRegisterAfter = ptr.To(3)
+		a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, append(planner, "--max-node-provision-time=6s")...)
+		s.gang(t, "train", 8, "")
+		framework.Eventually(s.ctx, t, time.Minute, "3 of the 4 nodes registered", func(ctx context.Context) (bool, string, error) {
+			counts, seen, err := s.nodeCounts(ctx, g)
+			return err == nil && counts[0] == 3, seen, err
+		})
+		framework.Eventually(s.ctx, t, time.Minute, "every node of the gang removed", func(ctx context.Context) (bool, string, error) {
+			counts, seen, err := s.nodeCounts(ctx, g)
+			return err == nil && counts[0] == 0, seen, err
+		})
+		framework.Eventually(s.ctx, t, 30*time.Second, "the gang timeout counted and the group backed off", func(ctx context.Context) (bool, string, error) {
+			m, err := a.Metrics(ctx)
+			want := []string{
+				`cluster_autoscaler_failed_scale_ups_total{reason="gangTimeout"} 1`,
+				fmt.Sprintf(`cluster_autoscaler_node_group_backed_off{node_group=%q,reason="gangTimeout"} 1`, g.Name),
 			}
-		}
-		return true, "", err
-	})
-	// Backed off: no new attempt for a while, and nobody ran meanwhile.
-	framework.Consistently(s.ctx, t, 4*time.Second, "no node and no member bound", func(ctx context.Context) (bool, string, error) {
-		counts, seen, err := s.nodeCounts(ctx, g)
-		n, pods, perr := s.podsSeen(ctx)
-		if perr != nil {
-			err = perr
-		}
-		return err == nil && counts[0] == 0 && n == 0, seen + "; " + pods, err
+			for _, w := range want {
+				if !strings.Contains(m, w) {
+					return false, "missing " + w, err
+				}
+			}
+			return true, "", err
+		})
+		// Backed off: no new attempt for a while, and nobody ran meanwhile.
+		framework.Consistently(s.ctx, t, 4*time.Second, "no node and no member bound", func(ctx context.Context) (bool, string, error) {
+			counts, seen, err := s.nodeCounts(ctx, g)
+			n, pods, perr := s.podsSeen(ctx)
+			if perr != nil {
+				err = perr
+			}
+			return err == nil && counts[0] == 0 && n == 0, seen + "; " + pods, err
+		})
+		return a
 	})
 }
 
@@ -183,33 +226,35 @@ func TestGangPartialFailureRollsBack(t *testing.T) {
 // so both groups take ten gangs, the provider refuses nothing, no group
 // is backed off, and every member runs.
 func TestGangsOfOnePassFillTwoGroups(t *testing.T) {
-	t.Parallel()
-	s := newScenario(t)
-	a, b := s.gpuGroup("a", 20, 1), s.gpuGroup("b", 20, 1)
-	const gangs, size = 20, 2
-	for i := range gangs {
-		s.gang(t, fmt.Sprintf("train%02d", i), size, "")
-	}
-	// Started after the gangs exist: its first pass sees all of them.
-	as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}})
-	framework.Eventually(s.ctx, t, 5*time.Minute, "every member bound", func(ctx context.Context) (bool, string, error) {
-		n, seen, err := s.podsSeen(ctx)
-		return n == gangs*size, seen, err
+	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
+		s := newScenario(t)
+		a, b := s.gpuGroup("a", 20, 1), s.gpuGroup("b", 20, 1)
+		const gangs, size = 20, 2
+		for i := range gangs {
+			s.gang(t, fmt.Sprintf("train%02d", i), size, "")
+		}
+		// Started after the gangs exist: its first pass sees all of them.
+		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}}, planner...)
+		framework.Eventually(s.ctx, t, 5*time.Minute, "every member bound", func(ctx context.Context) (bool, string, error) {
+			n, seen, err := s.podsSeen(ctx)
+			return n == gangs*size, seen, err
+		})
+		if counts, seen, err := s.nodeCounts(s.ctx, a, b); err != nil || counts[0] != 20 || counts[1] != 20 {
+			t.Errorf("nodes %s (%v), want 20 and 20", seen, err)
+		}
+		m, err := as.Metrics(s.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if failed := sumSamples(m, "cluster_autoscaler_failed_scale_ups_total"); failed != "0" {
+			t.Errorf("%s failed scale-ups, want none", failed)
+		}
+		// Every way a group gets backed off logs "backed off".
+		if strings.Contains(as.Log(), "backed off") {
+			t.Error("a group was backed off")
+		}
+		return as
 	})
-	if counts, seen, err := s.nodeCounts(s.ctx, a, b); err != nil || counts[0] != 20 || counts[1] != 20 {
-		t.Errorf("nodes %s (%v), want 20 and 20", seen, err)
-	}
-	m, err := as.Metrics(s.ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if failed := sumSamples(m, "cluster_autoscaler_failed_scale_ups_total"); failed != "0" {
-		t.Errorf("%s failed scale-ups, want none", failed)
-	}
-	// Every way a group gets backed off logs "backed off".
-	if strings.Contains(as.Log(), "backed off") {
-		t.Error("a group was backed off")
-	}
 }
 
 // minCount is mutable (workload scaling): a gang too big for its group
@@ -217,27 +262,29 @@ func TestGangsOfOnePassFillTwoGroups(t *testing.T) {
 // the next pass plans for the new minCount only, the scheduler binds
 // that many members, and the rest wait.
 func TestGangMinCountLoweredWhilePending(t *testing.T) {
-	t.Parallel()
-	s := newScenario(t)
-	g := s.gpuGroup("gpu2", 2, 2) // at most 4 GPUs
-	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}})
-	s.gang(t, "train", 8, "")
-	s.waitEvent(t, "train", "NotTriggerScaleUp", time.Minute, "minCount 8")
-	pg, err := s.c.Client.SchedulingV1beta1().PodGroups(s.ns).Get(s.ctx, "train", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pg.Spec.SchedulingPolicy.Gang.MinCount = 4
-	if _, err := s.c.Client.SchedulingV1beta1().PodGroups(s.ns).Update(s.ctx, pg, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	framework.Eventually(s.ctx, t, 3*time.Minute, "4 members bound", func(ctx context.Context) (bool, string, error) {
-		n, seen, err := s.podsSeen(ctx)
-		return n == 4, seen, err
+	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
+		s := newScenario(t)
+		g := s.gpuGroup("gpu2", 2, 2) // at most 4 GPUs
+		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, planner...)
+		s.gang(t, "train", 8, "")
+		s.waitEvent(t, "train", "NotTriggerScaleUp", time.Minute, "minCount 8")
+		pg, err := s.c.Client.SchedulingV1beta1().PodGroups(s.ns).Get(s.ctx, "train", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pg.Spec.SchedulingPolicy.Gang.MinCount = 4
+		if _, err := s.c.Client.SchedulingV1beta1().PodGroups(s.ns).Update(s.ctx, pg, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(s.ctx, t, 3*time.Minute, "4 members bound", func(ctx context.Context) (bool, string, error) {
+			n, seen, err := s.podsSeen(ctx)
+			return n == 4, seen, err
+		})
+		if counts, seen, err := s.nodeCounts(s.ctx, g); err != nil || counts[0] != 2 {
+			t.Errorf("nodes %s (%v), want 2", seen, err)
+		}
+		return as
 	})
-	if counts, seen, err := s.nodeCounts(s.ctx, g); err != nil || counts[0] != 2 {
-		t.Errorf("nodes %s (%v), want 2", seen, err)
-	}
 }
 
 // A kwok group whose provider picks the rack per request: a two-member
@@ -245,50 +292,52 @@ func TestGangMinCountLoweredWhilePending(t *testing.T) {
 // one fresh rack); a second gang, arriving when that rack is full, gets a
 // request and a rack of its own.
 func TestGangIntoAProviderAssignedRack(t *testing.T) {
-	t.Parallel()
-	s := newScenario(t)
-	g := s.gpuGroup("blocks", 4, 1)
-	g.PerRequestTopology = []string{rackLabel}
-	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}})
-	racks := func(want int) map[string][]string {
-		t.Helper()
-		framework.Eventually(s.ctx, t, 3*time.Minute, fmt.Sprintf("%d members bound", want), func(ctx context.Context) (bool, string, error) {
-			n, seen, err := s.podsSeen(ctx)
-			return n == want, seen, err
-		})
-		nodes, err := s.groupNodes(s.ctx, g.Name)
-		if err != nil {
-			t.Fatal(err)
+	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
+		s := newScenario(t)
+		g := s.gpuGroup("blocks", 4, 1)
+		g.PerRequestTopology = []string{rackLabel}
+		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, planner...)
+		racks := func(want int) map[string][]string {
+			t.Helper()
+			framework.Eventually(s.ctx, t, 3*time.Minute, fmt.Sprintf("%d members bound", want), func(ctx context.Context) (bool, string, error) {
+				n, seen, err := s.podsSeen(ctx)
+				return n == want, seen, err
+			})
+			nodes, err := s.groupNodes(s.ctx, g.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rackOf := map[string]string{}
+			for _, n := range nodes {
+				rackOf[n.Name] = n.Labels[rackLabel]
+			}
+			pods, err := s.c.Client.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			byGang := map[string][]string{}
+			for _, p := range pods.Items {
+				gang := strings.Split(p.Name, "-")[0]
+				byGang[gang] = append(byGang[gang], rackOf[p.Spec.NodeName])
+			}
+			t.Logf("racks of each gang's members: %v (nodes %v)", byGang, rackOf)
+			return byGang
 		}
-		rackOf := map[string]string{}
-		for _, n := range nodes {
-			rackOf[n.Name] = n.Labels[rackLabel]
+		s.gang(t, "first", 2, rackLabel)
+		first := racks(2)["first"]
+		if len(first) != 2 || first[0] == "" || first[0] != first[1] {
+			t.Fatalf("first gang on racks %q, want both members on one fresh rack", first)
 		}
-		pods, err := s.c.Client.CoreV1().Pods(s.ns).List(s.ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
+		s.gang(t, "second", 2, rackLabel)
+		second := racks(4)["second"]
+		if len(second) != 2 || second[0] == "" || second[0] != second[1] || second[0] == first[0] {
+			t.Errorf("second gang on racks %q, want one rack of its own (the first's %q is full)", second, first[0])
 		}
-		byGang := map[string][]string{}
-		for _, p := range pods.Items {
-			gang := strings.Split(p.Name, "-")[0]
-			byGang[gang] = append(byGang[gang], rackOf[p.Spec.NodeName])
+		if counts, seen, err := s.nodeCounts(s.ctx, g); err != nil || counts[0] != 4 {
+			t.Errorf("nodes %s (%v), want 4", seen, err)
 		}
-		t.Logf("racks of each gang's members: %v (nodes %v)", byGang, rackOf)
-		return byGang
-	}
-	s.gang(t, "first", 2, rackLabel)
-	first := racks(2)["first"]
-	if len(first) != 2 || first[0] == "" || first[0] != first[1] {
-		t.Fatalf("first gang on racks %q, want both members on one fresh rack", first)
-	}
-	s.gang(t, "second", 2, rackLabel)
-	second := racks(4)["second"]
-	if len(second) != 2 || second[0] == "" || second[0] != second[1] || second[0] == first[0] {
-		t.Errorf("second gang on racks %q, want one rack of its own (the first's %q is full)", second, first[0])
-	}
-	if counts, seen, err := s.nodeCounts(s.ctx, g); err != nil || counts[0] != 4 {
-		t.Errorf("nodes %s (%v), want 4", seen, err)
-	}
+		return as
+	})
 }
 
 // A PodGroup claim (DRAWorkloadResourceClaims): the gang's members share

@@ -3,7 +3,6 @@ package plan
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
 )
 
 // ReasonGangDoesNotFit is why a gang gets no capacity at all.
@@ -48,7 +46,9 @@ type GangOutcome struct {
 // or coming nodes plus new nodes of one or more groups — or nothing at all.
 // A gang with a topology key is planned inside one domain, as the
 // scheduler's group cycle places it: one candidate placement per value of
-// the key, the one needing fewest new nodes wins. What a gang gets is kept
+// the key, the one needing fewest new nodes wins. With Options.GangCycle
+// the scheduler's own cycle plans a gang whose PodGroup is in the snapshot
+// instead (gangcycle.go). What a gang gets is kept
 // in the runner's snapshot, so later gangs and pods see it as taken, and
 // added to usage, which is returned.
 func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs []*gang.Gang, candidates []string,
@@ -60,18 +60,19 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 		if g.TopologyKey != "" {
 			domains = topologyDomains(runner, g.TopologyKey, candidates, groups)
 		}
-		if g.TopologyKey != "" && p.opts.GangCycle {
-			domain, why, ran, err := p.cycleDomain(ctx, runner, g, candidates, groups, usage, now)
+		if p.opts.GangCycle {
+			o, ran, err := p.planGangCycle(ctx, runner, g, candidates, groups, usage, now)
 			if err != nil {
 				return nil, usage, fmt.Errorf("gang %s: pod group cycle: %w", g.Key(), err)
 			}
-			if ran && domain == "" {
-				klog.FromContext(ctx).V(2).Info("Gang planned", "gang", g.Key(), "minCount", g.MinCount, "why", why)
-				out = append(out, GangOutcome{Gang: g, Message: "the scheduler's pod group cycle finds no placement: " + why})
-				continue
-			}
 			if ran {
-				domains = []string{domain}
+				for _, up := range o.ScaleUps {
+					usage.AddPlanned(up.Group.Id, up.Group.Template.Node, up.Delta)
+				}
+				klog.FromContext(ctx).V(2).Info("Gang planned", "gang", g.Key(), "minCount", g.MinCount, "bound", g.Bound, "pending", len(g.Pending),
+					"fitsExisting", o.FitsExisting, "scaleUps", len(o.ScaleUps), "domain", o.Domain, "why", o.Message, "cycle", true)
+				out = append(out, o)
+				continue
 			}
 		}
 		// Try every domain without keeping anything, then plan the one
@@ -240,64 +241,6 @@ func (p *Planner) keep(ctx context.Context, pods []*corev1.Pod, g *nodegroups.In
 		up.Pods = append(up.Pods, pl.Pod)
 	}
 	return up, len(res.Placements), nil
-}
-
-// cycleDomain asks the scheduler's pod group cycle which domain the gang
-// goes to: inside a fork it reverts, each group the options allow gets as
-// many template instances as its estimate for all pending members needs,
-// and SchedulePodGroup runs the real PlacementGenerate, per-pod,
-// PlacementFeasible and PlacementScore plugins over existing nodes and
-// instances alike. ran is false when the cycle cannot run (the PodGroup
-// is not in the snapshot, as with GenericWorkload off): the caller falls
-// back to its own loop. An empty domain with ran means no placement fits;
-// why says so in the scheduler's words.
-//
-// First step (docs/design/gang-cycle.md): the cycle chooses the domain,
-// planGangIn still plans it; unused instances are not yet dropped before
-// scoring, so NodeResourcesFit's placement score sees them.
-func (p *Planner) cycleDomain(ctx context.Context, runner *framework.Runner, g *gang.Gang, candidates []string,
-	groups []*nodegroups.Info, usage limits.Usage, now time.Time) (domain, why string, ran bool, err error) {
-	snap := runner.Snapshot()
-	pg, gerr := snap.PodGroups().Get(g.Namespace, g.Name)
-	if gerr != nil {
-		klog.FromContext(ctx).V(4).Info("Pod group cycle cannot run, trying every domain", "gang", g.Key(), "err", gerr)
-		return "", "", false, nil
-	}
-	snap.Fork()
-	restore := p.markCapacity()
-	defer func() {
-		restore()
-		if rerr := snap.Revert(); rerr != nil && err == nil {
-			err = rerr
-		}
-	}()
-	options, err := p.options(ctx, groups, nil, g.Pending, usage, now, &reasonLog{}, nil)
-	if err != nil {
-		return "", "", false, err
-	}
-	nodes := slices.Clone(candidates)
-	for _, opt := range options {
-		grp := groupByID(groups, opt.NodeGroup)
-		if grp == nil || grp.Template == nil {
-			continue
-		}
-		for i := range opt.NodeCount {
-			name := fmt.Sprintf("%s-gang-cycle-%d", grp.Id, i)
-			if err := template.AddInstance(ctx, runner, grp.Template, name); err != nil {
-				return "", "", false, fmt.Errorf("group %s: %w", grp.Id, err)
-			}
-			nodes = append(nodes, name)
-		}
-	}
-	res, err := runner.SchedulePodGroup(ctx, pg, g.Pending, nodes, false)
-	if err != nil {
-		return "", "", false, err
-	}
-	if best := res.Best(); best != nil {
-		klog.FromContext(ctx).V(4).Info("Pod group cycle chose a domain", "gang", g.Key(), "domain", best.Name, "placements", len(res.Placements))
-		return best.Name, "", true, nil
-	}
-	return "", res.Message, true, nil
 }
 
 // topologyDomains are the values of key on candidate nodes and group

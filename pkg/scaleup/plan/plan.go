@@ -43,11 +43,12 @@ type Options struct {
 	// Balance, when set, spreads each scale-up over the groups similar
 	// to the chosen one (--balance-similar-node-groups).
 	Balance *balance.Similarity
-	// GangCycle lets the scheduler's own pod group cycle
-	// (framework.Runner.SchedulePodGroup) choose a topology-constrained
-	// gang's domain, over existing nodes and template instances, instead
-	// of the planner trying every domain itself. Off by default until it
-	// replaces that loop (docs/design/gang-cycle.md).
+	// GangCycle plans each gang whose PodGroup is in the snapshot with
+	// the scheduler's own pod group cycle (framework.Runner.SchedulePodGroup)
+	// over existing nodes and template instances: its plugins choose the
+	// domain, the members on existing nodes and those on each new node
+	// (--gang-placement-cycle). Off by default until it replaces the
+	// planner's own domain loop (docs/design/gang-cycle.md).
 	GangCycle bool
 }
 

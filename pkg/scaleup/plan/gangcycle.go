@@ -1,0 +1,353 @@
+package plan
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
+	"k8s.io/klog/v2"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
+)
+
+// planGangCycle plans a gang with the scheduler's own pod group cycle
+// (Options.GangCycle, docs/design/gang-cycle.md): the PlacementGenerate,
+// per-pod, PlacementFeasible and PlacementScore plugins decide the domain,
+// the members on existing nodes and those on each new node, over existing
+// nodes and template instances alike. ran is false when the cycle cannot
+// run (the PodGroup is not in the snapshot: GenericWorkload off, or a
+// ProvisioningRequest's pods): the caller plans the gang itself.
+//
+// The cycle runs over:
+//  1. existing and coming nodes alone: a placement there is the one the
+//     scheduler makes now, kept; nothing is bought;
+//  2. those plus, in a fork it reverts, as many instances of each group as
+//     its estimate for all members needs (within its room);
+//  3. those plus only the instances some feasible placement of run 2 used,
+//     in a fork it reverts: unused instances would dilute NodeResourcesFit's
+//     placement score, and the scheduler after the scale-up never sees
+//     them. Its choice is the plan;
+//  4. the chosen placement's nodes and used instances, for good: the same
+//     first fit, its members kept.
+func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g *gang.Gang, candidates []string,
+	groups []*nodegroups.Info, usage limits.Usage, now time.Time) (GangOutcome, bool, error) {
+	logger := klog.FromContext(ctx)
+	o := GangOutcome{Gang: g}
+	pg, err := runner.Snapshot().PodGroups().Get(g.Namespace, g.Name)
+	if err != nil {
+		logger.V(4).Info("Pod group cycle cannot run, planning the gang without it", "gang", g.Key(), "err", err)
+		return o, false, nil
+	}
+	res, err := runner.SchedulePodGroup(ctx, pg, g.Pending, candidates, true)
+	if err != nil {
+		return o, true, err
+	}
+	if best := res.Best(); best != nil {
+		o.FitsExisting, o.Domain, o.Existing = true, best.Name, placedOn(best, g.Pending, candidates)
+		return o, true, nil
+	}
+
+	log := &reasonLog{}
+	var all []instanceSet
+	var names []string
+	err = p.forked(runner, func() error {
+		options, err := p.options(ctx, groups, nil, g.Pending, usage, now, log, nil)
+		if err != nil {
+			return err
+		}
+		all = p.instanceSets(g, rankOptions(p.chain, options, g.Need()), groups)
+		res, names, err = p.runCycle(ctx, runner, pg, g, candidates, all)
+		return err
+	})
+	if err != nil {
+		return o, true, err
+	}
+	if res.Best() == nil {
+		o.Message = fmt.Sprintf("gang %s needs %d more member(s) placed to reach minCount %d; the scheduler's pod group cycle finds no placement: %s",
+			g.Key(), g.Need(), g.MinCount, res.Message)
+		reasons := p.resolve(ctx, []*reasonLog{log}, g.Pending)
+		for _, pod := range g.Pending {
+			o.Reasons = append(o.Reasons, reasons[pod.UID]...)
+		}
+		o.Reasons = dedupe(o.Reasons)
+		return o, true, nil
+	}
+
+	used := usedBy(res, all, names, feasible)
+	err = p.forked(runner, func() error {
+		res, names, err = p.runCycle(ctx, runner, pg, g, candidates, used)
+		return err
+	})
+	if err != nil {
+		return o, true, err
+	}
+	best := res.Best()
+	if best == nil {
+		return o, true, fmt.Errorf("gang %s: no placement once unused instances are dropped: %s", g.Key(), res.Message)
+	}
+	chosen := usedBy(res, used, names, func(pl *framework.PlacementOutcome) bool { return pl == best })
+	o, err = p.keepGangCycle(ctx, runner, pg, g, inPlacement(candidates, best), chosen)
+	if err != nil {
+		return o, true, err
+	}
+	for _, up := range o.ScaleUps {
+		p.take(up.Group, up.Delta, up.Pods)
+	}
+	logger.V(4).Info("Pod group cycle planned the gang", "gang", g.Key(), "placement", best.Name, "score", best.Score,
+		"placements", len(res.Placements), "scaleUps", len(o.ScaleUps))
+	return o, true, nil
+}
+
+// keepGangCycle adds the chosen instances and keeps the members where one
+// last cycle, over the chosen placement's nodes only, puts them (the
+// run it was chosen in, first fit over the same nodes in the same order),
+// all or nothing.
+func (p *Planner) keepGangCycle(ctx context.Context, runner *framework.Runner, pg *schedulingv1beta1.PodGroup, g *gang.Gang,
+	candidates []string, chosen []instanceSet) (o GangOutcome, err error) {
+	o = GangOutcome{Gang: g}
+	snap := runner.Snapshot()
+	snap.Fork()
+	kept := false
+	defer func() {
+		end := snap.Revert
+		if kept {
+			end = snap.Commit
+		}
+		if eerr := end(); eerr != nil && err == nil {
+			err = eerr
+		}
+	}()
+	names, err := addInstances(ctx, runner, chosen)
+	if err != nil {
+		return o, err
+	}
+	res, err := runner.SchedulePodGroup(ctx, pg, g.Pending, append(slices.Clone(candidates), names...), true)
+	if err != nil {
+		return o, err
+	}
+	best := res.Best()
+	if best == nil {
+		return o, fmt.Errorf("gang %s: the chosen placement no longer hosts the gang: %s", g.Key(), res.Message)
+	}
+	o.Domain, o.Existing = best.Name, placedOn(best, g.Pending, candidates)
+	on := map[string][]*corev1.Pod{}
+	for i, m := range best.Members {
+		if m != nil && m.Node != "" {
+			on[m.Node] = append(on[m.Node], g.Pending[i])
+		}
+	}
+	i := 0
+	for _, set := range chosen {
+		up := act.ScaleUp{Group: set.group, Atomic: true, Gang: g.Key()}
+		for _, name := range names[i : i+set.count] {
+			if len(on[name]) == 0 {
+				continue // first fit left it empty: not bought
+			}
+			up.Delta++
+			up.Nodes = append(up.Nodes, on[name])
+			up.Pods = append(up.Pods, on[name]...)
+		}
+		i += set.count
+		if up.Delta > 0 {
+			o.ScaleUps = append(o.ScaleUps, up)
+		}
+	}
+	kept = true
+	return o, nil
+}
+
+// instanceSet is count instances of a group's template, tmpl being the
+// template as the cycle sees it (a per-request topology value set).
+type instanceSet struct {
+	group *nodegroups.Info
+	tmpl  *cloudprovider.NodeTemplate
+	count int
+}
+
+// instanceSets are the instances the options call for, in their rank
+// order. A gang with a topology key gets none of groups without a value
+// for it: they would join no placement. A group whose provider picks the
+// value per request gets one of its own, newDomain, that no node has: its
+// instances are one new domain, as one atomic request of it is. Groups
+// sharing a reservation share its room: each takes what it may, in rank
+// order (the caller's fork undoes the bookings).
+func (p *Planner) instanceSets(g *gang.Gang, ranked []expander.Option, groups []*nodegroups.Info) []instanceSet {
+	var out []instanceSet
+	for _, opt := range ranked {
+		grp := groupByID(groups, opt.NodeGroup)
+		if grp == nil || grp.Template == nil {
+			continue
+		}
+		tmpl := grp.Template
+		if g.TopologyKey != "" {
+			if _, ok := tmpl.Node.Labels[g.TopologyKey]; !ok {
+				if !tmpl.TopologyPerRequest(g.TopologyKey) {
+					continue
+				}
+				tmpl = tmpl.DeepCopy()
+				tmpl.Node.Labels[g.TopologyKey] = newDomain(grp.Id)
+			}
+		}
+		n := p.reservedRoom(grp, opt.Pods, opt.NodeCount)
+		if n <= 0 {
+			continue
+		}
+		p.take(grp, n, opt.Pods)
+		out = append(out, instanceSet{group: grp, tmpl: tmpl, count: n})
+	}
+	return out
+}
+
+// rankOptions orders the options as the old loop prefers them: those
+// hosting the whole need first, in the expander chain's order, then the
+// rest biggest first. Members fill nodes first fit in this order.
+func rankOptions(chain expander.Chain, options []expander.Option, need int) []expander.Option {
+	var whole, rest []expander.Option
+	for _, opt := range options {
+		if len(opt.Pods) >= need {
+			whole = append(whole, opt)
+		} else {
+			rest = append(rest, opt)
+		}
+	}
+	var out []expander.Option
+	for len(whole) > 0 {
+		best := chain.Choose(whole)
+		out = append(out, *best)
+		whole = slices.DeleteFunc(whole, func(o expander.Option) bool { return o.NodeGroup == best.NodeGroup })
+	}
+	sort.SliceStable(rest, func(i, j int) bool { return len(rest[i].Pods) > len(rest[j].Pods) })
+	return append(out, rest...)
+}
+
+// runCycle adds sets' instances and runs the cycle over candidates and
+// them, members trying existing nodes first, then the instances in order;
+// it returns the instances' names, in that order.
+func (p *Planner) runCycle(ctx context.Context, runner *framework.Runner, pg *schedulingv1beta1.PodGroup, g *gang.Gang,
+	candidates []string, sets []instanceSet) (*framework.PodGroupResult, []string, error) {
+	names, err := addInstances(ctx, runner, sets)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, err := runner.SchedulePodGroup(ctx, pg, g.Pending, append(slices.Clone(candidates), names...), false)
+	return res, names, err
+}
+
+// addInstances adds each set's instances, named as the estimator names
+// new nodes (the first free "<group>-template-<i>"), so reservations and
+// nominations see the names they expect.
+func addInstances(ctx context.Context, runner *framework.Runner, sets []instanceSet) ([]string, error) {
+	var names []string
+	for _, set := range sets {
+		next := 0
+		for range set.count {
+			var name string
+			for {
+				name = fmt.Sprintf("%s-template-%d", set.group.Id, next)
+				next++
+				if !runner.Snapshot().HasNode(name) {
+					break
+				}
+			}
+			if err := template.AddInstance(ctx, runner, set.tmpl, name); err != nil {
+				return nil, fmt.Errorf("node group %s: %w", set.group.Id, err)
+			}
+			names = append(names, name)
+		}
+	}
+	return names, nil
+}
+
+func feasible(pl *framework.PlacementOutcome) bool { return pl.Feasible() }
+
+// usedBy narrows sets (whose instances, named names in order, the run
+// res was over) to the instances a member of a placement keep accepts was
+// put on. All instances of a group being alike, only the counts matter.
+func usedBy(res *framework.PodGroupResult, sets []instanceSet, names []string, keep func(*framework.PlacementOutcome) bool) []instanceSet {
+	used := map[string]bool{}
+	for i := range res.Placements {
+		pl := &res.Placements[i]
+		if !keep(pl) {
+			continue
+		}
+		for _, m := range pl.Members {
+			if m != nil && m.Node != "" {
+				used[m.Node] = true
+			}
+		}
+	}
+	var out []instanceSet
+	i := 0
+	for _, set := range sets {
+		n := 0
+		for _, name := range names[i : i+set.count] {
+			if used[name] {
+				n++
+			}
+		}
+		i += set.count
+		if n > 0 {
+			out = append(out, instanceSet{group: set.group, tmpl: set.tmpl, count: n})
+		}
+	}
+	return out
+}
+
+// placedOn are the members a placement puts on candidate nodes.
+func placedOn(pl *framework.PlacementOutcome, members []*corev1.Pod, candidates []string) map[*corev1.Pod]string {
+	real := make(map[string]bool, len(candidates))
+	for _, name := range candidates {
+		real[name] = true
+	}
+	var out map[*corev1.Pod]string
+	for i, m := range pl.Members {
+		if m == nil || m.Node == "" || !real[m.Node] {
+			continue
+		}
+		if out == nil {
+			out = map[*corev1.Pod]string{}
+		}
+		out[members[i]] = m.Node
+	}
+	return out
+}
+
+// inPlacement are the candidates among a placement's nodes, in order.
+func inPlacement(candidates []string, pl *framework.PlacementOutcome) []string {
+	in := make(map[string]bool, len(pl.Nodes))
+	for _, name := range pl.Nodes {
+		in[name] = true
+	}
+	var out []string
+	for _, name := range candidates {
+		if in[name] {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// forked runs fn in a snapshot fork it reverts, undoing the reservation
+// bookings fn makes.
+func (p *Planner) forked(runner *framework.Runner, fn func() error) error {
+	snap := runner.Snapshot()
+	snap.Fork()
+	restore := p.markCapacity()
+	err := fn()
+	restore()
+	if rerr := snap.Revert(); err == nil {
+		err = rerr
+	}
+	return err
+}
