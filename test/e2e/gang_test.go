@@ -35,7 +35,8 @@ func (s *scenario) gang(t *testing.T, name string, size int, topologyKey string)
 // scheduler's pod group cycle plans each gang), planner being the flags.
 // The cycle needs the cluster's gates (GenericWorkload for GangScheduling,
 // TopologyAwareWorkloadScheduling for the placement plugins) in the
-// autoscaler's simulated scheduler too. The cycle's run fails if the
+// autoscaler's simulated scheduler too; the harness gives every
+// autoscaler the cluster's gates. The cycle's run fails if the
 // autoscaler it started never planned a gang with the cycle (falling back
 // to the loop would pass unnoticed).
 func gangPlanners(t *testing.T, test func(t *testing.T, planner ...string) *framework.Autoscaler) {
@@ -43,7 +44,7 @@ func gangPlanners(t *testing.T, test func(t *testing.T, planner ...string) *fram
 	for _, v := range []struct {
 		name    string
 		planner []string
-	}{{"loop", nil}, {"cycle", []string{"--gang-placement-cycle", "--feature-gates=" + framework.FeatureGates()}}} {
+	}{{"loop", nil}, {"cycle", []string{"--gang-placement-cycle"}}} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			a := test(t, v.planner...)

@@ -29,10 +29,6 @@ var (
 	keepState    = flag.Bool("e2e.keep-state", false, "keep the control plane's state directory (logs) after the run")
 )
 
-// FeatureGates are the control plane's feature gates (-e2e.feature-gates),
-// for an autoscaler whose simulated scheduler must have them.
-func FeatureGates() string { return *featureGates }
-
 // Cluster is the control plane the tests of one binary share.
 type Cluster struct {
 	Config    *rest.Config
