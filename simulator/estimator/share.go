@@ -1,7 +1,6 @@
 package estimator
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -230,37 +229,43 @@ func (s *sharing) key(g TemplateGroup, maxNodes int) (string, error) {
 }
 
 // renamed is from's estimate for group to: the same pods on the same
-// number of nodes, named as to's own estimate would name them (its free
-// "<to>-template-<i>" names in opening order: from's names are in that
-// order by their index). ok is false when a name is not from's.
+// number of nodes, named as to's own estimate would name them. A run
+// names its nodes "<group>-template-<i>" with i counting up and skipping
+// the names the snapshot holds (nodes kept earlier in the pass): the
+// node from's run named with its r-th free name is to's r-th free name.
+// ok is false when a name is not from's.
 func renamed(res *Estimate, from, to string, snap *snapshot.Snapshot) (*Estimate, bool) {
-	type opened struct {
-		name  string
-		index int
-	}
-	all := make([]opened, 0, len(res.NewNodes)+len(res.droppedNodes))
+	prefix := from + "-template-"
+	index := map[string]int{}
+	last := -1
 	for _, list := range [][]string{res.NewNodes, res.droppedNodes} {
 		for _, n := range list {
-			rest, ok := strings.CutPrefix(n, from+"-template-")
+			rest, ok := strings.CutPrefix(n, prefix)
 			i, err := strconv.Atoi(rest)
-			if !ok || err != nil {
+			if !ok || err != nil || i < 0 {
 				return nil, false
 			}
-			all = append(all, opened{n, i})
+			index[n], last = i, max(last, i)
 		}
 	}
-	slices.SortFunc(all, func(a, b opened) int { return cmp.Compare(a.index, b.index) })
-	names := make(map[string]string, len(all))
-	next := 0
-	for _, o := range all {
-		for {
-			name := fmt.Sprintf("%s-template-%d", to, next)
-			next++
-			if !snap.HasNode(name) {
-				names[o.name] = name
-				break
-			}
+	// rank[i]: how many free names of from come before index i.
+	rank := make([]int, last+1)
+	free := 0
+	for i := range rank {
+		rank[i] = free
+		if !snap.HasNode(prefix + strconv.Itoa(i)) {
+			free++
 		}
+	}
+	var toNames []string
+	for next := 0; len(toNames) < free; next++ {
+		if name := fmt.Sprintf("%s-template-%d", to, next); !snap.HasNode(name) {
+			toNames = append(toNames, name)
+		}
+	}
+	names := make(map[string]string, len(index))
+	for n, i := range index {
+		names[n] = toNames[rank[i]]
 	}
 	rename := func(n string) (string, bool) {
 		name, ok := names[n]
