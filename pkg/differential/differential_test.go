@@ -7,9 +7,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -66,47 +68,28 @@ func TestShortcutsAgreeWithThePlainFramework(t *testing.T) {
 	}
 	var stats struct{ fits, scaleUps, notHelped, known int }
 	start := time.Now()
-	t.Run("seeds", func(t *testing.T) {
-		results := make([]outcome, len(seeds))
-		for i, seed := range seeds {
-			t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
-				t.Parallel()
-				c := Generate(seed)
-				got, err := decide(t, c, nil)
-				if err != nil {
-					t.Fatalf("seed %d, shortcuts on: %v\n%s", seed, err, c)
-				}
-				want, err := decide(t, c, shortcut.Plain())
-				if err != nil {
-					t.Fatalf("seed %d, no shortcuts: %v\n%s", seed, err, c)
-				}
-				results[i] = got
-				diff := cmp.Diff(want.lines(), got.lines())
-				if diff == "" {
-					return
-				}
-				if why, ok := knownDifferences[seed]; ok {
-					t.Logf("KNOWN DIFFERENCE, seed %d (%s), not failing:\n%s", seed, why, diff)
-					results[i].known = true
-					return
-				}
-				t.Errorf("seed %d: the shortcuts (+) and the plain framework (-) decide differently:\n%s\n%s\n"+
-					"repro: go test ./pkg/differential -run TestShortcutsAgreeWithThePlainFramework -seed=%d -v\n"+
-					"then add the seed to pkg/differential/%s, with why, so it stays a regression case",
-					seed, diff, c, seed, regressionsFile)
-			})
-		}
-		t.Cleanup(func() {
-			for _, r := range results {
-				stats.fits += r.fits
-				stats.scaleUps += r.scaleUps
-				stats.notHelped += r.notHelped
-				if r.known {
-					stats.known++
-				}
+	for _, v := range compareAll(t, seeds) {
+		t.Run(strconv.FormatUint(v.seed, 10), func(t *testing.T) {
+			if v.err != nil {
+				t.Fatalf("seed %d: %v\n%s", v.seed, v.err, v.cluster)
 			}
+			stats.fits += v.got.fits
+			stats.scaleUps += v.got.scaleUps
+			stats.notHelped += v.got.notHelped
+			if v.diff == "" {
+				return
+			}
+			if why, ok := knownDifferences[v.seed]; ok {
+				stats.known++
+				t.Logf("KNOWN DIFFERENCE, seed %d (%s), not failing:\n%s", v.seed, why, v.diff)
+				return
+			}
+			t.Errorf("seed %d: the shortcuts (+) and the plain framework (-) decide differently:\n%s\n%s\n"+
+				"repro: go test ./pkg/differential -run TestShortcutsAgreeWithThePlainFramework -seed=%d -v\n"+
+				"then add the seed to pkg/differential/%s, with why, so it stays a regression case",
+				v.seed, v.diff, v.cluster, v.seed, regressionsFile)
 		})
-	})
+	}
 	t.Logf("%d seeds in %v: %d fits, %d scale-ups, %d pods not helped", len(seeds), time.Since(start).Round(time.Millisecond),
 		stats.fits, stats.scaleUps, stats.notHelped)
 	if stats.known > 0 {
@@ -126,22 +109,80 @@ func TestShortcutsAgreeWithThePlainFramework(t *testing.T) {
 func TestDifferentialCatchesAWrongNodeKey(t *testing.T) {
 	const budget = 200
 	t.Cleanup(shortcut.InjectFault(shortcut.NodeKeys))
-	for seed := uint64(1); seed <= budget; seed++ {
-		c := Generate(seed)
-		got, err := decide(t, c, nil)
-		if err != nil {
-			t.Fatalf("seed %d, shortcuts on: %v", seed, err)
+	// In batches: the first batch usually has a difference.
+	const batch = 20
+	for first := uint64(1); first <= budget; first += batch {
+		var seeds []uint64
+		for s := first; s < first+batch && s <= budget; s++ {
+			seeds = append(seeds, s)
 		}
-		want, err := decide(t, c, shortcut.Plain())
-		if err != nil {
-			t.Fatalf("seed %d, no shortcuts: %v", seed, err)
-		}
-		if diff := cmp.Diff(want.lines(), got.lines()); diff != "" {
-			t.Logf("seed %d finds the wrong key:\n%s", seed, diff)
-			return
+		for _, v := range compareAll(t, seeds) {
+			if v.err != nil {
+				t.Fatalf("seed %d: %v", v.seed, v.err)
+			}
+			if v.diff != "" {
+				t.Logf("seed %d finds the wrong key:\n%s", v.seed, v.diff)
+				return
+			}
 		}
 	}
 	t.Fatalf("no difference in %d seeds with the wrong node keys", budget)
+}
+
+// verdict is one seed's comparison.
+type verdict struct {
+	seed    uint64
+	cluster *Cluster
+	// got is what the default shortcuts decided; diff how the plain
+	// framework's decisions differ ("": not at all).
+	got  outcome
+	diff string
+	err  error
+}
+
+// compare wires the autoscaler over seed's cluster with the default
+// shortcuts and with none, and compares what they decide.
+func compare(t *testing.T, seed uint64) verdict {
+	v := verdict{seed: seed, cluster: Generate(seed)}
+	var want outcome
+	if v.got, v.err = decide(t, v.cluster, nil); v.err != nil {
+		v.err = fmt.Errorf("shortcuts on: %w", v.err)
+		return v
+	}
+	if want, v.err = decide(t, v.cluster, shortcut.Plain()); v.err != nil {
+		v.err = fmt.Errorf("no shortcuts: %w", v.err)
+		return v
+	}
+	v.diff = cmp.Diff(want.lines(), v.got.lines())
+	if v.diff == "" {
+		// Only a difference prints the cluster: the long run keeps
+		// tens of thousands of verdicts.
+		v.cluster = nil
+		v.got.passes = nil
+	}
+	return v
+}
+
+// compareAll compares the seeds on several goroutines at once: a wiring
+// waits for its informers part of the time. Verdicts are in the seeds'
+// order.
+func compareAll(t *testing.T, seeds []uint64) []verdict {
+	out := make([]verdict, len(seeds))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range 8 * runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := range next {
+				out[i] = compare(t, seeds[i])
+			}
+		})
+	}
+	for i := range seeds {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out
 }
 
 // outcome is what two passes decided, as comparable lines.
@@ -175,6 +216,8 @@ func decide(t *testing.T, c *Cluster, shortcuts *shortcut.Set) (outcome, error) 
 	// the second pass decides for the same pods as the first, with
 	// the first's nodes upcoming.
 	opts.Nominations.Enabled = false
+	// Nothing reads the status ConfigMap back; writing it costs time.
+	opts.WriteStatusConfigMap = false
 	if c.SchedulerConfig != "" {
 		path := filepath.Join(t.TempDir(), "scheduler.yaml")
 		if err := os.WriteFile(path, []byte(c.SchedulerConfig), 0o600); err != nil {

@@ -37,6 +37,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/fakeprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/safety"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
@@ -209,7 +210,9 @@ func (g *gen) group(i int) {
 		if g.chance(0.4) {
 			b = b.Label(poolKey, pick(g, "a", "b", "c"))
 		}
-		obj := b.Obj()
+		// Seen usable by an autoscaler before: its mark is no write
+		// racing the second pass.
+		obj := b.Annotation(safety.UsableAnnotation, Now.Add(-time.Hour).Format(time.RFC3339)).Obj()
 		obj.Spec.ProviderID = fmt.Sprintf("fake://%s/%d", id, n)
 		g.nodes = append(g.nodes, obj)
 		g.add(obj)
