@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -66,7 +67,7 @@ func TestShortcutsAgreeWithThePlainFramework(t *testing.T) {
 			seeds = append(seeds, *firstFlag+s)
 		}
 	}
-	var stats struct{ fits, scaleUps, notHelped, known int }
+	var stats struct{ fits, scaleUps, notHelped, gangs, known int }
 	start := time.Now()
 	for _, v := range compareAll(t, seeds) {
 		t.Run(strconv.FormatUint(v.seed, 10), func(t *testing.T) {
@@ -76,6 +77,7 @@ func TestShortcutsAgreeWithThePlainFramework(t *testing.T) {
 			stats.fits += v.got.fits
 			stats.scaleUps += v.got.scaleUps
 			stats.notHelped += v.got.notHelped
+			stats.gangs += v.got.gangs
 			if v.diff == "" {
 				return
 			}
@@ -90,15 +92,16 @@ func TestShortcutsAgreeWithThePlainFramework(t *testing.T) {
 				v.seed, v.diff, v.cluster, v.seed, regressionsFile)
 		})
 	}
-	t.Logf("%d seeds in %v: %d fits, %d scale-ups, %d pods not helped", len(seeds), time.Since(start).Round(time.Millisecond),
-		stats.fits, stats.scaleUps, stats.notHelped)
+	t.Logf("%d seeds in %v: %d fits, %d scale-ups, %d pods not helped, %d gangs planned", len(seeds), time.Since(start).Round(time.Millisecond),
+		stats.fits, stats.scaleUps, stats.notHelped, stats.gangs)
 	if stats.known > 0 {
 		t.Logf("WARNING: %d seed(s) differ in a known way (knownDifferences), not counted as failures", stats.known)
 	}
 	// A generator whose clusters never fit a pod or never scale up
 	// would compare nothing.
-	if !t.Failed() && len(seeds) >= 50 && (stats.fits == 0 || stats.scaleUps == 0 || stats.notHelped == 0) {
-		t.Errorf("over %d seeds: %d fits, %d scale-ups, %d pods not helped; the generator exercises too little", len(seeds), stats.fits, stats.scaleUps, stats.notHelped)
+	if !t.Failed() && len(seeds) >= 50 && (stats.fits == 0 || stats.scaleUps == 0 || stats.notHelped == 0 || stats.gangs == 0) {
+		t.Errorf("over %d seeds: %d fits, %d scale-ups, %d pods not helped, %d gangs planned; the generator exercises too little",
+			len(seeds), stats.fits, stats.scaleUps, stats.notHelped, stats.gangs)
 	}
 }
 
@@ -187,9 +190,9 @@ func compareAll(t *testing.T, seeds []uint64) []verdict {
 
 // outcome is what two passes decided, as comparable lines.
 type outcome struct {
-	passes                    [][]string
-	fits, scaleUps, notHelped int
-	known                     bool
+	passes                           [][]string
+	fits, scaleUps, notHelped, gangs int
+	known                            bool
 }
 
 func (o outcome) lines() []string {
@@ -225,13 +228,18 @@ func decide(t *testing.T, c *Cluster, shortcuts *shortcut.Set) (outcome, error) 
 		}
 		opts.SchedulerConfigFile = path
 	}
+	opts.FeatureGates = FeatureGates
 	provider := c.Provider()
 	groups, sizes, err := nodegroups.Restrict(provider.NodeGroups(), nil)
 	if err != nil {
 		return outcome{}, err
 	}
 	clock := testclock.NewFakeClock(Now)
-	env := autoscaler.Env{Client: fake.NewClientset(c.Fresh()...), Provider: provider, Recorder: &record.FakeRecorder{},
+	client := fake.NewClientset(c.Fresh()...)
+	// The cluster serves PodGroups and Workloads (the gangs' API).
+	client.Resources = append(client.Resources, &metav1.APIResourceList{GroupVersion: "scheduling.k8s.io/v1beta1",
+		APIResources: []metav1.APIResource{{Name: "podgroups", Namespaced: true, Kind: "PodGroup"}, {Name: "workloads", Namespaced: true, Kind: "Workload"}}})
+	env := autoscaler.Env{Client: client, Provider: provider, Recorder: &record.FakeRecorder{},
 		Clock: clock, Groups: groups, Sizes: sizes, Shortcuts: shortcuts}
 	a, err := autoscaler.New(ctx, opts, env)
 	if err != nil {
@@ -299,6 +307,16 @@ func (o *outcome) summarize(st *pass.State) []string {
 			line += " placed " + strings.Join(nodes, "")
 		}
 		out = append(out, line)
+	}
+	for _, g := range pass.Get(st, plan.Gangs) {
+		o.gangs++
+		var placed []string
+		for p, node := range g.Existing {
+			placed = append(placed, p.Name+" on "+node)
+		}
+		sort.Strings(placed)
+		out = append(out, fmt.Sprintf("gang %s: fits existing %v, domain %q, existing [%s], %d scale-ups", g.Gang.Key(), g.FitsExisting,
+			g.Domain, strings.Join(placed, ", "), len(g.ScaleUps)))
 	}
 	if p := pass.Get(st, plan.Result); p != nil {
 		var names []string

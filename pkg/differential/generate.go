@@ -11,15 +11,15 @@
 // only, claims from templates or one claim the app's pods share, node
 // selectors, required and preferred node affinity, tolerations,
 // required and preferred pod anti-affinity, required pod affinity, hard
-// and soft topology spread, Services for default spreading), PVCs bound
-// to NFS volumes, and a scheduler profile with an addedAffinity and hard
-// default spread constraints.
+// and soft topology spread, Services for default spreading, gangs whose
+// PodGroup may keep them in one zone), PVCs bound to NFS volumes, and a
+// scheduler profile with an addedAffinity and hard default spread
+// constraints.
 //
-// Not generated yet: gangs (PodGroups and Workloads need the
-// GenericWorkload gate, process-wide), capacity reservations and
-// ProvisioningRequests (the fake provider has none), CapacityBuffers,
-// DeviceTaintRules, extended resources backed by DRA, allocated claims
-// on shared (consumable) devices.
+// Not generated yet: Workloads (PodGroups stand alone), capacity
+// reservations and ProvisioningRequests (the fake provider has none),
+// CapacityBuffers, DeviceTaintRules, extended resources backed by DRA,
+// allocated claims on shared (consumable) devices, running gang members.
 package differential
 
 import (
@@ -52,6 +52,11 @@ const (
 	poolKey   = "example.com/pool"
 	gpuTaint  = "example.com/gpu"
 )
+
+// FeatureGates are the simulated scheduler's, as the e2e control plane
+// runs them: gangs need GenericWorkload (and a PodGroup's topology,
+// TopologyAwareWorkloadScheduling).
+const FeatureGates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
 
 // Now is the clock of the generated cluster: pending pods have waited a
 // minute by then.
@@ -292,6 +297,18 @@ func (g *gen) app(i int) {
 		trait("zone=%s", v)
 	}
 	replicas := 1 + g.r.IntN(4)
+	// A gang: all its pods or none (a PodGroup of the gang policy).
+	if replicas > 1 && g.chance(0.15) {
+		pg := builder.PodGroup(Namespace, name).MinCount(int32(replicas))
+		if g.chance(0.3) {
+			pg = pg.TopologyKey(zoneKey)
+			trait("gang of %d in one zone", replicas)
+		} else {
+			trait("gang of %d", replicas)
+		}
+		g.add(pg.Obj())
+		b = b.PodGroup(name)
+	}
 	pod := b.Obj()
 	sel := &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}
 	aff := &corev1.Affinity{}
