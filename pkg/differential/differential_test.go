@@ -67,42 +67,57 @@ func TestShortcutsAgreeWithThePlainFramework(t *testing.T) {
 			seeds = append(seeds, *firstFlag+s)
 		}
 	}
-	var stats struct{ fits, scaleUps, notHelped, gangs, known int }
-	start := time.Now()
-	for _, v := range compareAll(t, seeds) {
-		t.Run(strconv.FormatUint(v.seed, 10), func(t *testing.T) {
-			if v.err != nil {
-				t.Fatalf("seed %d: %v\n%s", v.seed, v.err, v.cluster)
-			}
-			stats.fits += v.got.fits
-			stats.scaleUps += v.got.scaleUps
-			stats.notHelped += v.got.notHelped
-			stats.gangs += v.got.gangs
-			if v.diff == "" {
-				return
-			}
-			if why, ok := knownDifferences[v.seed]; ok {
-				stats.known++
-				t.Logf("KNOWN DIFFERENCE, seed %d (%s), not failing:\n%s", v.seed, why, v.diff)
-				return
-			}
-			t.Errorf("seed %d: the shortcuts (+) and the plain framework (-) decide differently:\n%s\n%s\n"+
-				"repro: go test ./pkg/differential -run TestShortcutsAgreeWithThePlainFramework -seed=%d -v\n"+
-				"then add the seed to pkg/differential/%s, with why, so it stays a regression case",
-				v.seed, v.diff, v.cluster, v.seed, regressionsFile)
-		})
+	var stats tally
+	start, total := time.Now(), len(seeds)
+	// In batches, so that a long run reports as it goes.
+	var verdicts []verdict
+	for len(seeds) > 0 {
+		n := min(len(seeds), 1000)
+		verdicts, seeds = compareAll(t, seeds[:n]), seeds[n:]
+		for _, v := range verdicts {
+			report(t, v, &stats)
+		}
 	}
-	t.Logf("%d seeds in %v: %d fits, %d scale-ups, %d pods not helped, %d gangs planned", len(seeds), time.Since(start).Round(time.Millisecond),
+	t.Logf("%d seeds in %v: %d fits, %d scale-ups, %d pods not helped, %d gangs planned", total, time.Since(start).Round(time.Millisecond),
 		stats.fits, stats.scaleUps, stats.notHelped, stats.gangs)
 	if stats.known > 0 {
 		t.Logf("WARNING: %d seed(s) differ in a known way (knownDifferences), not counted as failures", stats.known)
 	}
 	// A generator whose clusters never fit a pod or never scale up
 	// would compare nothing.
-	if !t.Failed() && len(seeds) >= 50 && (stats.fits == 0 || stats.scaleUps == 0 || stats.notHelped == 0 || stats.gangs == 0) {
+	if !t.Failed() && total >= 50 && (stats.fits == 0 || stats.scaleUps == 0 || stats.notHelped == 0 || stats.gangs == 0) {
 		t.Errorf("over %d seeds: %d fits, %d scale-ups, %d pods not helped, %d gangs planned; the generator exercises too little",
-			len(seeds), stats.fits, stats.scaleUps, stats.notHelped, stats.gangs)
+			total, stats.fits, stats.scaleUps, stats.notHelped, stats.gangs)
 	}
+}
+
+// tally counts what the seeds decided, to show the comparison compared
+// something.
+type tally struct{ fits, scaleUps, notHelped, gangs, known int }
+
+// report fails v's subtest if v differs, unless v is a known difference.
+func report(t *testing.T, v verdict, stats *tally) {
+	t.Run(strconv.FormatUint(v.seed, 10), func(t *testing.T) {
+		if v.err != nil {
+			t.Fatalf("seed %d: %v\n%s", v.seed, v.err, v.cluster)
+		}
+		stats.fits += v.got.fits
+		stats.scaleUps += v.got.scaleUps
+		stats.notHelped += v.got.notHelped
+		stats.gangs += v.got.gangs
+		if v.diff == "" {
+			return
+		}
+		if why, ok := knownDifferences[v.seed]; ok {
+			stats.known++
+			t.Logf("KNOWN DIFFERENCE, seed %d (%s), not failing:\n%s", v.seed, why, v.diff)
+			return
+		}
+		t.Errorf("seed %d: the shortcuts (+) and the plain framework (-) decide differently:\n%s\n%s\n"+
+			"repro: go test ./pkg/differential -run TestShortcutsAgreeWithThePlainFramework -seed=%d -v\n"+
+			"then add the seed to pkg/differential/%s, with why, so it stays a regression case",
+			v.seed, v.diff, v.cluster, v.seed, regressionsFile)
+	})
 }
 
 // TestDifferentialCatchesAWrongNodeKey: with node keys that leave the

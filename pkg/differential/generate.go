@@ -65,7 +65,7 @@ var Now = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 // Cluster is one generated cluster.
 type Cluster struct {
 	Seed   uint64
-	Groups []Group
+	Groups []GroupSpec
 	// Objects are the cluster's API objects (nodes, pods, DRA objects,
 	// volumes, Services), in the order they are created.
 	Objects []runtime.Object
@@ -76,9 +76,9 @@ type Cluster struct {
 	summary []string
 }
 
-// Group is a node group: its template and its existing nodes, whose
+// GroupSpec is a node group: its template and its existing nodes, whose
 // providerIDs are the group's instances in order.
-type Group struct {
+type GroupSpec struct {
 	ID       string
 	Max      int
 	Template *cloudprovider.NodeTemplate
@@ -201,7 +201,7 @@ func (g *gen) group(i int) {
 	}
 	tmpl := &cloudprovider.NodeTemplate{Node: node(template.PlaceholderNodeName).Obj(),
 		ResourceSlices: g.slices(kind, template.PlaceholderNodeName, model, gpus, nics)}
-	grp := Group{ID: id, Max: 3 + g.r.IntN(6), Template: tmpl, Nodes: g.r.IntN(4)}
+	grp := GroupSpec{ID: id, Max: 3 + g.r.IntN(6), Template: tmpl, Nodes: g.r.IntN(4)}
 	g.c.Groups = append(g.c.Groups, grp)
 	g.note("group %s: max %d, %s CPU %s, labels %v, tainted %v, %d %s GPUs, NICs %v; %d nodes", id, grp.Max, cpu, mem, labels, tainted, gpus, model, nics, grp.Nodes)
 	for n := range grp.Nodes {
