@@ -207,7 +207,6 @@ func compareAll(t *testing.T, seeds []uint64) []verdict {
 type outcome struct {
 	passes                           [][]string
 	fits, scaleUps, notHelped, gangs int
-	known                            bool
 }
 
 func (o outcome) lines() []string {
