@@ -347,9 +347,10 @@ func (g *gen) app(i int) {
 		pod.Spec.Affinity = aff
 	}
 	if g.chance(0.2) {
+		key := pick(g, zoneKey, zoneKey, corev1.LabelHostname)
 		pod.Spec.TopologySpreadConstraints = append(pod.Spec.TopologySpreadConstraints, corev1.TopologySpreadConstraint{
-			MaxSkew: 1, TopologyKey: zoneKey, WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: sel})
-		trait("spread by zone")
+			MaxSkew: 1, TopologyKey: key, WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: sel})
+		trait("spread by %s", key)
 	}
 	if g.chance(0.15) {
 		pod.Spec.TopologySpreadConstraints = append(pod.Spec.TopologySpreadConstraints, corev1.TopologySpreadConstraint{
