@@ -25,7 +25,7 @@ ifeq ($(PROVIDER),clusterapi)
 CAPI        ?= 1
 endif
 
-.PHONY: all build binaries test test-unit test-race test-e2e bench fuzz lint crds generate generate-proto up down demo clean docs deploy-build chart-render chart-copies image
+.PHONY: all build binaries test test-unit test-race test-e2e bench fuzz diff-long lint crds generate generate-proto up down demo clean docs deploy-build chart-render chart-copies image
 
 all: build
 
@@ -42,8 +42,9 @@ binaries:
 	$(GO) run ./hack/localcluster build --bin-dir $(BIN)
 
 # Everything CI runs: the linters (first: they are the fastest to fail),
-# unit tests, the race detector over the packages that run goroutines, then
-# the end-to-end tests on a real local control plane.
+# unit tests (the differential test's 1,000 seeds among them; `make
+# diff-long` runs more), the race detector over the packages that run
+# goroutines, then the end-to-end tests on a real local control plane.
 test: lint test-unit test-race test-e2e
 
 test-unit:
@@ -96,6 +97,16 @@ fuzz:
 		tail -1 $$log; \
 		if [ $$rc -ne 0 ]; then cat $$log; rm -f $$log; exit 1; fi; rm -f $$log; \
 	done
+
+# The differential test (pkg/differential) for longer than `make test`
+# runs it (1,000 seeds there): SEEDS generated clusters from seed FIRST
+# on, each decided with the simulation's shortcuts on and with none; a
+# seed that decides differently prints itself, its repro command and its
+# cluster, and goes into pkg/differential/testdata/regressions.txt.
+SEEDS ?= 20000
+FIRST ?= 1
+diff-long:
+	$(GO) test ./pkg/differential -count=1 -timeout 0 -run '^TestShortcutsAgreeWithThePlainFramework$$' -seeds=$(SEEDS) -first=$(FIRST)
 
 # The generated references: docs/flags.md and docs/metrics.md (a test in
 # hack/docs fails when they are stale), and the stage table in

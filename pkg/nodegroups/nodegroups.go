@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -148,7 +150,11 @@ type StalledPool struct {
 // observed nodes, slices and pods.
 func Collect(ctx context.Context, in CollectInput, templates TemplateBuilder) ([]*Info, error) {
 	logger := klog.FromContext(ctx)
-	groups, sizes, provider, nodes := in.Groups, in.Sizes, in.Provider, in.Nodes
+	groups, sizes, provider := in.Groups, in.Sizes, in.Provider
+	// In name order: the informers list nodes in no order, and a
+	// group's first ready node becomes its template; the same cluster
+	// must give the same templates every pass.
+	nodes := slices.SortedFunc(slices.Values(in.Nodes), func(a, b *corev1.Node) int { return strings.Compare(a.Name, b.Name) })
 	infos := make([]*Info, 0, len(groups))
 	byID := map[string]*Info{}
 	for _, g := range groups {

@@ -43,6 +43,11 @@ type class struct {
 	// antiAffinity: placing a pod of this class can reject other pods
 	// anywhere in its topology domain, which invalidates memoized verdicts.
 	antiAffinity bool
+	// fitsLater: a pod of the class turned down by a node may fit there
+	// once other pods are placed (mayFitLater: hard topology spread, the
+	// profile's included, required pod affinity, gangs), so no node is
+	// closed to the class and no empty node's verdict is kept for it.
+	fitsLater bool
 	// unplaceable is the verdict on an empty new node once a pod of the
 	// class failed there: no other pod of the class is tried.
 	unplaceable *framework.NodeResult

@@ -330,7 +330,7 @@ func (r *run) binpack(ctx context.Context, order *ordering) error {
 			}
 			return nil
 		}
-		if cls.unplaceable != nil && !r.perPod {
+		if cls.unplaceable != nil && !r.perPod && !cls.fitsLater {
 			r.res.Unplaced = append(r.res.Unplaced, &Unplaced{Pod: pod, Result: *cls.unplaceable})
 			continue
 		}

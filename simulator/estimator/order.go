@@ -125,7 +125,8 @@ func (cc *classCache) classify(snap *snapshot.Snapshot, pods []*v1.Pod, evict bo
 		next[p] = entry
 		c := byKey[entry.key]
 		if c == nil {
-			c = &class{id: len(o.classes), key: entry.key, memoizable: entry.memoizable, antiAffinity: usesRequiredAntiAffinity(p)}
+			c = &class{id: len(o.classes), key: entry.key, memoizable: entry.memoizable, antiAffinity: usesRequiredAntiAffinity(p),
+				fitsLater: mayFitLater(p, cc.profile)}
 			c.demand(p, entry.devices)
 			byKey[entry.key] = c
 			o.classes = append(o.classes, c)

@@ -23,7 +23,7 @@ import (
 // change the verdicts on the others, see memo.go, and is removed again
 // when unused).
 func (r *run) place(ctx context.Context, pi *schedframework.PodInfo, cls *class) error {
-	if r.perPod {
+	if r.perPod || cls.fitsLater {
 		cls.reopen()
 	}
 	cls.refresh(r.nodes)

@@ -12,10 +12,13 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework/frameworktest"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/shortcut"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
@@ -255,6 +258,57 @@ func TestProfileSpreadIsNotCarried(t *testing.T) {
 			}
 			if !reflect.DeepEqual(outcomeOf(got), outcomeOf(fresh[0])) {
 				t.Fatalf("carried %+v\nestimated again %+v", outcomeOf(got), outcomeOf(fresh[0]))
+			}
+		})
+	}
+}
+
+// A pod that hard spread by hostname turns down on a node may fit there
+// once the other nodes hold as many of its app: the estimate must not
+// close the node to the pod's class (estimateClasses), for the pods' own
+// constraints as for the profile's defaults. Two api pods of 6 CPUs take
+// two nodes of 10; the four web pods of 1 CPU spread over both, two a
+// node. With the first node closed to web once the skew turned web-1
+// away from it, web-3 found no room and the estimate opened a third node
+// (the differential test's seed 8040).
+func TestHardSpreadReopensNodes(t *testing.T) {
+	hostnameSpread := builder.SchedulerProfile("accel").HardDefaultSpread(v1.LabelHostname, 1)
+	own := func(pods []*v1.Pod) []*v1.Pod {
+		for _, p := range pods {
+			p.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: v1.LabelHostname,
+				WhenUnsatisfiable: v1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: p.Labels}}}
+		}
+		return pods
+	}
+	tests := []struct {
+		name    string
+		profile *builder.SchedulerProfileBuilder
+		spread  func([]*v1.Pod) []*v1.Pod
+	}{
+		{"the profile's default spread", hostnameSpread, func(p []*v1.Pod) []*v1.Pod { return p }},
+		{"the pods' own spread", nil, own},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			api := func(i int) *v1.Pod {
+				return builder.Pod(ns, fmt.Sprintf("api-%d", i)).CPU("6").Label("app", "api").OwnedBy("apps/v1", "ReplicaSet", "api").Obj()
+			}
+			r, ctx := profileRunner(t, tc.profile, webService(), builder.Service(ns, "api", map[string]string{"app": "api"}))
+			pods := tc.spread(append([]*v1.Pod{api(0), api(1)}, webPods(4)...))
+			tmpl := &cloudprovider.NodeTemplate{Node: builder.Node(template.PlaceholderNodeName).CPU("10").Memory("64Gi").Obj()}
+			var got [2]outcome
+			for i, set := range []*shortcut.Set{nil, shortcut.Plain()} {
+				res, err := New(r, Options{Shortcuts: set}).Estimate(ctx, pods, tmpl, "g")
+				if err != nil {
+					t.Fatal(err)
+				}
+				got[i] = outcomeOf(res)
+			}
+			if !reflect.DeepEqual(got[0], got[1]) {
+				t.Errorf("shortcuts %+v\nplain     %+v", got[0], got[1])
+			}
+			if len(got[1].Nodes) != 2 || len(got[1].Placed) != 6 {
+				t.Fatalf("plain: %+v; want the six pods on two nodes, or the scenario tests nothing", got[1])
 			}
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/utils/ptr"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
@@ -158,11 +159,34 @@ func (a *Analyzer) measure(node string) (state, error) {
 	if err != nil {
 		return state{}, err
 	}
+	if !a.admits(node) {
+		// The probes are the profile's pods too: on a node its
+		// addedAffinity excludes none fits, whatever the devices. Such
+		// a node's state is not the state of a node alike in devices
+		// that admits them (the memos would give one the other's
+		// answers).
+		st.key += "|not admitted"
+	}
 	if len(a.states) >= maxMemo {
 		a.states = map[measuredKey]state{}
 	}
 	a.states[k] = st
 	return st, nil
+}
+
+// admits says whether the profile's addedAffinity, which the probes get
+// as every pod does, admits node (true without one).
+func (a *Analyzer) admits(node string) bool {
+	added := a.runner.Profile().AddedTo(nil).NodeAffinity
+	if added == nil || added.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return true
+	}
+	ni, err := a.snap().Get(node)
+	if err != nil || ni.Node() == nil {
+		return true // measure found it: not reached
+	}
+	ok, err := nodeaffinity.NewLazyErrorNodeSelector(added.RequiredDuringSchedulingIgnoredDuringExecution).Match(ni.Node())
+	return ok && err == nil
 }
 
 // sliceKey is the content key of s, one of node's slices. Most are the
