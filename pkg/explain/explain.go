@@ -40,8 +40,36 @@ type Report struct {
 	// nodes: "0/3 nodes fit: 2 NodeResourcesFit, 1 TaintToleration".
 	ExistingNodes string `json:"existingNodes,omitempty"`
 	// Gang names the pod's gang and what was decided for it.
-	Gang       string         `json:"gang,omitempty"`
-	NodeGroups []GroupVerdict `json:"nodeGroups"`
+	Gang string `json:"gang,omitempty"`
+	// GangDomains are the topology domains tried for the gang, in the
+	// order tried, and what each could do or lacked.
+	GangDomains []DomainVerdict `json:"gangDomains,omitempty"`
+	// GangMembers say where the plan puts each pending member of the gang
+	// (what its nomination names): an existing or coming node, or the
+	// i-th new node of a group's scale-up.
+	GangMembers []MemberPlacement `json:"gangMembers,omitempty"`
+	NodeGroups  []GroupVerdict    `json:"nodeGroups"`
+}
+
+// Verdicts of a gang's topology domain.
+const (
+	DomainChosen     = "Chosen"
+	DomainFeasible   = "Feasible"
+	DomainCannotHost = "CannotHost"
+)
+
+// DomainVerdict is one topology domain tried for a gang.
+type DomainVerdict struct {
+	Domain   string `json:"domain"`
+	Verdict  string `json:"verdict"`
+	NewNodes int    `json:"newNodes,omitempty"`
+	Message  string `json:"message,omitempty"`
+}
+
+// MemberPlacement is where the plan puts one pending member of a gang.
+type MemberPlacement struct {
+	Pod  string `json:"pod"`
+	Node string `json:"node"`
 }
 
 // GroupVerdict is one node group's answer.
@@ -84,6 +112,19 @@ func writeTable(w io.Writer, r *Report) error {
 	}
 	if r.Gang != "" {
 		fmt.Fprintf(w, "Gang:       %s\n", r.Gang)
+	}
+	for _, d := range r.GangDomains {
+		line := fmt.Sprintf("%s %s", d.Domain, d.Verdict)
+		if d.NewNodes > 0 {
+			line += fmt.Sprintf(", %d new node(s)", d.NewNodes)
+		}
+		if d.Message != "" {
+			line += ": " + oneLine(d.Message)
+		}
+		fmt.Fprintf(w, "  domain:   %s\n", line)
+	}
+	for _, m := range r.GangMembers {
+		fmt.Fprintf(w, "  member:   %s on %s\n", m.Pod, m.Node)
 	}
 	fmt.Fprintf(w, "Summary:    %s\n\n", r.Summary)
 	if len(r.NodeGroups) == 0 {

@@ -149,6 +149,7 @@ func explainPod(rep *Report, pod *corev1.Pod, groups []*nodegroups.Info, built *
 		for _, up := range o.ScaleUps {
 			ups[up.Group.Id] += up.Delta
 		}
+		rep.GangDomains, rep.GangMembers = gangDomains(o), gangMembers(o)
 		reasons = o.Reasons
 		switch {
 		case o.FitsExisting:
@@ -273,4 +274,51 @@ func notUsable(groups []*nodegroups.Info, node string) string {
 		}
 	}
 	return ""
+}
+
+// gangDomains are the domains tried for a gang, the chosen one marked;
+// none for a gang without a topology key.
+func gangDomains(o plan.GangOutcome) []DomainVerdict {
+	if len(o.Tried) == 1 && o.Tried[0].Domain == "" {
+		return nil
+	}
+	out := make([]DomainVerdict, 0, len(o.Tried))
+	for _, t := range o.Tried {
+		v := DomainVerdict{Domain: t.Domain, Verdict: DomainCannotHost, NewNodes: t.NewNodes, Message: t.Message}
+		switch {
+		case t.Feasible && t.Domain == o.Domain && (o.FitsExisting || len(o.ScaleUps) > 0):
+			v.Verdict = DomainChosen
+		case t.Feasible:
+			v.Verdict = DomainFeasible
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// gangMembers says where the plan puts each pending member: existing or
+// coming nodes by name, new nodes by their group and place in its
+// scale-up.
+func gangMembers(o plan.GangOutcome) []MemberPlacement {
+	on := map[*corev1.Pod]string{}
+	for pod, node := range o.Existing {
+		on[pod] = node
+	}
+	for _, up := range o.ScaleUps {
+		for i, pods := range up.Nodes {
+			for _, pod := range pods {
+				on[pod] = fmt.Sprintf("new node %d of %d in %s", i+1, up.Delta, up.Group.Id)
+			}
+		}
+	}
+	if len(on) == 0 {
+		return nil
+	}
+	out := make([]MemberPlacement, 0, len(o.Gang.Pending))
+	for _, pod := range o.Gang.Pending {
+		if node, ok := on[pod]; ok {
+			out = append(out, MemberPlacement{Pod: pod.Namespace + "/" + pod.Name, Node: node})
+		}
+	}
+	return out
 }

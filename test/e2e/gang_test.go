@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/explain"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 	"github.com/dra-autoscaler/dra-autoscaler/test/e2e/framework"
 )
@@ -390,5 +391,45 @@ func TestGangSharesAPodGroupClaim(t *testing.T) {
 	}
 	if links != 1 {
 		t.Errorf("%d link claims, want the PodGroup's one", links)
+	}
+}
+
+// explain on a member of a gang constrained to a rack names every rack
+// tried and what it lacked, the rack chosen, and where each member is
+// planned: rack-a can hold 2 nodes (4 GPUs), rack-b 4 (8 GPUs), the gang
+// needs 8. Run with the planner's domain loop and with the scheduler's
+// pod group cycle.
+func TestExplainGangDomains(t *testing.T) {
+	t.Parallel()
+	for _, planner := range [][]string{nil, {"--gang-placement-cycle"}} {
+		t.Run(fmt.Sprintf("%v", planner), func(t *testing.T) {
+			t.Parallel()
+			s := newScenario(t)
+			ra, rb := s.gpuGroup("rack-a", 2, 2), s.gpuGroup("rack-b", 4, 2)
+			ra.Topology = map[string]string{rackLabel: "rack-a"}
+			rb.Topology = map[string]string{rackLabel: "rack-b"}
+			s.gang(t, "train", 8, rackLabel)
+			s.waitUnschedulable(t, "train-0")
+			r := s.explainJSON(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{ra, rb}}, "train-0", planner...)
+			t.Logf("gang %s: domains %+v; members %+v", r.Gang, r.GangDomains, r.GangMembers)
+			verdicts := map[string]string{}
+			for _, d := range r.GangDomains {
+				verdicts[d.Domain] = d.Verdict
+				if d.Verdict == explain.DomainCannotHost && d.Message == "" {
+					t.Errorf("domain %s cannot host the gang but says not why", d.Domain)
+				}
+			}
+			if verdicts["rack-a"] != explain.DomainCannotHost || verdicts["rack-b"] != explain.DomainChosen {
+				t.Errorf("domain verdicts %v, want rack-a %s and rack-b %s", verdicts, explain.DomainCannotHost, explain.DomainChosen)
+			}
+			if len(r.GangMembers) != 8 {
+				t.Fatalf("%d members placed, want 8", len(r.GangMembers))
+			}
+			for _, m := range r.GangMembers {
+				if !strings.Contains(m.Node, rb.Name) {
+					t.Errorf("member %s planned on %s, not a new node of %s", m.Pod, m.Node, rb.Name)
+				}
+			}
+		})
 	}
 }

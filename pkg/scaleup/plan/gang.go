@@ -39,6 +39,21 @@ type GangOutcome struct {
 	Message string
 	// Reasons are, per node group, why it could not host the gang.
 	Reasons []GroupReason
+	// Tried are the topology domains tried for the gang (one, named "",
+	// without a topology key), in the order tried: what each could do or
+	// lacked. Explain shows them.
+	Tried []DomainTry
+}
+
+// DomainTry is one topology domain tried for a gang.
+type DomainTry struct {
+	Domain string
+	// Feasible: the gang fits there whole (existing room and new nodes).
+	Feasible bool
+	// NewNodes is how many new nodes it would take (the domain loop).
+	NewNodes int
+	// Message is what it lacked, or its score (the pod group cycle).
+	Message string
 }
 
 // PlanGangs plans each gang as one unit, highest priority first: capacity
@@ -78,6 +93,7 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 		// Try every domain without keeping anything, then plan the one
 		// needing fewest new nodes again and keep it.
 		var best, first *GangOutcome
+		var tried []DomainTry
 		for _, d := range domains {
 			snap.Fork()
 			restore := p.markCapacity()
@@ -89,6 +105,7 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 			if err != nil {
 				return nil, usage, fmt.Errorf("gang %s: %w", g.Key(), err)
 			}
+			tried = append(tried, DomainTry{Domain: d, Feasible: o.feasible(), NewNodes: o.newNodes(), Message: o.Message})
 			switch {
 			case o.feasible() && (best == nil || o.newNodes() < best.newNodes()):
 				best = &o
@@ -114,6 +131,7 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 		default:
 			best = &GangOutcome{Gang: g, Message: fmt.Sprintf("no node or node group has the topology label %s", g.TopologyKey)}
 		}
+		best.Tried = tried
 		klog.FromContext(ctx).V(2).Info("Gang planned", "gang", g.Key(), "minCount", g.MinCount, "bound", g.Bound,
 			"pending", len(g.Pending), "fitsExisting", best.FitsExisting, "scaleUps", len(best.ScaleUps), "domain", best.Domain, "why", best.Message)
 		out = append(out, *best)

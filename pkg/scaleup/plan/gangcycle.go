@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,7 +55,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 		return o, true, err
 	}
 	if best := res.Best(); best != nil {
-		o.FitsExisting, o.Domain, o.Existing = true, best.Name, placedOn(best, g.Pending, candidates)
+		o.FitsExisting, o.Domain, o.Existing, o.Tried = true, best.Name, placedOn(best, g.Pending, candidates), triesOf(res)
 		return o, true, nil
 	}
 
@@ -81,6 +82,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 			o.Reasons = append(o.Reasons, reasons[pod.UID]...)
 		}
 		o.Reasons = dedupe(o.Reasons)
+		o.Tried = triesOf(res)
 		return o, true, nil
 	}
 
@@ -104,6 +106,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	for _, up := range o.ScaleUps {
 		p.take(up.Group, up.Delta, up.Pods)
 	}
+	o.Tried = triesOf(res)
 	logger.V(4).Info("Pod group cycle planned the gang", "gang", g.Key(), "placement", best.Name, "score", best.Score,
 		"placements", len(res.Placements), "scaleUps", len(o.ScaleUps))
 	return o, true, nil
@@ -350,4 +353,22 @@ func (p *Planner) forked(runner *framework.Runner, fn func() error) error {
 		err = rerr
 	}
 	return err
+}
+
+// triesOf is what the cycle's run found of each placement: the verdict of
+// the plugin that rejected it, or its score.
+func triesOf(res *framework.PodGroupResult) []DomainTry {
+	out := make([]DomainTry, 0, len(res.Placements))
+	for i := range res.Placements {
+		pl := &res.Placements[i]
+		t := DomainTry{Domain: pl.Name, Feasible: pl.Feasible()}
+		switch {
+		case !t.Feasible:
+			t.Message = strings.TrimPrefix(pl.Plugin+": "+pl.Message, ": ")
+		case pl.Scored:
+			t.Message = fmt.Sprintf("score %d", pl.Score)
+		}
+		out = append(out, t)
+	}
+	return out
 }

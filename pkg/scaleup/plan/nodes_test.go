@@ -185,4 +185,10 @@ func TestGangIntoANewDomainPerRequest(t *testing.T) {
 	if o.Domain != "new request of blocks" {
 		t.Errorf("domain %q, want a new request of blocks", o.Domain)
 	}
+	// Both domains were tried: b1 (the fixed group and the existing node)
+	// lacks room, the new request takes three nodes.
+	if len(o.Tried) != 2 || o.Tried[0].Domain != "b1" || o.Tried[0].Feasible || o.Tried[0].Message == "" ||
+		o.Tried[1].Domain != o.Domain || !o.Tried[1].Feasible || o.Tried[1].NewNodes != 3 {
+		t.Errorf("domains tried %+v, want b1 infeasible with its reason, then the new request with 3 nodes", o.Tried)
+	}
 }

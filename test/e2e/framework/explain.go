@@ -38,7 +38,8 @@ func (c *Cluster) Explain(t testing.TB, kwokConfig any, args ...string) (int, st
 // args alone (the provider's flags included), as Explain does.
 func (c *Cluster) ExplainWith(t testing.TB, args ...string) (int, string, string) {
 	t.Helper()
-	all := append([]string{"explain", "--kubeconfig=" + c.Kubeconf}, args...)
+	// The cluster's gates, as the running autoscalers have them.
+	all := append([]string{"explain", "--kubeconfig=" + c.Kubeconf, "--feature-gates=" + *featureGates}, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.AutoscalerBinary(t), all...)
