@@ -401,8 +401,8 @@ func TestGangSharesAPodGroupClaim(t *testing.T) {
 // pod group cycle.
 func TestExplainGangDomains(t *testing.T) {
 	t.Parallel()
-	for _, planner := range [][]string{nil, {"--gang-placement-cycle"}} {
-		t.Run(fmt.Sprintf("%v", planner), func(t *testing.T) {
+	for name, planner := range map[string][]string{"loop": nil, "cycle": {"--gang-placement-cycle"}} {
+		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s := newScenario(t)
 			ra, rb := s.gpuGroup("rack-a", 2, 2), s.gpuGroup("rack-b", 4, 2)

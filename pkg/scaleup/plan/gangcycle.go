@@ -86,6 +86,9 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 		return o, true, nil
 	}
 
+	// Every domain's verdict is the first run's, over all the instances
+	// the groups could add; the second run sees only the ones used.
+	tried := triesOf(res)
 	used := usedBy(res, all, names, feasible)
 	err = p.forked(runner, func() error {
 		res, names, err = p.runCycle(ctx, runner, pg, g, candidates, used)
@@ -106,7 +109,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	for _, up := range o.ScaleUps {
 		p.take(up.Group, up.Delta, up.Pods)
 	}
-	o.Tried = triesOf(res)
+	o.Tried = tried
 	logger.V(4).Info("Pod group cycle planned the gang", "gang", g.Key(), "placement", best.Name, "score", best.Score,
 		"placements", len(res.Placements), "scaleUps", len(o.ScaleUps))
 	return o, true, nil
