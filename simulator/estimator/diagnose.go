@@ -61,7 +61,7 @@ func (d *Diagnoser) Diagnose(ctx context.Context, pod *v1.Pod, group string, tmp
 		d.groups[group] = m
 	}
 	if b, ok := m.blames[key]; ok {
-		return withPodClaims(b), nil
+		return d.withPodClaims(pod, b), nil
 	}
 	snap := d.runner.Snapshot()
 	snap.Fork()
@@ -83,7 +83,7 @@ func (d *Diagnoser) Diagnose(ctx context.Context, pod *v1.Pod, group string, tmp
 		return nil, fmt.Errorf("diagnose for group %s: %w", group, err)
 	}
 	m.blames[key] = b
-	return withPodClaims(b), nil
+	return d.withPodClaims(pod, b), nil
 }
 
 // Volumes says what about pod's volumes keeps it off a new node of the
@@ -95,15 +95,23 @@ func (d *Diagnoser) Volumes(pod *v1.Pod, tmpl *cloudprovider.NodeTemplate) strin
 	return d.runner.DescribeVolumes(pod, tmpl.Node)
 }
 
-// withPodClaims copies blames for a caller, without the simulated claim
-// names (they belong to the pod diagnosed first).
-func withPodClaims(b []framework.Blame) []framework.Blame {
+// withPodClaims copies blames for pod, without the simulated claim names
+// (they belong to the pod diagnosed first), and with pod's own PodGroup
+// on a claim of the group (the memo's is the first pod's).
+func (d *Diagnoser) withPodClaims(pod *v1.Pod, b []framework.Blame) []framework.Blame {
 	if b == nil {
 		return nil
 	}
 	out := make([]framework.Blame, len(b))
+	group := ""
+	if g := pod.Spec.SchedulingGroup; g != nil && g.PodGroupName != nil {
+		group = *g.PodGroupName
+	}
 	for i, x := range b {
 		out[i] = framework.Blame{PodClaim: x.PodClaim, Constraint: x.Constraint, Shortage: x.Shortage, AtMost: x.AtMost}
+		if x.PodGroup != "" {
+			out[i].PodGroup = group
+		}
 	}
 	return out
 }
@@ -120,6 +128,11 @@ func (d *Diagnoser) claimShape(pod *v1.Pod) (string, bool) {
 	for i := range pod.Spec.ResourceClaims {
 		pc := &pod.Spec.ResourceClaims[i]
 		b.WriteString(pc.Name)
+		if framework.GroupClaimOwner(snap, pod, pc) != nil {
+			// One claim for the group: diagnosed apart from a claim of
+			// the pod's own with the same spec.
+			b.WriteString("@group")
+		}
 		b.WriteByte('=')
 		var spec any
 		switch {

@@ -36,16 +36,37 @@ type Blame struct {
 	// says how many the node offers under it: "the node offers at most 3
 	// of the 4 gpu+nic sets with one pcieRoot".
 	AtMost string
+	// PodGroup names the PodGroup whose claim it is (one claim for all
+	// its members), "" for the pod's own.
+	PodGroup string
 }
 
 func (b Blame) String() string {
+	claim := b.PodClaim
+	if b.PodGroup != "" {
+		claim += " (the claim of PodGroup " + b.PodGroup + ", shared by its members)"
+	}
 	if b.Shortage != "" {
-		return fmt.Sprintf("%s of claim %s", b.Shortage, b.PodClaim)
+		return fmt.Sprintf("%s of claim %s", b.Shortage, claim)
 	}
 	if b.AtMost != "" {
-		return fmt.Sprintf("%s of claim %s: %s", b.Constraint, b.PodClaim, b.AtMost)
+		return fmt.Sprintf("%s of claim %s: %s", b.Constraint, claim, b.AtMost)
 	}
-	return fmt.Sprintf("%s of claim %s", b.Constraint, b.PodClaim)
+	return fmt.Sprintf("%s of claim %s", b.Constraint, claim)
+}
+
+// ofGroups names, on each blame, the PodGroup whose claim it is.
+func (r *Runner) ofGroups(pod *v1.Pod, blames []Blame) []Blame {
+	for i := range blames {
+		for j := range pod.Spec.ResourceClaims {
+			if pc := &pod.Spec.ResourceClaims[j]; pc.Name == blames[i].PodClaim {
+				if pg := r.GroupClaimOwner(pod, pc); pg != nil {
+					blames[i].PodGroup = pg.Name
+				}
+			}
+		}
+	}
+	return blames
 }
 
 // DiagnoseClaims says which claim constraints keep a pod off a node that
@@ -106,7 +127,7 @@ func (r *Runner) DiagnoseClaims(ctx context.Context, pod *v1.Pod, node string) (
 		claims = append(claims, claimOf{podClaim.Name, claim})
 	}
 	if len(out) > 0 {
-		return out, nil
+		return r.ofGroups(prepared, out), nil
 	}
 	for _, c := range claims {
 		short, err := r.shortages(ctx, prepared, node, c.podClaim, c.claim)
@@ -115,7 +136,7 @@ func (r *Runner) DiagnoseClaims(ctx context.Context, pod *v1.Pod, node string) (
 		}
 		out = append(out, short...)
 	}
-	return out, nil
+	return r.ofGroups(prepared, out), nil
 }
 
 type claimOf struct {

@@ -368,7 +368,8 @@ func TestGangSharesAPodGroupClaim(t *testing.T) {
 		s.c.Create(s.ctx, t, s.pod(fmt.Sprintf("train-%d", i)).CPU("1").PodGroup("train").
 			ClaimFromTemplate("link", "link").ClaimFromTemplate("gpu", "gpu").Obj())
 	}
-	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}})
+	cfg := kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}
+	s.c.StartAutoscaler(t, cfg)
 	framework.Eventually(s.ctx, t, 3*time.Minute, "both members bound", func(ctx context.Context) (bool, string, error) {
 		n, seen, err := s.podsSeen(ctx)
 		return n == 2, seen, err
@@ -391,6 +392,23 @@ func TestGangSharesAPodGroupClaim(t *testing.T) {
 	}
 	if links != 1 {
 		t.Errorf("%d link claims, want the PodGroup's one", links)
+	}
+	// A gang whose PodGroup claim asks two links (there is one): explain
+	// on a member names the PodGroup's claim as what the group lacks.
+	s.c.Create(s.ctx, t, builder.ClaimTemplate(s.ns, "links").Request(builder.Request("link", s.ns+"-fabric").Count(2)).Obj(),
+		builder.PodGroup(s.ns, "greedy").MinCount(2).TopologyKey(rackLabel).ClaimFromTemplate("link", "links").Obj())
+	for i := range 2 {
+		s.c.Create(s.ctx, t, s.pod(fmt.Sprintf("greedy-%d", i)).CPU("1").PodGroup("greedy").
+			ClaimFromTemplate("link", "links").ClaimFromTemplate("gpu", "gpu").Obj())
+	}
+	s.waitUnschedulable(t, "greedy-0")
+	r := s.explainJSON(t, cfg, "greedy-0")
+	named := false
+	for _, v := range r.NodeGroups {
+		named = named || strings.Contains(v.Constraint, "the claim of PodGroup greedy")
+	}
+	if !named {
+		t.Errorf("explain on greedy-0 does not name the PodGroup's claim: %+v", r.NodeGroups)
 	}
 }
 

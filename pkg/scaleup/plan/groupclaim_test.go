@@ -2,6 +2,7 @@ package plan_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +25,15 @@ import (
 // nodes. Planned as if each member had a link claim of its own, the
 // second member would find no link and the gang would get nothing.
 func TestGangPlannedWithAPodGroupClaim(t *testing.T) {
+	for _, links := range []int64{1, 2} {
+		t.Run(fmt.Sprintf("links=%d", links), func(t *testing.T) { gangWithAPodGroupClaim(t, links) })
+	}
+}
+
+// gangWithAPodGroupClaim plans the gang whose PodGroup claim asks links
+// links of the one there is: with two, nothing is planned and the reason
+// names the PodGroup's claim.
+func gangWithAPodGroupClaim(t *testing.T, links int64) {
 	if err := framework.ApplyFeatureGates("GenericWorkload=true,DRAWorkloadResourceClaims=true"); err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +46,7 @@ func TestGangPlannedWithAPodGroupClaim(t *testing.T) {
 	snapshottest.Load(t, e.runner.Snapshot(),
 		builder.DeviceClass("fabric").Driver("fabric.example.com").Obj(), builder.DeviceClass("gpu").Driver("gpu.example.com").Obj(),
 		builder.ResourceSlice("fabric", "", "fabric.example.com", "fabric").Devices(builder.Device("link-0")).Obj(),
-		builder.ClaimTemplate("ns", "link").Request(builder.Request("link", "fabric")).Obj(),
+		builder.ClaimTemplate("ns", "link").Request(builder.Request("link", "fabric").Count(links)).Obj(),
 		builder.ClaimTemplate("ns", "gpu").Request(builder.Request("gpu", "gpu")).Obj(),
 		builder.PodGroup("ns", "train").MinCount(2).ClaimFromTemplate("link", "link").Obj())
 	g := group("gpu1", "8", 4, 0)
@@ -52,6 +62,13 @@ func TestGangPlannedWithAPodGroupClaim(t *testing.T) {
 	out, _, err := p.PlanGangs(e.ctx, e.runner, []*gang.Gang{gg}, nil, []*nodegroups.Info{g}, limits.Usage{}, now)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if links == 2 {
+		why := fmt.Sprint(out[0].Reasons)
+		if len(out[0].ScaleUps) != 0 || !strings.Contains(why, "the claim of PodGroup train") {
+			t.Errorf("plan %v, reasons %s; want nothing planned and the PodGroup's claim named", nodesOf(out[0].ScaleUps), why)
+		}
+		return
 	}
 	if got := nodesOf(out[0].ScaleUps); len(got) != 1 || got[0] != "gpu1: [train-0] [train-1]" {
 		t.Errorf("plan %v (%s %v), want two gpu1 nodes, one member each", got, out[0].Message, out[0].Reasons)
