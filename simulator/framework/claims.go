@@ -10,6 +10,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
@@ -84,32 +85,40 @@ func ClaimNotMadeYet(pod *v1.Pod, podClaim *v1.PodResourceClaim) bool {
 
 // simulateTemplateClaim finds or creates the claim the resourceclaim
 // controller makes for a pod's template claim (pkg/controller/resourceclaim:
-// generateName "<pod>-<podClaim>-", pod as controller, the pod-claim-name
-// annotation, the template's labels, annotations and spec). The random
-// suffix of the real name becomes a hash of pod UID and claim name, so a
-// simulation is repeatable. It returns "" when the template is unknown; the
-// DRA plugin then reports the claim as missing.
+// generateName "<owner>-<podClaim>-", the owner as controller, the
+// pod-claim-name annotation, the template's labels, annotations and spec).
+// The owner is the pod, or its PodGroup for a claim of the group
+// (groupclaims.go). The random suffix of the real name becomes a hash of
+// the owner's UID and claim name, so a simulation is repeatable. It
+// returns "" when the template is unknown; the DRA plugin then reports the
+// claim as missing.
 func (r *Runner) simulateTemplateClaim(pod *v1.Pod, podClaim *v1.PodResourceClaim) (string, error) {
+	owner := metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: ptr.To(true)}
 	if pg := r.GroupClaimOwner(pod, podClaim); pg != nil {
-		return r.groupClaim(pod, pg, podClaim)
+		if name := r.groupClaimMade(pg, podClaim.Name); name != "" {
+			return name, r.defaultClaim(pod.Namespace, name)
+		}
+		owner = metav1.OwnerReference{APIVersion: schedulingv1beta1.SchemeGroupVersion.String(), Kind: "PodGroup",
+			Name: pg.Name, UID: pg.UID, Controller: ptr.To(true)}
 	}
-	// The controller may have created the claim without the pod status
-	// showing it yet; it looks for such an orphan first, and so do we.
-	for _, c := range r.snap.ClaimsOwnedBy(pod.UID) {
+	// The controller may have created the claim without the status
+	// showing it yet (or an earlier member's simulation made the group's):
+	// it looks for such an orphan first, and so do we.
+	for _, c := range r.snap.ClaimsOwnedBy(owner.UID) {
 		if c.Annotations[resourceapi.PodResourceClaimAnnotation] == podClaim.Name {
 			return c.Name, r.defaultClaim(c.Namespace, c.Name)
 		}
 	}
 	tmpl, ok := r.snap.ResourceClaimTemplate(pod.Namespace, *podClaim.ResourceClaimTemplateName)
 	if !ok {
-		r.logger.V(4).Info("Claim template not in snapshot", "pod", klog.KObj(pod), "template", *podClaim.ResourceClaimTemplateName)
+		r.logger.V(4).Info("Claim template not in snapshot", "pod", klog.KObj(pod), "owner", owner.Kind, "template", *podClaim.ResourceClaimTemplateName)
 		return "", nil
 	}
-	claim := r.TemplateClaim(pod, podClaim, tmpl)
+	claim := r.ownedClaim(pod.Namespace, owner, podClaim.Name, tmpl)
 	if err := r.snap.SetResourceClaim(claim); err != nil {
-		return "", fmt.Errorf("simulate claim %s for pod %s/%s: %w", podClaim.Name, pod.Namespace, pod.Name, err)
+		return "", fmt.Errorf("simulate claim %s for %s %s/%s: %w", podClaim.Name, owner.Kind, pod.Namespace, owner.Name, err)
 	}
-	r.logger.V(5).Info("Simulated template claim", "pod", klog.KObj(pod), "claim", klog.KObj(claim))
+	r.logger.V(5).Info("Simulated template claim", "pod", klog.KObj(pod), "owner", owner.Kind, "claim", klog.KObj(claim))
 	return claim.Name, nil
 }
 
@@ -121,25 +130,30 @@ func (r *Runner) simulateTemplateClaim(pod *v1.Pod, podClaim *v1.PodResourceClai
 // read-only). The estimator makes the same claims when it copies
 // placements, so both paths name and shape them alike.
 func (r *Runner) TemplateClaim(pod *v1.Pod, podClaim *v1.PodResourceClaim, tmpl *resourceapi.ResourceClaimTemplate) *resourceapi.ResourceClaim {
+	return r.ownedClaim(pod.Namespace, metav1.OwnerReference{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: ptr.To(true)},
+		podClaim.Name, tmpl)
+}
+
+// ownedClaim is the claim made from tmpl for owner's claim podClaim (see
+// TemplateClaim).
+func (r *Runner) ownedClaim(namespace string, owner metav1.OwnerReference, podClaim string, tmpl *resourceapi.ResourceClaimTemplate) *resourceapi.ResourceClaim {
 	annotations := maps.Clone(tmpl.Spec.ObjectMeta.Annotations)
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[resourceapi.PodResourceClaimAnnotation] = podClaim.Name
+	annotations[resourceapi.PodResourceClaimAnnotation] = podClaim
 	claim := &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{
-			Namespace:    pod.Namespace,
-			GenerateName: generateNameFor(pod.Name, podClaim.Name),
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: ptr.To(true),
-			}},
-			Annotations: annotations,
-			Labels:      maps.Clone(tmpl.Spec.ObjectMeta.Labels),
+			Namespace:       namespace,
+			GenerateName:    generateNameFor(owner.Name, podClaim),
+			OwnerReferences: []metav1.OwnerReference{owner},
+			Annotations:     annotations,
+			Labels:          maps.Clone(tmpl.Spec.ObjectMeta.Labels),
 		},
 		Spec: r.templateSpec(tmpl),
 	}
-	claim.Name = r.freeName(pod.Namespace, claim.GenerateName, string(pod.UID)+"/"+podClaim.Name)
-	claim.UID = simulatedUID(pod.Namespace, claim.Name)
+	claim.Name = r.freeName(namespace, claim.GenerateName, string(owner.UID)+"/"+podClaim)
+	claim.UID = simulatedUID(namespace, claim.Name)
 	return claim
 }
 
