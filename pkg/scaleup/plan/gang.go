@@ -71,10 +71,6 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 	var out []GangOutcome
 	snap := runner.Snapshot()
 	for _, g := range gangs {
-		domains := []string{""}
-		if g.TopologyKey != "" {
-			domains = topologyDomains(runner, g.TopologyKey, candidates, groups)
-		}
 		if p.opts.GangCycle {
 			o, ran, err := p.planGangCycle(ctx, runner, g, candidates, groups, usage, now)
 			if err != nil {
@@ -92,6 +88,10 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 		}
 		// Try every domain without keeping anything, then plan the one
 		// needing fewest new nodes again and keep it.
+		domains := []string{""}
+		if g.TopologyKey != "" {
+			domains = topologyDomains(runner, g.TopologyKey, candidates, groups)
+		}
 		var best, first *GangOutcome
 		var tried []DomainTry
 		for _, d := range domains {
