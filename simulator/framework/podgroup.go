@@ -47,6 +47,11 @@ type PlacementOutcome struct {
 	// nil for members never tried because PlacementFeasible stopped the
 	// trial early.
 	Members []*ScheduleResult
+	// Children are a composite's child groups' cycles inside this
+	// placement, in the tree's order (GroupTree.Children after ordering);
+	// nil for children never tried. Members then gathers their chosen
+	// placements' members, in the order of GroupTree.Pods.
+	Children []*PodGroupResult
 	// Code is the final PlacementFeasible verdict (Success: feasible);
 	// Plugin and Message say who rejected it and why.
 	Code            fwk.Code
@@ -74,42 +79,56 @@ func (o *PlacementOutcome) Placed() int {
 }
 
 // SchedulePodGroup runs the scheduler's pod group cycle for a leaf
-// PodGroup over the named nodes (existing and hypothetical alike): the
-// PlacementGenerate plugins propose placements, the members are tried in
-// each with the per-pod cycle restricted to its nodes (each in a snapshot
-// fork, reverted), PlacementFeasible judges each and PlacementScore picks
-// among the feasible. With keep, the chosen placement's members stay in
-// the snapshot as SchedulePod leaves a pod; otherwise the snapshot is left
-// as it was. pg and its already scheduled members must be in the snapshot
-// (the plugins read them there); members are the unscheduled ones, tried
-// in the given order.
+// PodGroup over the named nodes; see SchedulePodGroupTree.
+func (r *Runner) SchedulePodGroup(ctx context.Context, pg *schedulingv1beta1.PodGroup, members []*v1.Pod, nodes []string, keep bool) (*PodGroupResult, error) {
+	return r.SchedulePodGroupTree(ctx, &GroupTree{PodGroup: pg, Members: members}, nodes, keep)
+}
+
+// SchedulePodGroupTree runs the scheduler's pod group cycle for a leaf
+// PodGroup or a CompositePodGroup tree over the named nodes (existing and
+// hypothetical alike): the PlacementGenerate plugins propose placements,
+// the members are tried in each with the per-pod cycle restricted to its
+// nodes (each in a snapshot fork, reverted) — a composite's children each
+// run the cycle in turn inside the parent's placement, the winner of each
+// kept for its later siblings —, PlacementFeasible judges each and
+// PlacementScore picks among the feasible. With keep, the chosen
+// placement's members stay in the snapshot as SchedulePod leaves a pod;
+// otherwise the snapshot is left as it was. The groups and their already
+// scheduled members must be in the snapshot (the plugins read them
+// there); members are the unscheduled ones, tried in the given order.
 //
 // The loop mirrors kube-scheduler v1.37.2 schedule_one_podgroup.go
 // (podGroupSchedulingAlgorithm, podGroupSchedulingPlacementAlgorithm,
-// podGroupSchedulingDefaultAlgorithm, findBestPlacement), whose driver is
-// unexported; every decision is a plugin's. Departures, on purpose
-// (docs/design/gang-cycle.md): a member takes the first fitting node in
-// the order of nodes (no per-pod Score: the caller's order is its cost
-// preference), score ties go to the first placement by name instead of a
-// random one, and there is no PodGroupPostFilter (no preemption).
-func (r *Runner) SchedulePodGroup(ctx context.Context, pg *schedulingv1beta1.PodGroup, members []*v1.Pod, nodes []string, keep bool) (*PodGroupResult, error) {
-	if pg == nil {
-		return nil, fmt.Errorf("schedule pod group: nil pod group")
+// podGroupSchedulingDefaultAlgorithm, compositePodGroupSchedulingPlacementAlgorithm,
+// compositePodGroupSchedulingDefaultAlgorithm, findBestPlacement), whose
+// driver is unexported; every decision is a plugin's. Departures, on
+// purpose (docs/design/gang-cycle.md): a member takes the first fitting
+// node in the order of nodes (no per-pod Score: the caller's order is its
+// cost preference), score ties go to the first placement by name instead
+// of a random one, and there is no PodGroupPostFilter (no preemption).
+func (r *Runner) SchedulePodGroupTree(ctx context.Context, t *GroupTree, nodes []string, keep bool) (*PodGroupResult, error) {
+	if err := t.validate(); err != nil {
+		return nil, fmt.Errorf("schedule pod group: %w", err)
 	}
-	for _, m := range members {
-		if m == nil || m.Namespace != pg.Namespace || m.Spec.SchedulingGroup == nil ||
-			m.Spec.SchedulingGroup.PodGroupName == nil || *m.Spec.SchedulingGroup.PodGroupName != pg.Name {
-			return nil, fmt.Errorf("schedule pod group %s/%s: a member is not one of its pods", pg.Namespace, pg.Name)
-		}
+	t = t.ordered()
+	res, err := r.scheduleTree(ctx, t, nil, nodes, keep)
+	if err != nil {
+		return nil, fmt.Errorf("schedule %s: %w", t, err)
 	}
-	// framework.PodGroupInfo is what the scheduler's queue builds for a
-	// leaf group (QueuedPodGroupInfo.PodGroupInfo).
-	pgi := &schedframework.PodGroupInfo{Namespace: pg.Namespace, Name: pg.Name, Type: fwk.PodGroupKeyType,
-		UnscheduledPods: members, PodGroup: pg}
+	return res, nil
+}
+
+// scheduleTree is one group's cycle: parent is the placement cycle state
+// of the composite it runs inside, nil for the root.
+func (r *Runner) scheduleTree(ctx context.Context, t *GroupTree, parent *schedframework.CycleState, nodes []string, keep bool) (*PodGroupResult, error) {
+	pgi := t.info()
 	groupState := schedframework.NewCycleState()
+	if parent != nil {
+		groupState.SetPlacementCycleState(parent)
+	}
 	placements, st, err := r.generatePlacements(ctx, groupState, pgi, nodes)
 	if err != nil {
-		return nil, fmt.Errorf("schedule pod group %s/%s: %w", pg.Namespace, pg.Name, err)
+		return nil, err
 	}
 	res := &PodGroupResult{Chosen: -1}
 	if !st.IsSuccess() {
@@ -118,27 +137,39 @@ func (r *Runner) SchedulePodGroup(ctx context.Context, pg *schedulingv1beta1.Pod
 	}
 	placementStates := make([]*schedframework.CycleState, len(placements))
 	for i, p := range placements {
-		out, state, err := r.tryPlacement(ctx, groupState, pgi, p)
+		out, state, err := r.tryPlacement(ctx, groupState, t, pgi, p, parent == nil, false)
 		if err != nil {
-			return nil, fmt.Errorf("schedule pod group %s/%s in placement %q: %w", pg.Namespace, pg.Name, p.Name, err)
+			return nil, fmt.Errorf("in placement %q: %w", p.Name, err)
 		}
 		res.Placements = append(res.Placements, out)
 		placementStates[i] = state
 	}
 	if err := r.choosePlacement(ctx, groupState, pgi, placements, placementStates, res); err != nil {
-		return nil, fmt.Errorf("schedule pod group %s/%s: %w", pg.Namespace, pg.Name, err)
+		return nil, err
 	}
 	logger := klog.FromContext(ctx)
 	best := res.Best()
 	if best == nil {
-		logger.V(4).Info("Pod group fits no placement", "podGroup", klog.KObj(pg), "placements", len(placements), "why", res.Message)
+		logger.V(4).Info("Pod group fits no placement", "podGroup", t.String(), "placements", len(placements), "why", res.Message)
 		return res, nil
 	}
-	logger.V(4).Info("Pod group placement chosen", "podGroup", klog.KObj(pg), "placement", best.Name, "placed", best.Placed(), "placements", len(placements))
-	if keep {
-		if err := r.keepPlacement(ctx, groupState, members, best); err != nil {
-			return nil, fmt.Errorf("schedule pod group %s/%s: keep placement %q: %w", pg.Namespace, pg.Name, best.Name, err)
+	logger.V(4).Info("Pod group placement chosen", "podGroup", t.String(), "placement", best.Name, "placed", best.Placed(), "placements", len(placements))
+	if !keep {
+		return res, nil
+	}
+	if t.Composite == nil {
+		err = r.keepPlacement(ctx, groupState, t.Members, best)
+	} else {
+		// assumeSubtreeWithRevert: the chosen subtree again, kept.
+		var again PlacementOutcome
+		again, _, err = r.tryPlacement(ctx, groupState, t, pgi, placements[res.Chosen], parent == nil, true)
+		if err == nil && !again.Feasible() {
+			err = fmt.Errorf("no longer feasible: %s", again.Message)
 		}
+		best.Members, best.Children = again.Members, again.Children
+	}
+	if err != nil {
+		return nil, fmt.Errorf("keep placement %q: %w", best.Name, err)
 	}
 	return res, nil
 }
@@ -172,44 +203,30 @@ func (r *Runner) generatePlacements(ctx context.Context, groupState *schedframew
 	return placements, nil, nil
 }
 
-// tryPlacement tries the members in one placement, in a fork it reverts,
-// as podGroupSchedulingDefaultAlgorithm does between AssumePlacement and
+// tryPlacement tries the group in one placement, in a fork it reverts
+// (commits with keep, a composite's chosen subtree), as
+// podGroupSchedulingDefaultAlgorithm does between AssumePlacement and
 // placementRevertFns.revert. It returns the outcome and the placement
-// cycle state the scoring plugins get.
-func (r *Runner) tryPlacement(ctx context.Context, groupState *schedframework.CycleState, pgi *schedframework.PodGroupInfo,
-	p *fwk.Placement) (out PlacementOutcome, placementState *schedframework.CycleState, err error) {
-	out = PlacementOutcome{Name: p.Name, Nodes: make([]string, len(p.Nodes)), Members: make([]*ScheduleResult, len(pgi.UnscheduledPods))}
+// cycle state the scoring plugins get. root says the group is the cycle's
+// root: only there must a member have been placed (runRootSchedulingAlgorithm).
+func (r *Runner) tryPlacement(ctx context.Context, groupState *schedframework.CycleState, t *GroupTree, pgi *schedframework.PodGroupInfo,
+	p *fwk.Placement, root, keep bool) (out PlacementOutcome, placementState *schedframework.CycleState, err error) {
+	out = PlacementOutcome{Name: p.Name, Nodes: make([]string, len(p.Nodes))}
 	for i, ni := range p.Nodes {
 		out.Nodes[i] = ni.Node().Name
 	}
 	placementState = schedframework.NewCycleState()
 	placementState.SetPodGroupSchedulingCycle(groupState)
 	r.snap.Fork()
-	defer func() {
-		if rerr := r.snap.Revert(); rerr != nil && err == nil {
-			err = fmt.Errorf("revert snapshot after placement: %w", rerr)
-		}
-	}()
-	groupNow, err := r.snap.PodGroupStates().Get(pgi.Namespace, pgi.Name)
-	if err != nil {
-		return out, nil, fmt.Errorf("pod group state: %w", err)
+	defer func() { r.closeFork(keep && err == nil && out.Feasible(), &err) }()
+	var st *fwk.Status
+	if t.Composite != nil {
+		st, err = r.tryChildren(ctx, placementState, t, pgi, &out)
+	} else {
+		st, err = r.tryMembers(ctx, placementState, pgi, &out)
 	}
-	progress := schedframework.PlacementProgress{Remaining: len(pgi.UnscheduledPods), Scheduled: groupNow.ScheduledPodsCount()}
-	st := r.fw.RunPlacementFeasiblePlugins(ctx, placementState, pgi, progress)
-	for i, pod := range pgi.UnscheduledPods {
-		if st.IsError() || st.Code() == fwk.Unschedulable {
-			break
-		}
-		res, err := r.schedulePodIn(ctx, memberState(placementState), pod, nil, out.Nodes)
-		if err != nil {
-			return out, nil, err
-		}
-		out.Members[i] = res
-		progress.Remaining--
-		if res.Node != "" {
-			progress.Scheduled++
-		}
-		st = r.fw.RunPlacementFeasiblePlugins(ctx, placementState, pgi, progress)
+	if err != nil {
+		return out, nil, err
 	}
 	if st.IsError() {
 		return out, nil, fmt.Errorf("PlacementFeasible: %w", st.AsError())
@@ -222,12 +239,38 @@ func (r *Runner) tryPlacement(ctx context.Context, groupState *schedframework.Cy
 	if out.Code == fwk.Wait {
 		out.Code = fwk.Unschedulable
 	}
-	// The scheduler requires at least one member placed for success
-	// (runRootSchedulingAlgorithm, anyScheduled).
-	if out.Code == fwk.Success && out.Placed() == 0 {
+	if root && out.Code == fwk.Success && out.Placed() == 0 {
 		out.Code, out.Message = fwk.Unschedulable, "no member of the pod group was placed"
 	}
 	return out, placementState, nil
+}
+
+// tryMembers places a leaf's members one by one, PlacementFeasible after
+// each (podGroupSchedulingDefaultAlgorithm).
+func (r *Runner) tryMembers(ctx context.Context, placementState *schedframework.CycleState, pgi *schedframework.PodGroupInfo, out *PlacementOutcome) (*fwk.Status, error) {
+	out.Members = make([]*ScheduleResult, len(pgi.UnscheduledPods))
+	groupNow, err := r.snap.PodGroupStates().Get(pgi.Namespace, pgi.Name)
+	if err != nil {
+		return nil, fmt.Errorf("pod group state: %w", err)
+	}
+	progress := schedframework.PlacementProgress{Remaining: len(pgi.UnscheduledPods), Scheduled: groupNow.ScheduledPodsCount()}
+	st := r.fw.RunPlacementFeasiblePlugins(ctx, placementState, pgi, progress)
+	for i, pod := range pgi.UnscheduledPods {
+		if st.IsError() || st.Code() == fwk.Unschedulable {
+			break
+		}
+		res, err := r.schedulePodIn(ctx, memberState(placementState), pod, nil, out.Nodes)
+		if err != nil {
+			return nil, err
+		}
+		out.Members[i] = res
+		progress.Remaining--
+		if res.Node != "" {
+			progress.Scheduled++
+		}
+		st = r.fw.RunPlacementFeasiblePlugins(ctx, placementState, pgi, progress)
+	}
+	return st, nil
 }
 
 // memberState is the per-pod cycle state of a member

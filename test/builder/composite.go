@@ -38,6 +38,17 @@ func (b *CompositePodGroupBuilder) DisruptAll() *CompositePodGroupBuilder {
 	return b
 }
 
+// TopologyKey asks that all its child groups land in one domain of the
+// node label key (the scheduler reads one constraint per level).
+func (b *CompositePodGroupBuilder) TopologyKey(key string) *CompositePodGroupBuilder {
+	if b.c.Spec.SchedulingConstraints == nil {
+		b.c.Spec.SchedulingConstraints = &schedulingv1alpha3.CompositePodGroupSchedulingConstraints{}
+	}
+	b.c.Spec.SchedulingConstraints.Topology = append(b.c.Spec.SchedulingConstraints.Topology,
+		schedulingv1alpha3.TopologyConstraint{Key: key})
+	return b
+}
+
 // Parent places it under another CompositePodGroup.
 func (b *CompositePodGroupBuilder) Parent(name string) *CompositePodGroupBuilder {
 	b.c.Spec.ParentCompositePodGroupName = ptr.To(name)

@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingapi "k8s.io/api/scheduling/v1beta1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
@@ -40,6 +41,8 @@ func Load(tb testing.TB, s snapshot.ClusterSnapshot, objs ...any) {
 			err = s.SetResourceClaimTemplate(o)
 		case *schedulingapi.PodGroup:
 			err = s.SetPodGroup(o)
+		case *schedulingv1alpha3.CompositePodGroup:
+			err = s.SetCompositePodGroup(o)
 		default:
 			err = fmt.Errorf("unsupported object %T", o)
 		}
