@@ -151,6 +151,7 @@ func Default() *Options {
 		MaxNodesPerScaleUp:              1000,
 		MaxNodeGroupBinpackingDuration:  10 * time.Second,
 		ScaleUpFromZero:                 true,
+		GangPlacementCycle:              true,
 		ExpendablePodsPriorityCutoff:    -10,
 		InitialNodeGroupBackoffDuration: 5 * time.Minute,
 		MaxNodeGroupBackoffDuration:     30 * time.Minute,

@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -28,6 +29,11 @@ type Gang struct {
 	// nodes must share (a rack, an NVLink domain).
 	TopologyKey string
 	Priority    int32
+	// Composite: Name is a root CompositePodGroup (scheduling.k8s.io/
+	// v1alpha3) and the gang is its whole tree: Pending are the pending
+	// members of every PodGroup under it, MinCount and Bound their sums,
+	// TopologyKey the root's. The scheduler places the tree in one cycle.
+	Composite bool
 }
 
 // Key is namespace/name.
@@ -47,10 +53,17 @@ type Waiting struct {
 // gangs that must be waited for: a PodGroup that does not exist (yet), or
 // a gang with fewer members created than minCount — the scheduler does not
 // try it either. all are every pod of the cluster, to count bound members.
-func Split(pending, all []*corev1.Pod, groups []*schedulingv1beta1.PodGroup) ([]*Gang, []*corev1.Pod, []Waiting) {
+// composites are the CompositePodGroups when the CompositePodGroup gate is
+// on (nil otherwise: parents are then ignored, as the scheduler ignores
+// them): the pods of every PodGroup under one root form one gang.
+func Split(pending, all []*corev1.Pod, groups []*schedulingv1beta1.PodGroup, composites []*schedulingv1alpha3.CompositePodGroup) ([]*Gang, []*corev1.Pod, []Waiting) {
 	byKey := map[string]*schedulingv1beta1.PodGroup{}
 	for _, g := range groups {
 		byKey[g.Namespace+"/"+g.Name] = g
+	}
+	var trees *forest
+	if composites != nil {
+		trees = newForest(composites)
 	}
 	members := map[string]int{}
 	bound := map[string]int{}
@@ -85,6 +98,10 @@ func Split(pending, all []*corev1.Pod, groups []*schedulingv1beta1.PodGroup) ([]
 			wait(waiting, p, key, fmt.Sprintf("PodGroup %s does not exist", key))
 			continue
 		}
+		if trees != nil && pg.Spec.ParentCompositePodGroupName != nil {
+			trees.add(p, pg)
+			continue
+		}
 		gp := pg.Spec.SchedulingPolicy.Gang
 		if gp == nil {
 			loose = append(loose, p) // a basic group schedules pod by pod
@@ -112,6 +129,13 @@ func Split(pending, all []*corev1.Pod, groups []*schedulingv1beta1.PodGroup) ([]
 	out := make([]*Gang, 0, len(gangs))
 	for _, g := range gangs {
 		out = append(out, g)
+	}
+	if trees != nil {
+		tg, tw := trees.gangs(members, bound)
+		out = append(out, tg...)
+		for _, w := range tw {
+			waiting[w.Namespace+"/"+w.Name] = &w
+		}
 	}
 	// Higher priority first, then by name: deterministic plans.
 	sort.Slice(out, func(i, j int) bool {

@@ -171,3 +171,77 @@ func (r *Runner) tryChildren(ctx context.Context, placementState *schedframework
 	}
 	return st, nil
 }
+
+// GroupTree builds the tree the cycle places for a gang from the snapshot:
+// the PodGroup namespace/name, or with composite the CompositePodGroup and
+// every group under it, each leaf's members the pending pods naming it, in
+// their order.
+func (r *Runner) GroupTree(namespace, name string, composite bool, pending []*v1.Pod) (*GroupTree, error) {
+	byGroup := map[string][]*v1.Pod{}
+	for _, p := range pending {
+		if sg := p.Spec.SchedulingGroup; sg != nil && sg.PodGroupName != nil {
+			byGroup[*sg.PodGroupName] = append(byGroup[*sg.PodGroupName], p)
+		}
+	}
+	key := fwk.PodGroupKey(namespace, name)
+	if composite {
+		key = fwk.CompositePodGroupKey(namespace, name)
+	}
+	return r.groupTree(key, byGroup, map[fwk.EntityKey]bool{})
+}
+
+func (r *Runner) groupTree(key fwk.EntityKey, byGroup map[string][]*v1.Pod, seen map[fwk.EntityKey]bool) (*GroupTree, error) {
+	if seen[key] {
+		return nil, fmt.Errorf("%s: the group hierarchy loops", key)
+	}
+	seen[key] = true
+	if key.Type == fwk.PodGroupKeyType {
+		pg, err := r.snap.PodGroups().Get(key.Namespace, key.Name)
+		if err != nil {
+			return nil, err
+		}
+		return &GroupTree{PodGroup: pg, Members: byGroup[key.Name]}, nil
+	}
+	cpg, err := r.snap.CompositePodGroups().Get(key.Namespace, key.Name)
+	if err != nil {
+		return nil, err
+	}
+	state, err := r.snap.CompositePodGroupStates().Get(key.Namespace, key.Name)
+	if err != nil {
+		return nil, err
+	}
+	t := &GroupTree{Composite: cpg}
+	for _, child := range state.GetChildren() {
+		c, err := r.groupTree(child, byGroup, seen)
+		if err != nil {
+			return nil, err
+		}
+		t.Children = append(t.Children, c)
+	}
+	return t.ordered(), nil
+}
+
+// TopologyKeys are the topology keys of every level of the tree, root
+// first (one per group: the scheduler reads the first constraint).
+func (t *GroupTree) TopologyKeys() []string {
+	var out []string
+	var key string
+	if t.Composite != nil {
+		if c := t.Composite.Spec.SchedulingConstraints; c != nil && len(c.Topology) > 0 {
+			key = c.Topology[0].Key
+		}
+	} else if c := t.PodGroup.Spec.SchedulingConstraints; c != nil && len(c.Topology) > 0 {
+		key = c.Topology[0].Key
+	}
+	if key != "" {
+		out = append(out, key)
+	}
+	for _, c := range t.Children {
+		for _, k := range c.TopologyKeys() {
+			if !slices.Contains(out, k) {
+				out = append(out, k)
+			}
+		}
+	}
+	return out
+}

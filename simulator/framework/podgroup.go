@@ -17,6 +17,9 @@ import (
 // PodGroupResult is the outcome of SchedulePodGroup: every placement the
 // PlacementGenerate plugins proposed, and the one the cycle chose.
 type PodGroupResult struct {
+	// Group names the group the cycle ran for ("PodGroup ns/name",
+	// "CompositePodGroup ns/name").
+	Group string
 	// Placements are the candidates in name order (the scheduler's order
 	// is a map's; ours is reproducible).
 	Placements []PlacementOutcome
@@ -130,7 +133,7 @@ func (r *Runner) scheduleTree(ctx context.Context, t *GroupTree, parent *schedfr
 	if err != nil {
 		return nil, err
 	}
-	res := &PodGroupResult{Chosen: -1}
+	res := &PodGroupResult{Group: t.String(), Chosen: -1}
 	if !st.IsSuccess() {
 		res.Message = st.Message()
 		return res, nil

@@ -49,6 +49,13 @@ func (b *CompositePodGroupBuilder) TopologyKey(key string) *CompositePodGroupBui
 	return b
 }
 
+// Workload records which Workload template it was made from (the API
+// requires one).
+func (b *CompositePodGroupBuilder) Workload(workloadName, templateName string) *CompositePodGroupBuilder {
+	b.c.Spec.WorkloadRef = &schedulingv1alpha3.WorkloadReference{WorkloadName: workloadName, TemplateName: templateName}
+	return b
+}
+
 // Parent places it under another CompositePodGroup.
 func (b *CompositePodGroupBuilder) Parent(name string) *CompositePodGroupBuilder {
 	b.c.Spec.ParentCompositePodGroupName = ptr.To(name)

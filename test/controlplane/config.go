@@ -16,11 +16,11 @@ import (
 
 // DefaultFeatureGates is the GPU-cluster profile: the DRA gates of 1.37 that
 // are not on by default, plus the Workload API with gang and topology-aware
-// scheduling. Gates that are locked to their default in 1.37 are left out
-// because naming them only produces a warning.
+// scheduling, CompositePodGroups included. Gates that are locked to their
+// default in 1.37 are left out because naming them only produces a warning.
 const DefaultFeatureGates = "DRAConsumableCapacity=true,DRADeviceBindingConditions=true," +
 	"DRADeviceTaints=true,DRADeviceTaintRules=true,DRAPartitionableDevices=true," +
-	"DRAWorkloadResourceClaims=true,GenericWorkload=true,TopologyAwareWorkloadScheduling=true"
+	"DRAWorkloadResourceClaims=true,GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true"
 
 // DefaultRuntimeConfig serves the Workload/PodGroup API in both versions a
 // cluster of 1.37 may offer.

@@ -32,8 +32,9 @@ func (s *scenario) gang(t *testing.T, name string, size int, topologyKey string)
 }
 
 // gangPlanners runs a gang test twice, in parallel: with the planner's
-// own topology domain loop and with --gang-placement-cycle (the
-// scheduler's pod group cycle plans each gang), planner being the flags.
+// own topology domain loop (--gang-placement-cycle=false) and with the
+// default (the scheduler's pod group cycle plans each gang), planner
+// being the flags.
 // The cycle needs the cluster's gates (GenericWorkload for GangScheduling,
 // TopologyAwareWorkloadScheduling for the placement plugins) in the
 // autoscaler's simulated scheduler too; the harness gives every
@@ -45,11 +46,11 @@ func gangPlanners(t *testing.T, test func(t *testing.T, planner ...string) *fram
 	for _, v := range []struct {
 		name    string
 		planner []string
-	}{{"loop", nil}, {"cycle", []string{"--gang-placement-cycle"}}} {
+	}{{"loop", []string{"--gang-placement-cycle=false"}}, {"cycle", nil}} {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			a := test(t, v.planner...)
-			if v.planner != nil && !plannedByCycle(a.Log()) {
+			if v.name == "cycle" && !plannedByCycle(a.Log()) {
 				t.Error("no gang was planned with the pod group cycle")
 			}
 		})
@@ -419,7 +420,7 @@ func TestGangSharesAPodGroupClaim(t *testing.T) {
 // pod group cycle.
 func TestExplainGangDomains(t *testing.T) {
 	t.Parallel()
-	for name, planner := range map[string][]string{"loop": nil, "cycle": {"--gang-placement-cycle"}} {
+	for name, planner := range map[string][]string{"loop": {"--gang-placement-cycle=false"}, "cycle": nil} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s := newScenario(t)

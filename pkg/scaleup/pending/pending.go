@@ -9,6 +9,9 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/kubernetes/pkg/features"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
@@ -74,7 +77,16 @@ func (s *Stage) Run(_ context.Context, st *pass.State) error {
 			added = append(added, x)
 		}
 	}
-	gangs, loose, waiting := gang.Split(pods, cluster.Pods, cluster.PodGroups)
+	// The scheduler honours CompositePodGroups only with their gate; the
+	// autoscaler's --feature-gates says what the cluster's scheduler has.
+	var composites []*schedulingv1alpha3.CompositePodGroup
+	if utilfeature.DefaultFeatureGate.Enabled(features.CompositePodGroup) {
+		composites = cluster.CompositePodGroups
+		if composites == nil {
+			composites = []*schedulingv1alpha3.CompositePodGroup{}
+		}
+	}
+	gangs, loose, waiting := gang.Split(pods, cluster.Pods, cluster.PodGroups, composites)
 	pass.Put(st, Gangs, gangs)
 	pass.Put(st, Loose, loose)
 	pass.Put(st, Waiting, waiting)

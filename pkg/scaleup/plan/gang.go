@@ -71,7 +71,9 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 	var out []GangOutcome
 	snap := runner.Snapshot()
 	for _, g := range gangs {
-		if p.opts.GangCycle {
+		// A CompositePodGroup tree has no plan but the cycle's: the loop
+		// below knows one level only.
+		if p.opts.GangCycle || g.Composite {
 			o, ran, err := p.planGangCycle(ctx, runner, g, candidates, groups, usage, now)
 			if err != nil {
 				return nil, usage, fmt.Errorf("gang %s: pod group cycle: %w", g.Key(), err)

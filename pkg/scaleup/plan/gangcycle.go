@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
@@ -45,17 +44,21 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	groups []*nodegroups.Info, usage limits.Usage, now time.Time) (GangOutcome, bool, error) {
 	logger := klog.FromContext(ctx)
 	o := GangOutcome{Gang: g}
-	pg, err := runner.Snapshot().PodGroups().Get(g.Namespace, g.Name)
+	tree, err := runner.GroupTree(g.Namespace, g.Name, g.Composite, g.Pending)
 	if err != nil {
+		if g.Composite {
+			return o, true, fmt.Errorf("CompositePodGroup tree: %w", err)
+		}
 		logger.V(4).Info("Pod group cycle cannot run, planning the gang without it", "gang", g.Key(), "err", err)
 		return o, false, nil
 	}
-	res, err := runner.SchedulePodGroup(ctx, pg, g.Pending, candidates, true)
+	members := tree.Pods()
+	res, err := runner.SchedulePodGroupTree(ctx, tree, candidates, true)
 	if err != nil {
 		return o, true, err
 	}
 	if best := res.Best(); best != nil {
-		o.FitsExisting, o.Domain, o.Existing, o.Tried = true, best.Name, placedOn(best, g.Pending, candidates), triesOf(res)
+		o.FitsExisting, o.Domain, o.Existing, o.Tried = true, best.Name, placedOn(best, members, candidates), triesOf(res)
 		return o, true, nil
 	}
 
@@ -67,8 +70,8 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 		if err != nil {
 			return err
 		}
-		all = p.instanceSets(g, rankOptions(p.chain, options, g.Need()), groups)
-		res, names, err = p.runCycle(ctx, runner, pg, g, candidates, all)
+		all = p.instanceSets(tree.TopologyKeys(), rankOptions(p.chain, options, g.Need()), groups)
+		res, names, err = p.runCycle(ctx, runner, tree, candidates, all)
 		return err
 	})
 	if err != nil {
@@ -91,7 +94,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	tried := triesOf(res)
 	used := usedBy(res, all, names, feasible)
 	err = p.forked(runner, func() error {
-		res, names, err = p.runCycle(ctx, runner, pg, g, candidates, used)
+		res, names, err = p.runCycle(ctx, runner, tree, candidates, used)
 		return err
 	})
 	if err != nil {
@@ -102,7 +105,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 		return o, true, fmt.Errorf("gang %s: no placement once unused instances are dropped: %s", g.Key(), res.Message)
 	}
 	chosen := usedBy(res, used, names, func(pl *framework.PlacementOutcome) bool { return pl == best })
-	o, err = p.keepGangCycle(ctx, runner, pg, g, inPlacement(candidates, best), chosen)
+	o, err = p.keepGangCycle(ctx, runner, tree, g, inPlacement(candidates, best), chosen)
 	if err != nil {
 		return o, true, err
 	}
@@ -119,7 +122,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 // last cycle, over the chosen placement's nodes only, puts them (the
 // run it was chosen in, first fit over the same nodes in the same order),
 // all or nothing.
-func (p *Planner) keepGangCycle(ctx context.Context, runner *framework.Runner, pg *schedulingv1beta1.PodGroup, g *gang.Gang,
+func (p *Planner) keepGangCycle(ctx context.Context, runner *framework.Runner, tree *framework.GroupTree, g *gang.Gang,
 	candidates []string, chosen []instanceSet) (o GangOutcome, err error) {
 	o = GangOutcome{Gang: g}
 	snap := runner.Snapshot()
@@ -138,7 +141,7 @@ func (p *Planner) keepGangCycle(ctx context.Context, runner *framework.Runner, p
 	if err != nil {
 		return o, err
 	}
-	res, err := runner.SchedulePodGroup(ctx, pg, g.Pending, append(slices.Clone(candidates), names...), true)
+	res, err := runner.SchedulePodGroupTree(ctx, tree, append(slices.Clone(candidates), names...), true)
 	if err != nil {
 		return o, err
 	}
@@ -146,11 +149,12 @@ func (p *Planner) keepGangCycle(ctx context.Context, runner *framework.Runner, p
 	if best == nil {
 		return o, fmt.Errorf("gang %s: the chosen placement no longer hosts the gang: %s", g.Key(), res.Message)
 	}
-	o.Domain, o.Existing = best.Name, placedOn(best, g.Pending, candidates)
+	members := tree.Pods()
+	o.Domain, o.Existing = best.Name, placedOn(best, members, candidates)
 	on := map[string][]*corev1.Pod{}
 	for i, m := range best.Members {
 		if m != nil && m.Node != "" {
-			on[m.Node] = append(on[m.Node], g.Pending[i])
+			on[m.Node] = append(on[m.Node], members[i])
 		}
 	}
 	i := 0
@@ -182,28 +186,33 @@ type instanceSet struct {
 }
 
 // instanceSets are the instances the options call for, in their rank
-// order. A gang with a topology key gets none of groups without a value
-// for it: they would join no placement. A group whose provider picks the
-// value per request gets one of its own, newDomain, that no node has: its
-// instances are one new domain, as one atomic request of it is. Groups
-// sharing a reservation share its room: each takes what it may, in rank
-// order (the caller's fork undoes the bookings).
-func (p *Planner) instanceSets(g *gang.Gang, ranked []expander.Option, groups []*nodegroups.Info) []instanceSet {
+// order. A gang with topology keys (one per level of its tree) gets none
+// of groups without a value for each: they would join no placement. A
+// group whose provider picks a value per request gets one of its own,
+// newDomain, that no node has: its instances are one new domain at that
+// level, as one atomic request of it is. Groups sharing a reservation
+// share its room: each takes what it may, in rank order (the caller's
+// fork undoes the bookings).
+func (p *Planner) instanceSets(keys []string, ranked []expander.Option, groups []*nodegroups.Info) []instanceSet {
 	var out []instanceSet
+next:
 	for _, opt := range ranked {
 		grp := groupByID(groups, opt.NodeGroup)
 		if grp == nil || grp.Template == nil {
 			continue
 		}
 		tmpl := grp.Template
-		if g.TopologyKey != "" {
-			if _, ok := tmpl.Node.Labels[g.TopologyKey]; !ok {
-				if !tmpl.TopologyPerRequest(g.TopologyKey) {
-					continue
-				}
-				tmpl = tmpl.DeepCopy()
-				tmpl.Node.Labels[g.TopologyKey] = newDomain(grp.Id)
+		for _, key := range keys {
+			if _, ok := tmpl.Node.Labels[key]; ok {
+				continue
 			}
+			if !tmpl.TopologyPerRequest(key) {
+				continue next
+			}
+			if tmpl == grp.Template {
+				tmpl = tmpl.DeepCopy()
+			}
+			tmpl.Node.Labels[key] = newDomain(grp.Id)
 		}
 		n := p.reservedRoom(grp, opt.Pods, opt.NodeCount)
 		if n <= 0 {
@@ -240,13 +249,13 @@ func rankOptions(chain expander.Chain, options []expander.Option, need int) []ex
 // runCycle adds sets' instances and runs the cycle over candidates and
 // them, members trying existing nodes first, then the instances in order;
 // it returns the instances' names, in that order.
-func (p *Planner) runCycle(ctx context.Context, runner *framework.Runner, pg *schedulingv1beta1.PodGroup, g *gang.Gang,
+func (p *Planner) runCycle(ctx context.Context, runner *framework.Runner, tree *framework.GroupTree,
 	candidates []string, sets []instanceSet) (*framework.PodGroupResult, []string, error) {
 	names, err := addInstances(ctx, runner, sets)
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := runner.SchedulePodGroup(ctx, pg, g.Pending, append(slices.Clone(candidates), names...), false)
+	res, err := runner.SchedulePodGroupTree(ctx, tree, append(slices.Clone(candidates), names...), false)
 	return res, names, err
 }
 
@@ -360,18 +369,33 @@ func (p *Planner) forked(runner *framework.Runner, fn func() error) error {
 
 // triesOf is what the cycle's run found of each placement: the verdict of
 // the plugin that rejected it, or its score.
+// A CompositePodGroup's placements are followed by its children's, each
+// named by the path of domains to it ("b1 › r3") and its message by the
+// child group.
 func triesOf(res *framework.PodGroupResult) []DomainTry {
+	return triesUnder(res, "", "")
+}
+
+func triesUnder(res *framework.PodGroupResult, path, group string) []DomainTry {
 	out := make([]DomainTry, 0, len(res.Placements))
 	for i := range res.Placements {
 		pl := &res.Placements[i]
-		t := DomainTry{Domain: pl.Name, Feasible: pl.Feasible()}
+		t := DomainTry{Domain: path + pl.Name, Feasible: pl.Feasible()}
 		switch {
 		case !t.Feasible:
 			t.Message = strings.TrimPrefix(pl.Plugin+": "+pl.Message, ": ")
 		case pl.Scored:
 			t.Message = fmt.Sprintf("score %d", pl.Score)
 		}
+		if group != "" {
+			t.Message = strings.TrimSuffix(group+": "+t.Message, ": ")
+		}
 		out = append(out, t)
+		for _, c := range pl.Children {
+			if c != nil {
+				out = append(out, triesUnder(c, t.Domain+" › ", c.Group)...)
+			}
+		}
 	}
 	return out
 }

@@ -47,8 +47,10 @@ type Options struct {
 	// the scheduler's own pod group cycle (framework.Runner.SchedulePodGroup)
 	// over existing nodes and template instances: its plugins choose the
 	// domain, the members on existing nodes and those on each new node
-	// (--gang-placement-cycle). Off by default until it replaces the
-	// planner's own domain loop (docs/design/gang-cycle.md).
+	// (--gang-placement-cycle, on by default). Off, the planner's own
+	// domain loop plans single PodGroups; it also plans the gangs the
+	// cycle cannot (no PodGroup in the snapshot: ProvisioningRequests,
+	// GenericWorkload off) (docs/design/gang-cycle.md).
 	GangCycle bool
 }
 

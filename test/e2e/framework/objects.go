@@ -10,6 +10,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -122,6 +123,9 @@ func (c *Cluster) create(ctx context.Context, t testing.TB, obj runtime.Object) 
 		return err
 	case *schedulingv1beta1.PodGroup:
 		_, err := c.Client.SchedulingV1beta1().PodGroups(o.Namespace).Create(ctx, o, opts)
+		return err
+	case *schedulingv1alpha3.CompositePodGroup:
+		_, err := c.Client.SchedulingV1alpha3().CompositePodGroups(o.Namespace).Create(ctx, o, opts)
 		return err
 	case *schedulingv1beta1.Workload:
 		_, err := c.Client.SchedulingV1beta1().Workloads(o.Namespace).Create(ctx, o, opts)

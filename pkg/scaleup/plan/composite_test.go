@@ -1,0 +1,131 @@
+package plan_test
+
+import (
+	"fmt"
+	"sort"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+)
+
+const block = "example.com/block"
+
+func blockRackNode(name, cpu, b, r string) *corev1.Node {
+	return builder.Node(name).CPU(cpu).Memory("64Gi").Label(block, b).Label(rack, r).Obj()
+}
+
+func blockRackGroup(id, cpu, b, r string, max int) *nodegroups.Info {
+	g := group(id, cpu, max, 0)
+	g.Template.Node.Labels[block] = b
+	g.Template.Node.Labels[rack] = r
+	return g
+}
+
+// A CompositePodGroup "job" (topology block, both children required) of
+// two PodGroups (topology rack, 2 members of 2 CPUs each): block b1 has a
+// free node in r1 and one member's room in r2, whose group adds the rest;
+// block b2's r3 is full and its group may add one node, but b2 has no
+// second rack. The scheduler's cycle, level by level, puts worker-a on
+// r1, worker-b on r2 (one existing, one new node): only b1 grows.
+func TestGangCyclePlansEveryLevel(t *testing.T) {
+	t.Cleanup(func() {
+		if err := framework.ApplyFeatureGates("CompositePodGroup=false,TopologyAwareWorkloadScheduling=false,GenericWorkload=false"); err != nil {
+			t.Error(err)
+		}
+	})
+	e := newEnv(t)
+	_, e.ctx = ktesting.NewTestContext(t)
+	runner, err := framework.New(e.ctx, framework.Options{FeatureGates: "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.runner = runner
+	snap := runner.Snapshot()
+	nodes := []*corev1.Node{blockRackNode("b1-r1", "4", "b1", "r1"), blockRackNode("b1-r2", "4", "b1", "r2"), blockRackNode("b2-r3", "4", "b2", "r3")}
+	used := map[string]string{"b1-r2": "2", "b2-r3": "4"}
+	var candidates []string
+	for _, n := range nodes {
+		if err := snap.AddNode(n); err != nil {
+			t.Fatal(err)
+		}
+		candidates = append(candidates, n.Name)
+		if cpu, ok := used[n.Name]; ok {
+			if err := snap.AddPod(builder.Pod("other", "on-"+n.Name).CPU(cpu).Memory("1Gi").Node(n.Name).Obj(), n.Name); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := snap.SetCompositePodGroup(builder.CompositePodGroup("ns", "job").MinGroupCount(2).TopologyKey(block).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	var pending []*corev1.Pod
+	for _, w := range []string{"worker-a", "worker-b"} {
+		if err := snap.SetPodGroup(builder.PodGroup("ns", w).MinCount(2).TopologyKey(rack).Parent("job").Obj()); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			pending = append(pending, builder.Pod("ns", fmt.Sprintf("%s-%d", w, i)).CPU("2").Memory("1Gi").PodGroup(w).Obj())
+		}
+	}
+	g := &gang.Gang{Namespace: "ns", Name: "job", Composite: true, MinCount: 4, TopologyKey: block, Pending: pending}
+	groups := []*nodegroups.Info{blockRackGroup("g-r3", "4", "b2", "r3", 1), blockRackGroup("g-r2", "4", "b1", "r2", 10)}
+	for _, cycle := range []bool{false, true} { // composites always take the cycle
+		t.Run(fmt.Sprintf("GangCycle=%v", cycle), func(t *testing.T) {
+			e.opts.GangCycle = cycle
+			snap.Fork()
+			defer func() {
+				if err := snap.Revert(); err != nil {
+					t.Fatal(err)
+				}
+			}()
+			p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{}), e.chain, limits.New(e.conf, nil), e.backoff, nil)
+			out, usage, err := p.PlanGangs(e.ctx, e.runner, []*gang.Gang{g}, candidates, groups, limits.Usage{}, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := out[0]
+			got := gangPlan{Domain: o.Domain, FitsExisting: o.FitsExisting, Planned: usage.Planned}
+			for _, up := range o.ScaleUps {
+				got.ScaleUps = append(got.ScaleUps, fmt.Sprintf("+%d %s", up.Delta, nodesOf([]act.ScaleUp{up})[0]))
+			}
+			for pod, node := range o.Existing {
+				got.Existing = append(got.Existing, pod.Name+":"+node)
+			}
+			sort.Strings(got.Existing)
+			want := gangPlan{Domain: "b1", ScaleUps: []string{"+1 g-r2: [worker-b-1]"},
+				Existing: []string{"worker-a-0:b1-r1", "worker-a-1:b1-r1", "worker-b-0:b1-r2"}, Planned: map[string]int{"g-r2": 1}}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("plan (-want +got):\n%s\n%s %v", diff, o.Message, o.Tried)
+			}
+			// Every level's tries, each child's under its block.
+			var tried []string
+			for _, d := range o.Tried {
+				tried = append(tried, fmt.Sprintf("%s %v %s", d.Domain, d.Feasible, d.Message))
+			}
+			want2 := []string{
+				"b1 true ",
+				"b1 › r1 true PodGroup ns/worker-a: score 151",
+				"b1 › r2 true PodGroup ns/worker-a: score 125",
+				"b1 › r1 false PodGroup ns/worker-b: GangScheduling: minCount (2) cannot be satisfied: 0 scheduled, 1 remaining",
+				"b1 › r2 true PodGroup ns/worker-b",
+				"b2 false GangScheduling: minCount (2) cannot be satisfied: 1 scheduled, 0 remaining",
+				"b2 › r3 true PodGroup ns/worker-a",
+				"b2 › r3 false PodGroup ns/worker-b: GangScheduling: minCount (2) cannot be satisfied: 0 scheduled, 1 remaining",
+			}
+			if diff := cmp.Diff(want2, tried); diff != "" {
+				t.Errorf("tried (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
