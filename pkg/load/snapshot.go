@@ -179,6 +179,9 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 	for _, w := range state.Workloads {
 		skip("workload/"+w.Namespace+"/"+w.Name, snap.SetWorkload(w))
 	}
+	for _, c := range state.CompositePodGroups {
+		skip("compositepodgroup/"+c.Namespace+"/"+c.Name, snap.SetCompositePodGroup(c))
+	}
 	for _, g := range state.PodGroups {
 		skip("podgroup/"+g.Namespace+"/"+g.Name, snap.SetPodGroup(g))
 	}

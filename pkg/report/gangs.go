@@ -11,6 +11,10 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 )
 
+// compositeKey prefixes a CompositePodGroup's key: a PodGroup may have
+// the same name.
+const compositeKey = "composite:"
+
 // GangReports turns the planner's gang outcomes and the waiting gangs into
 // what the reporter tells PodGroups and their pods (and the status shows).
 // Gangs that fit what exists need no word from the autoscaler.
@@ -19,12 +23,19 @@ func GangReports(outcomes []plan.GangOutcome, waiting []gang.Waiting, state *obs
 	for _, g := range state.PodGroups {
 		uids[g.Namespace+"/"+g.Name] = g.UID
 	}
+	for _, c := range state.CompositePodGroups {
+		uids[compositeKey+c.Namespace+"/"+c.Name] = c.UID
+	}
 	var out []GangReport
 	for _, o := range outcomes {
 		if o.FitsExisting {
 			continue
 		}
-		r := GangReport{Namespace: o.Gang.Namespace, Name: o.Gang.Name, UID: uids[o.Gang.Key()], Pods: o.Gang.Pending}
+		key := o.Gang.Key()
+		if o.Gang.Composite {
+			key = compositeKey + key
+		}
+		r := GangReport{Namespace: o.Gang.Namespace, Name: o.Gang.Name, Composite: o.Gang.Composite, UID: uids[key], Pods: o.Gang.Pending}
 		var parts []string
 		for _, up := range o.ScaleUps {
 			parts = append(parts, fmt.Sprintf("%s +%d", up.Group.Id, up.Delta))

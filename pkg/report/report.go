@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -193,8 +194,10 @@ func (r *Reporter) Forget(alive map[types.UID]bool) {
 // tells it.
 type GangReport struct {
 	Namespace, Name string
-	UID             types.UID
-	Pods            []*corev1.Pod
+	// Composite: Name is a CompositePodGroup (the root of the gang's tree).
+	Composite bool
+	UID       types.UID
+	Pods      []*corev1.Pod
 	// Planned names the node groups and node counts, empty when nothing
 	// was planned.
 	Planned string
@@ -206,7 +209,11 @@ type GangReport struct {
 // gang as a whole, or why nothing was.
 func (r *Reporter) Gangs(gangs []GangReport, now time.Time) {
 	for _, g := range gangs {
-		ref := &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: g.Namespace, Name: g.Name, UID: g.UID}}
+		meta := metav1.ObjectMeta{Namespace: g.Namespace, Name: g.Name, UID: g.UID}
+		var ref runtime.Object = &schedulingv1beta1.PodGroup{ObjectMeta: meta}
+		if g.Composite {
+			ref = &schedulingv1alpha3.CompositePodGroup{ObjectMeta: meta}
+		}
 		reason, typ, msg := ReasonTriggeredScaleUp, corev1.EventTypeNormal, "gang triggered scale-up: "+g.Planned
 		if g.Planned == "" {
 			reason, msg = ReasonNotTriggerScaleUp, "gang didn't trigger scale-up: "+g.Message

@@ -129,3 +129,20 @@ func TestGangCyclePlansEveryLevel(t *testing.T) {
 		})
 	}
 }
+
+// A tree the simulation lacks (its CompositePodGroup not loaded) is not
+// planned and says why; the pass goes on.
+func TestGangCycleWithoutItsTree(t *testing.T) {
+	e := newEnv(t)
+	g := &gang.Gang{Namespace: "ns", Name: "job", Composite: true, MinCount: 1,
+		Pending: []*corev1.Pod{builder.Pod("ns", "w-0").CPU("1").PodGroup("w").Obj()}}
+	p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{}), e.chain, limits.New(e.conf, nil), e.backoff, nil)
+	out, _, err := p.PlanGangs(e.ctx, e.runner, []*gang.Gang{g}, nil, []*nodegroups.Info{group("a", "4", 10, 0)}, limits.Usage{}, now)
+	if err != nil {
+		t.Fatalf("PlanGangs: %v", err)
+	}
+	if len(out) != 1 || len(out[0].ScaleUps) != 0 || out[0].FitsExisting || out[0].Message == "" {
+		t.Fatalf("outcome %+v, want nothing planned and a reason", out)
+	}
+	t.Log(out[0].Message)
+}

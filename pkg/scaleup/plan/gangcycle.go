@@ -47,7 +47,10 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	tree, err := runner.GroupTree(g.Namespace, g.Name, g.Composite, g.Pending)
 	if err != nil {
 		if g.Composite {
-			return o, true, fmt.Errorf("CompositePodGroup tree: %w", err)
+			// Nothing else can plan a tree; the pass goes on without it.
+			o.Message = fmt.Sprintf("gang %s: its CompositePodGroup tree is not in the simulation: %v", g.Key(), err)
+			logger.Info("Gang not planned", "gang", g.Key(), "why", o.Message)
+			return o, true, nil
 		}
 		logger.V(4).Info("Pod group cycle cannot run, planning the gang without it", "gang", g.Key(), "err", err)
 		return o, false, nil
