@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -34,6 +35,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/pass"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/test/scale"
 )
 
@@ -64,6 +66,12 @@ func BenchmarkLoopPass(b *testing.B) {
 	// on the upcoming ones); nothing is planned.
 	b.Run("L2-next", func(b *testing.B) {
 		benchPass(b, func() scale.Scenario { sc := scale.Busy(scale.L2); sc.Next = true; return sc })
+	})
+	// L2 plus 200 gangs of 8 over two topology levels (CompositePodGroup
+	// trees planned by the scheduler's pod group cycle).
+	b.Run("G1", func(b *testing.B) {
+		gangGates(b)
+		passes(b, b, func() scale.Scenario { return scale.BusyGangs(scale.G1) }, []string{"--feature-gates=" + gangFeatureGates})
 	})
 	for _, nodes := range []int{1000, 5000} {
 		for _, pending := range []int{1000, 2500, 5000, 10000} {
@@ -203,6 +211,11 @@ func check(b testing.TB, st *pass.State, fit, nodes int) {
 			planned += up.Delta
 		}
 	}
+	for _, o := range pass.Get(st, plan.Gangs) {
+		for _, up := range o.ScaleUps {
+			planned += up.Delta
+		}
+	}
 	if planned != nodes {
 		b.Fatalf("planned %d nodes, want %d (still pending: %d)", planned, nodes, len(pass.Get(st, fitexisting.Pending)))
 	}
@@ -330,6 +343,7 @@ func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, o
 func newClient(objs []runtime.Object) *fake.Clientset {
 	static := map[string][]runtime.Object{}
 	var rest []runtime.Object
+	gangs := false
 	for _, o := range objs {
 		switch p := o.(type) {
 		case *resourceapi.ResourceSlice:
@@ -344,11 +358,23 @@ func newClient(objs []runtime.Object) *fake.Clientset {
 				continue
 			}
 			static["pods"] = append(static["pods"], o)
+		case *schedulingv1beta1.PodGroup:
+			gangs = true
+			rest = append(rest, o)
 		default:
 			rest = append(rest, o)
 		}
 	}
 	client := fake.NewSimpleClientset(rest...)
+	if gangs {
+		// The fake discovery serves what the gang scenarios create, so
+		// their informers start, as in a cluster with the gates on.
+		client.Resources = []*metav1.APIResourceList{
+			{GroupVersion: "scheduling.k8s.io/v1beta1", APIResources: []metav1.APIResource{{Name: "podgroups", Namespaced: true, Kind: "PodGroup"},
+				{Name: "workloads", Namespaced: true, Kind: "Workload"}}},
+			{GroupVersion: "scheduling.k8s.io/v1alpha3", APIResources: []metav1.APIResource{{Name: "compositepodgroups", Namespaced: true, Kind: "CompositePodGroup"}}},
+		}
+	}
 	for resource, objs := range static {
 		client.PrependReactor("list", resource, func(a clienttesting.Action) (bool, runtime.Object, error) {
 			list := a.(clienttesting.ListActionImpl)
@@ -372,6 +398,20 @@ func newClient(objs []runtime.Object) *fake.Clientset {
 		})
 	}
 	return client
+}
+
+// gangFeatureGates are the gates gang scenarios run with, as a cluster
+// whose scheduler plans CompositePodGroups has them.
+const gangFeatureGates = "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true"
+
+// gangGates turns the gang gates off again when tb ends: gates are the
+// process's, and the other scenarios run without them.
+func gangGates(tb testing.TB) {
+	tb.Cleanup(func() {
+		if err := framework.ApplyFeatureGates("CompositePodGroup=false,TopologyAwareWorkloadScheduling=false,GenericWorkload=false"); err != nil {
+			tb.Error(err)
+		}
+	})
 }
 
 // liveHeap is the heap in use after a full collection.

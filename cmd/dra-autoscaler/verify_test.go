@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/pass"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/test/scale"
 )
 
@@ -26,6 +28,19 @@ func TestLoopPassVerified(t *testing.T) {
 				t.Fatal("nothing was checked")
 			}
 		})
+	}
+}
+
+// TestLoopPassGangs is a twentieth of G1 (10 gangs of 8 over two
+// topology levels on a small L2) in verify mode: the pass plans exactly 8
+// new nodes a gang, and the simulation agrees with the framework.
+func TestLoopPassGangs(t *testing.T) {
+	gangGates(t)
+	small := scale.GangLayout{Layout: scale.Layout{Nodes: 250, Pending: 500, Groups: 20, ExistingGroups: 2, Pools: 9, Shapes: 50, FitEvery: 5, Used: 4},
+		Gangs: 10, Blocks: 2, Racks: 4}
+	r := passes(t, nil, func() scale.Scenario { return scale.BusyGangs(small) }, []string{"--simulation-verify", "--feature-gates=" + gangFeatureGates})
+	if n := len(pass.Get(r.pass, plan.Gangs)); n != 10 {
+		t.Errorf("%d gangs planned, want 10", n)
 	}
 }
 

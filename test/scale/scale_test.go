@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 )
 
 func TestBusy(t *testing.T) {
@@ -50,5 +52,37 @@ func TestBusy(t *testing.T) {
 				t.Errorf("want %d fit and %d planned, layout says %d and %d", tc.wantFit, tc.wantPlanned, sc.WantFit, sc.WantPlanned)
 			}
 		})
+	}
+}
+
+func TestBusyGangs(t *testing.T) {
+	l := GangLayout{Layout: Layout{Nodes: 20, Pending: 50, Groups: 19, ExistingGroups: 10, Pools: 9, Shapes: 50, FitEvery: 5, Used: 4},
+		Gangs: 3, Blocks: 2, Racks: 2}
+	sc := BusyGangs(l)
+	base := Busy(l.Layout)
+	var composites, groups, members int
+	for _, o := range sc.Objects {
+		switch o := o.(type) {
+		case *schedulingv1alpha3.CompositePodGroup:
+			composites++
+		case *schedulingv1beta1.PodGroup:
+			groups++
+			if o.Spec.ParentCompositePodGroupName == nil {
+				t.Errorf("PodGroup %s has no parent", o.Name)
+			}
+		case *corev1.Pod:
+			if o.Spec.SchedulingGroup != nil {
+				members++
+			}
+		}
+	}
+	if composites != 3 || groups != 6 || members != 24 {
+		t.Errorf("%d composites, %d PodGroups, %d members; want 3, 6, 24", composites, groups, members)
+	}
+	if got := len(sc.Config.NodeGroups) - len(base.Config.NodeGroups); got != 4 {
+		t.Errorf("%d gang groups, want 4", got)
+	}
+	if sc.WantFit != base.WantFit || sc.WantPlanned != base.WantPlanned+24 {
+		t.Errorf("want %d fit and %d planned, base %d and %d", sc.WantFit, sc.WantPlanned, base.WantFit, base.WantPlanned)
 	}
 }

@@ -7,6 +7,7 @@ package pending
 
 import (
 	"context"
+	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
@@ -87,6 +88,7 @@ func (s *Stage) Run(_ context.Context, st *pass.State) error {
 		}
 	}
 	gangs, loose, waiting := gang.Split(pods, cluster.Pods, cluster.PodGroups, composites)
+	gangs, waiting = expendable(gangs, waiting, s.Rules.PriorityCutoff)
 	pass.Put(st, Gangs, gangs)
 	pass.Put(st, Loose, loose)
 	pass.Put(st, Waiting, waiting)
@@ -127,6 +129,22 @@ func ClusterUsage(nodes []*corev1.Node, groups []*nodegroups.Info) limits.Usage 
 		}
 	}
 	return u
+}
+
+// expendable moves the gangs whose priority (their PodGroup's, as the
+// scheduler takes it for the whole group) is below the cutoff to the
+// waiting: like an expendable pod, such a gang never triggers a scale-up.
+func expendable(gangs []*gang.Gang, waiting []gang.Waiting, cutoff int) ([]*gang.Gang, []gang.Waiting) {
+	kept := gangs[:0]
+	for _, g := range gangs {
+		if int(g.Priority) >= cutoff {
+			kept = append(kept, g)
+			continue
+		}
+		waiting = append(waiting, gang.Waiting{Namespace: g.Namespace, Name: g.Name, Pods: g.Pending,
+			Reason: fmt.Sprintf("gang %s has priority %d, below --expendable-pods-priority-cutoff %d: it never triggers a scale-up", g.Key(), g.Priority, cutoff)})
+	}
+	return kept, waiting
 }
 
 func contains(pods []*corev1.Pod, pod *corev1.Pod) bool {
