@@ -257,6 +257,7 @@ func (r *Runner) tryMembers(ctx context.Context, placementState *schedframework.
 		return nil, fmt.Errorf("pod group state: %w", err)
 	}
 	progress := schedframework.PlacementProgress{Remaining: len(pgi.UnscheduledPods), Scheduled: groupNow.ScheduledPodsCount()}
+	defer r.scopeSlices(out.Nodes)()
 	st := r.fw.RunPlacementFeasiblePlugins(ctx, placementState, pgi, progress)
 	for i, pod := range pgi.UnscheduledPods {
 		if st.IsError() || st.Code() == fwk.Unschedulable {
@@ -274,6 +275,17 @@ func (r *Runner) tryMembers(ctx context.Context, placementState *schedframework.
 		st = r.fw.RunPlacementFeasiblePlugins(ctx, placementState, pgi, progress)
 	}
 	return st, nil
+}
+
+// scopeSlices lists only the slices of nodes (and those bound to no node)
+// to the DRA plugin until the returned func puts the caller's scope back:
+// a member's cycle reads no other node's, and the plugin's PreFilter
+// indexes every listed slice (snapshot.ScopeSlices; the estimator scopes
+// its cycles the same way).
+func (r *Runner) scopeSlices(nodes []string) func() {
+	prev := r.snap.SliceScope()
+	r.snap.ScopeSlices(nodes)
+	return func() { r.snap.ScopeSlices(prev) }
 }
 
 // memberState is the per-pod cycle state of a member
@@ -371,6 +383,7 @@ func (r *Runner) keepPlacement(ctx context.Context, groupState *schedframework.C
 	defer func() { r.closeFork(keep, &err) }()
 	placementState := schedframework.NewCycleState()
 	placementState.SetPodGroupSchedulingCycle(groupState)
+	defer r.scopeSlices(best.Nodes)()
 	for i, m := range best.Members {
 		if m == nil || m.Node == "" {
 			continue
