@@ -139,8 +139,11 @@ func (r *Runner) scheduleTree(ctx context.Context, t *GroupTree, parent *schedfr
 		return res, nil
 	}
 	placementStates := make([]*schedframework.CycleState, len(placements))
+	// One placement is chosen if feasible, unscored: kept as it is tried
+	// instead of tried again.
+	keepNow := keep && len(placements) == 1
 	for i, p := range placements {
-		out, state, err := r.tryPlacement(ctx, groupState, t, pgi, p, parent == nil, false)
+		out, state, err := r.tryPlacement(ctx, groupState, t, pgi, p, parent == nil, keepNow)
 		if err != nil {
 			return nil, fmt.Errorf("in placement %q: %w", p.Name, err)
 		}
@@ -157,7 +160,7 @@ func (r *Runner) scheduleTree(ctx context.Context, t *GroupTree, parent *schedfr
 		return res, nil
 	}
 	logger.V(4).Info("Pod group placement chosen", "podGroup", t.String(), "placement", best.Name, "placed", best.Placed(), "placements", len(placements))
-	if !keep {
+	if !keep || keepNow {
 		return res, nil
 	}
 	if t.Composite == nil {
@@ -207,7 +210,7 @@ func (r *Runner) generatePlacements(ctx context.Context, groupState *schedframew
 }
 
 // tryPlacement tries the group in one placement, in a fork it reverts
-// (commits with keep, a composite's chosen subtree), as
+// (commits with keep when feasible: the chosen placement), as
 // podGroupSchedulingDefaultAlgorithm does between AssumePlacement and
 // placementRevertFns.revert. It returns the outcome and the placement
 // cycle state the scoring plugins get. root says the group is the cycle's
