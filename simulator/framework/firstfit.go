@@ -92,7 +92,15 @@ func (r *Runner) SchedulePodInfoFirstFit(ctx context.Context, info fwk.PodInfo, 
 	return r.schedulePodFirstFit(ctx, info.GetPod(), info, candidates)
 }
 
-func (r *Runner) schedulePodFirstFit(ctx context.Context, pod *v1.Pod, info fwk.PodInfo, candidates []string) (_ *ScheduleResult, err error) {
+func (r *Runner) schedulePodFirstFit(ctx context.Context, pod *v1.Pod, info fwk.PodInfo, candidates []string) (*ScheduleResult, error) {
+	return r.schedulePodFirstFitIn(ctx, schedframework.NewCycleState, pod, info, candidates)
+}
+
+// schedulePodFirstFitIn is schedulePodFirstFit with each chunk's cycle
+// state made by newState: a pod group cycle's carry its group and
+// placement states.
+func (r *Runner) schedulePodFirstFitIn(ctx context.Context, newState func() *schedframework.CycleState, pod *v1.Pod, info fwk.PodInfo,
+	candidates []string) (_ *ScheduleResult, err error) {
 	logger := klog.FromContext(ctx)
 	r.snap.Fork()
 	keep := false
@@ -104,7 +112,7 @@ func (r *Runner) schedulePodFirstFit(ctx context.Context, pod *v1.Pod, info fwk.
 	}
 	placement := &ScheduleResult{}
 	err = r.chunks(candidates, 1, func(chunk []string) (bool, error) {
-		state := schedframework.NewCycleState()
+		state := newState()
 		results, err := r.filter(ctx, state, prepared, chunk)
 		if err != nil {
 			return true, err

@@ -260,13 +260,16 @@ func (r *Runner) tryMembers(ctx context.Context, placementState *schedframework.
 		return nil, fmt.Errorf("pod group state: %w", err)
 	}
 	progress := schedframework.PlacementProgress{Remaining: len(pgi.UnscheduledPods), Scheduled: groupNow.ScheduledPodsCount()}
-	defer r.scopeSlices(out.Nodes)()
 	st := r.fw.RunPlacementFeasiblePlugins(ctx, placementState, pgi, progress)
+	newState := func() *schedframework.CycleState { return memberState(placementState) }
 	for i, pod := range pgi.UnscheduledPods {
 		if st.IsError() || st.Code() == fwk.Unschedulable {
 			break
 		}
-		res, err := r.schedulePodIn(ctx, memberState(placementState), pod, nil, out.Nodes)
+		// The first fitting node in order, found in chunks that each
+		// list only their nodes' slices (see chunks): the node
+		// schedulePodIn would pick, without filtering the nodes after it.
+		res, err := r.schedulePodFirstFitIn(ctx, newState, pod, nil, out.Nodes)
 		if err != nil {
 			return nil, err
 		}
