@@ -34,6 +34,11 @@ type Gang struct {
 	// members of every PodGroup under it, MinCount and Bound their sums,
 	// TopologyKey the root's. The scheduler places the tree in one cycle.
 	Composite bool
+	// Group, when set, is a PodGroup the planner simulates for a gang
+	// that has none of its own (a ProvisioningRequest's pods: all of them
+	// or none, gang policy with minCount = all): Pending name it, and the
+	// scheduler's pod group cycle can plan the gang.
+	Group *schedulingv1beta1.PodGroup
 }
 
 // Key is namespace/name.

@@ -7,10 +7,13 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	v1 "k8s.io/autoscaler/cluster-autoscaler/apis/provisioningrequest/autoscaling.x-k8s.io/v1"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/features"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
@@ -169,11 +172,39 @@ func (p *Processor) check(ctx context.Context, pr *v1.ProvisioningRequest, in Pr
 	}
 }
 
+// asGang is the request's pods as one gang, all of them or none. Where
+// the cluster's scheduler has gangs (GenericWorkload), the gang gets a
+// PodGroup of its own in the simulation (named after the request, which
+// no PodGroup of the cluster is expected to be) and its pods name it, so
+// the scheduler's pod group cycle plans it as it plans any gang.
+func asGang(pr *v1.ProvisioningRequest, pods []*corev1.Pod) *gang.Gang {
+	g := &gang.Gang{Namespace: pr.Namespace, Name: Kind + "/" + pr.Name, MinCount: len(pods), Pending: pods}
+	if !utilfeature.DefaultFeatureGate.Enabled(features.GenericWorkload) {
+		return g
+	}
+	for _, p := range pods {
+		if p.Spec.SchedulingGroup != nil {
+			return g // the template's own group: not ours to replace
+		}
+	}
+	name := pr.Name + ".provisioningrequest"
+	g.Group = &schedulingv1beta1.PodGroup{ObjectMeta: metav1.ObjectMeta{Namespace: pr.Namespace, Name: name, UID: pr.UID + "-podgroup"},
+		Spec: schedulingv1beta1.PodGroupSpec{SchedulingPolicy: schedulingv1beta1.PodGroupSchedulingPolicy{
+			Gang: &schedulingv1beta1.GangSchedulingPolicy{MinCount: int32(len(pods))}}}}
+	g.Pending = make([]*corev1.Pod, len(pods))
+	for i, p := range pods {
+		c := *p
+		c.Spec.SchedulingGroup = &corev1.PodSchedulingGroup{PodGroupName: &name}
+		g.Pending[i] = &c
+	}
+	return g
+}
+
 // scaleUp plans the request's pods as one gang (all of them, none
 // running yet) and makes the scale-up all or nothing.
 func (p *Processor) scaleUp(ctx context.Context, pr *v1.ProvisioningRequest, in ProcessInput, pods []*corev1.Pod, u *update) {
 	logger := klog.FromContext(ctx).WithValues("provisioningRequest", klog.KObj(pr))
-	g := &gang.Gang{Namespace: pr.Namespace, Name: Kind + "/" + pr.Name, MinCount: len(pods), Pending: pods}
+	g := asGang(pr, pods)
 	snap := in.Runner.Snapshot()
 	before := *in.usage
 	snap.Fork()

@@ -146,3 +146,38 @@ func TestGangCycleWithoutItsTree(t *testing.T) {
 	}
 	t.Log(out[0].Message)
 }
+
+// A gang without a PodGroup of its own (a ProvisioningRequest's pods) but
+// with one to simulate is planned by the scheduler's cycle: the group is
+// put in the snapshot and its members are kept there, scheduled.
+func TestGangCycleWithASimulatedGroup(t *testing.T) {
+	t.Cleanup(func() {
+		if err := framework.ApplyFeatureGates("GenericWorkload=false"); err != nil {
+			t.Error(err)
+		}
+	})
+	e := newEnv(t)
+	runner, err := framework.New(e.ctx, framework.Options{FeatureGates: "GenericWorkload=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.runner = runner
+	pg := builder.PodGroup("ns", "req.provisioningrequest").MinCount(3).Obj()
+	var pods []*corev1.Pod
+	for i := range 3 {
+		pods = append(pods, builder.Pod("ns", fmt.Sprintf("req-%d", i)).CPU("3").Memory("1Gi").PodGroup(pg.Name).Obj())
+	}
+	g := &gang.Gang{Namespace: "ns", Name: "ProvisioningRequest/req", MinCount: 3, Pending: pods, Group: pg}
+	p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{}), e.chain, limits.New(e.conf, nil), e.backoff, nil)
+	out, _, err := p.PlanGangs(e.ctx, e.runner, []*gang.Gang{g}, nil, []*nodegroups.Info{group("a", "4", 10, 0)}, limits.Usage{}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out[0].ScaleUps) != 1 || out[0].ScaleUps[0].Delta != 3 {
+		t.Fatalf("outcome %+v, want one +3 scale-up", out[0])
+	}
+	st, err := e.runner.Snapshot().PodGroupStates().Get("ns", pg.Name)
+	if err != nil || st.ScheduledPodsCount() != 3 {
+		t.Errorf("the simulated group's members are not kept by the cycle: %v", err)
+	}
+}

@@ -44,7 +44,16 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	groups []*nodegroups.Info, usage limits.Usage, now time.Time) (GangOutcome, bool, error) {
 	logger := klog.FromContext(ctx)
 	o := GangOutcome{Gang: g}
-	tree, err := runner.GroupTree(g.Namespace, g.Name, g.Composite, g.Pending)
+	name := g.Name
+	if g.Group != nil {
+		// Stays with the members the caller keeps (its fork decides).
+		if err := runner.Snapshot().SetPodGroup(g.Group); err != nil {
+			logger.V(4).Info("Pod group cycle cannot run, planning the gang without it", "gang", g.Key(), "err", err)
+			return o, false, nil
+		}
+		name = g.Group.Name
+	}
+	tree, err := runner.GroupTree(g.Namespace, name, g.Composite, g.Pending)
 	if err != nil {
 		if g.Composite {
 			// Nothing else can plan a tree; the pass goes on without it.
