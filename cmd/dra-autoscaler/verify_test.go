@@ -33,7 +33,8 @@ func TestLoopPassVerified(t *testing.T) {
 
 // TestLoopPassGangs is a twentieth of G1 (10 gangs of 8 over two
 // topology levels on a small L2) in verify mode: the pass plans exactly 8
-// new nodes a gang, and the simulation agrees with the framework.
+// new nodes a gang, and the simulation agrees with the framework (copied
+// placements included).
 func TestLoopPassGangs(t *testing.T) {
 	gangGates(t)
 	small := scale.GangLayout{Layout: scale.Layout{Nodes: 250, Pending: 500, Groups: 20, ExistingGroups: 2, Pools: 9, Shapes: 50, FitEvery: 5, Used: 4},
@@ -41,6 +42,11 @@ func TestLoopPassGangs(t *testing.T) {
 	r := passes(t, nil, func() scale.Scenario { return scale.BusyGangs(small) }, []string{"--simulation-verify", "--feature-gates=" + gangFeatureGates})
 	if n := len(pass.Get(r.pass, plan.Gangs)); n != 10 {
 		t.Errorf("%d gangs planned, want 10", n)
+	}
+	// Blocks and racks of fresh instances are alike: copies were made,
+	// and verify mode tried each for real.
+	if n := testutil.ToFloat64(r.metrics.ShadowChecks.WithLabelValues("placement")); n == 0 {
+		t.Error("no copied placement was checked")
 	}
 }
 

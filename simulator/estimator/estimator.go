@@ -195,7 +195,7 @@ func (e *Estimator) EstimateGroups(ctx context.Context, pods []*v1.Pod, groups [
 	sharedFrom := make([]int, len(groups)) // the group a result was renamed from; -1: its own
 	for i, g := range groups {
 		sharedFrom[i] = -1
-		key, err := share.key(g, e.maxNodes(g))
+		key, err := share.key(g, e.maxNodes(g), e.cache)
 		if err != nil {
 			return nil, fmt.Errorf("estimate: %w", err)
 		}

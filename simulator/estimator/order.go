@@ -40,6 +40,9 @@ type ordering struct {
 type classCache struct {
 	entries, prev map[*v1.Pod]cacheEntry
 	epoch         uint64
+	// templates are the sharing keys of templates (sharing.key), for the
+	// epoch.
+	templates map[templateReads]string
 	// podInfo, when set, is where pods' PodInfos come from (UsePodInfos).
 	podInfo func(*v1.Pod) fwk.PodInfo
 	// profile is what the scheduler profile adds to pods (nil: nothing),
@@ -59,7 +62,7 @@ type cacheEntry struct {
 }
 
 func newClassCache() *classCache {
-	return &classCache{entries: map[*v1.Pod]cacheEntry{}}
+	return &classCache{entries: map[*v1.Pod]cacheEntry{}, templates: map[templateReads]string{}}
 }
 
 // turn starts a new generation of entries when the snapshot was Reset
@@ -67,6 +70,7 @@ func newClassCache() *classCache {
 func (cc *classCache) turn(snap *snapshot.Snapshot) {
 	if e := snap.Epoch(); e != cc.epoch {
 		cc.prev, cc.entries, cc.epoch = cc.entries, map[*v1.Pod]cacheEntry{}, e
+		cc.templates = map[templateReads]string{}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
@@ -187,21 +189,31 @@ func (s *sharing) readLabels(labels map[string]string) map[string]string {
 
 // key is the group's template and cap as the filters see them; groups
 // with equal keys get equal estimates. "" when s is nil.
-func (s *sharing) key(g TemplateGroup, maxNodes int) (string, error) {
+func (s *sharing) key(g TemplateGroup, maxNodes int, cache *classCache) (string, error) {
 	if s == nil {
 		return "", nil
 	}
 	t := g.Template
-	node := t.Node.DeepCopy()
-	node.ObjectMeta = metav1.ObjectMeta{Labels: s.readLabels(t.Node.Labels), Annotations: node.Annotations}
-	type shape struct {
-		Node     *v1.Node
-		Slices   []any
-		Pods     []any
-		CSI      any
-		MaxNodes int
+	labels := s.readLabels(t.Node.Labels)
+	// Templates are not changed in place within a pass (snapshot epoch):
+	// a template read the same way keeps its key for the pass.
+	var reads strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		fmt.Fprintf(&reads, "%q=%q,", k, labels[k])
 	}
-	sh := shape{Node: node, MaxNodes: maxNodes}
+	ck := templateReads{t: t, reads: reads.String()}
+	if base, ok := cache.templates[ck]; ok {
+		return fmt.Sprintf("%s/%d", base, maxNodes), nil
+	}
+	node := t.Node.DeepCopy()
+	node.ObjectMeta = metav1.ObjectMeta{Labels: labels, Annotations: node.Annotations}
+	type shape struct {
+		Node   *v1.Node
+		Slices []any
+		Pods   []any
+		CSI    any
+	}
+	sh := shape{Node: node}
 	for _, sl := range t.ResourceSlices {
 		spec := sl.Spec.DeepCopy()
 		spec.NodeName = nil
@@ -225,7 +237,15 @@ func (s *sharing) key(g TemplateGroup, maxNodes int) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("template of group %s: %w", g.Name, err)
 	}
-	return fmt.Sprintf("%x", sha256.Sum256(b)), nil
+	base := fmt.Sprintf("%x", sha256.Sum256(b))
+	cache.templates[ck] = base
+	return fmt.Sprintf("%s/%d", base, maxNodes), nil
+}
+
+// templateReads is a template as pods that read labels reads it.
+type templateReads struct {
+	t     *cloudprovider.NodeTemplate
+	reads string
 }
 
 // renamed is from's estimate for group to: the same pods on the same

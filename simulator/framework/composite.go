@@ -139,7 +139,7 @@ func (t *GroupTree) info() *schedframework.PodGroupInfo {
 // PlacementFeasible counting the children placed after each
 // (compositePodGroupSchedulingDefaultAlgorithm).
 func (r *Runner) tryChildren(ctx context.Context, placementState *schedframework.CycleState, t *GroupTree, pgi *schedframework.PodGroupInfo,
-	out *PlacementOutcome) (*fwk.Status, error) {
+	out *PlacementOutcome, alike *Alike) (*fwk.Status, error) {
 	out.Children = make([]*PodGroupResult, len(t.Children))
 	progress := schedframework.PlacementProgress{Remaining: len(t.Children)}
 	st := r.fw.RunPlacementFeasiblePlugins(ctx, placementState, pgi, progress)
@@ -147,7 +147,7 @@ func (r *Runner) tryChildren(ctx context.Context, placementState *schedframework
 		if st.IsError() || st.Code() == fwk.Unschedulable {
 			break
 		}
-		res, err := r.scheduleTree(ctx, child, placementState, out.Nodes, true)
+		res, err := r.scheduleTree(ctx, child, placementState, out.Nodes, true, alike)
 		if err != nil {
 			return nil, fmt.Errorf("child %s: %w", child, err)
 		}

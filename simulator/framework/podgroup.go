@@ -110,11 +110,26 @@ func (r *Runner) SchedulePodGroup(ctx context.Context, pg *schedulingv1beta1.Pod
 // cost preference), score ties go to the first placement by name instead
 // of a random one, and there is no PodGroupPostFilter (no preemption).
 func (r *Runner) SchedulePodGroupTree(ctx context.Context, t *GroupTree, nodes []string, keep bool) (*PodGroupResult, error) {
+	return r.SchedulePodGroupTreeAlike(ctx, t, nodes, keep, nil)
+}
+
+// SchedulePodGroupTreeAlike is SchedulePodGroupTree that tries one
+// placement of each kind alike says (nil: every placement) and copies its
+// outcome to the others of its kind.
+func (r *Runner) SchedulePodGroupTreeAlike(ctx context.Context, t *GroupTree, nodes []string, keep bool, alike *Alike) (*PodGroupResult, error) {
 	if err := t.validate(); err != nil {
 		return nil, fmt.Errorf("schedule pod group: %w", err)
 	}
 	t = t.ordered()
-	res, err := r.scheduleTree(ctx, t, nil, nodes, keep)
+	res, err := r.scheduleTree(ctx, t, nil, nodes, keep, alike)
+	if err != nil && alike != nil {
+		// A copied placement chosen and found not to hold when kept:
+		// the copy was wrong. The forks are reverted; all again, plainly.
+		if alike.Found != nil {
+			alike.Found(t.String(), "", err.Error(), "the chosen placement kept")
+		}
+		res, err = r.scheduleTree(ctx, t, nil, nodes, keep, nil)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("schedule %s: %w", t, err)
 	}
@@ -123,7 +138,8 @@ func (r *Runner) SchedulePodGroupTree(ctx context.Context, t *GroupTree, nodes [
 
 // scheduleTree is one group's cycle: parent is the placement cycle state
 // of the composite it runs inside, nil for the root.
-func (r *Runner) scheduleTree(ctx context.Context, t *GroupTree, parent *schedframework.CycleState, nodes []string, keep bool) (*PodGroupResult, error) {
+func (r *Runner) scheduleTree(ctx context.Context, t *GroupTree, parent *schedframework.CycleState, nodes []string, keep bool,
+	alike *Alike) (*PodGroupResult, error) {
 	pgi := t.info()
 	groupState := schedframework.NewCycleState()
 	if parent != nil {
@@ -142,8 +158,25 @@ func (r *Runner) scheduleTree(ctx context.Context, t *GroupTree, parent *schedfr
 	// One placement is chosen if feasible, unscored: kept as it is tried
 	// instead of tried again.
 	keepNow := keep && len(placements) == 1
+	reps := map[string]int{} // a kind of placement: the one tried for it
 	for i, p := range placements {
-		out, state, err := r.tryPlacement(ctx, groupState, t, pgi, p, parent == nil, keepNow)
+		try := func() (PlacementOutcome, *schedframework.CycleState, error) {
+			return r.tryPlacement(ctx, groupState, t, pgi, p, parent == nil, keepNow, alike)
+		}
+		var key string
+		if alike != nil && !keepNow {
+			key = alike.Key(t, nodeNames(p.Nodes))
+		}
+		var out PlacementOutcome
+		var state *schedframework.CycleState
+		if j, ok := reps[key]; ok && key != "" {
+			out, state, err = r.tryAlike(alike, t, &res.Placements[j], placementStates[j], p.Name, nodeNames(p.Nodes), try)
+		} else {
+			out, state, err = try()
+			if key != "" && err == nil {
+				reps[key] = i
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("in placement %q: %w", p.Name, err)
 		}
@@ -168,7 +201,7 @@ func (r *Runner) scheduleTree(ctx context.Context, t *GroupTree, parent *schedfr
 	} else {
 		// assumeSubtreeWithRevert: the chosen subtree again, kept.
 		var again PlacementOutcome
-		again, _, err = r.tryPlacement(ctx, groupState, t, pgi, placements[res.Chosen], parent == nil, true)
+		again, _, err = r.tryPlacement(ctx, groupState, t, pgi, placements[res.Chosen], parent == nil, true, alike)
 		if err == nil && !again.Feasible() {
 			err = fmt.Errorf("no longer feasible: %s", again.Message)
 		}
@@ -216,18 +249,15 @@ func (r *Runner) generatePlacements(ctx context.Context, groupState *schedframew
 // cycle state the scoring plugins get. root says the group is the cycle's
 // root: only there must a member have been placed (runRootSchedulingAlgorithm).
 func (r *Runner) tryPlacement(ctx context.Context, groupState *schedframework.CycleState, t *GroupTree, pgi *schedframework.PodGroupInfo,
-	p *fwk.Placement, root, keep bool) (out PlacementOutcome, placementState *schedframework.CycleState, err error) {
-	out = PlacementOutcome{Name: p.Name, Nodes: make([]string, len(p.Nodes))}
-	for i, ni := range p.Nodes {
-		out.Nodes[i] = ni.Node().Name
-	}
+	p *fwk.Placement, root, keep bool, alike *Alike) (out PlacementOutcome, placementState *schedframework.CycleState, err error) {
+	out = PlacementOutcome{Name: p.Name, Nodes: nodeNames(p.Nodes)}
 	placementState = schedframework.NewCycleState()
 	placementState.SetPodGroupSchedulingCycle(groupState)
 	r.snap.Fork()
 	defer func() { r.closeFork(keep && err == nil && out.Feasible(), &err) }()
 	var st *fwk.Status
 	if t.Composite != nil {
-		st, err = r.tryChildren(ctx, placementState, t, pgi, &out)
+		st, err = r.tryChildren(ctx, placementState, t, pgi, &out, alike)
 	} else {
 		st, err = r.tryMembers(ctx, placementState, pgi, &out)
 	}
@@ -249,6 +279,14 @@ func (r *Runner) tryPlacement(ctx context.Context, groupState *schedframework.Cy
 		out.Code, out.Message = fwk.Unschedulable, "no member of the pod group was placed"
 	}
 	return out, placementState, nil
+}
+
+func nodeNames(infos []fwk.NodeInfo) []string {
+	out := make([]string, len(infos))
+	for i, ni := range infos {
+		out[i] = ni.Node().Name
+	}
+	return out
 }
 
 // tryMembers places a leaf's members one by one, PlacementFeasible after

@@ -44,10 +44,13 @@ const (
 	// AnalyzerCache: the fragmentation analyzer keeps measurements per
 	// node generation.
 	AnalyzerCache Name = "analyzerCache"
+	// AlikePlacements: a gang's pod group cycle tries one placement of
+	// each kind and copies its outcome to the placements alike to it.
+	AlikePlacements Name = "alikePlacements"
 )
 
 // All are every shortcut, in the order above.
-var All = []Name{FitClasses, FitMemo, NodeKeys, PlacementCopy, EstimateMemo, EstimateClasses, SharedEstimate, Carry, AnalyzerCache}
+var All = []Name{FitClasses, FitMemo, NodeKeys, PlacementCopy, EstimateMemo, EstimateClasses, SharedEstimate, Carry, AnalyzerCache, AlikePlacements}
 
 func (n Name) bit() uint32 {
 	for i, m := range All {

@@ -65,7 +65,10 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 		return o, false, nil
 	}
 	members := tree.Pods()
-	res, err := runner.SchedulePodGroupTree(ctx, tree, candidates, true)
+	// One key of alike placements for the gang's every run: the node
+	// keys it caches hold across them.
+	alike := p.estimate.AlikePlacements(tree)
+	res, err := runner.SchedulePodGroupTreeAlike(ctx, tree, candidates, true, alike)
 	if err != nil {
 		return o, true, err
 	}
@@ -83,7 +86,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 			return err
 		}
 		all = p.instanceSets(tree.TopologyKeys(), rankOptions(p.chain, options, g.Need()), groups)
-		res, names, err = p.runCycle(ctx, runner, tree, candidates, all)
+		res, names, err = p.runCycle(ctx, runner, tree, candidates, all, alike)
 		return err
 	})
 	if err != nil {
@@ -106,7 +109,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	tried := triesOf(res)
 	used := usedBy(res, all, names, feasible)
 	err = p.forked(runner, func() error {
-		res, names, err = p.runCycle(ctx, runner, tree, candidates, used)
+		res, names, err = p.runCycle(ctx, runner, tree, candidates, used, alike)
 		return err
 	})
 	if err != nil {
@@ -117,7 +120,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 		return o, true, fmt.Errorf("gang %s: no placement once unused instances are dropped: %s", g.Key(), res.Message)
 	}
 	chosen := usedBy(res, used, names, func(pl *framework.PlacementOutcome) bool { return pl == best })
-	o, err = p.keepGangCycle(ctx, runner, tree, g, inPlacement(candidates, best), chosen)
+	o, err = p.keepGangCycle(ctx, runner, tree, g, inPlacement(candidates, best), chosen, alike)
 	if err != nil {
 		return o, true, err
 	}
@@ -135,7 +138,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 // run it was chosen in, first fit over the same nodes in the same order),
 // all or nothing.
 func (p *Planner) keepGangCycle(ctx context.Context, runner *framework.Runner, tree *framework.GroupTree, g *gang.Gang,
-	candidates []string, chosen []instanceSet) (o GangOutcome, err error) {
+	candidates []string, chosen []instanceSet, alike *framework.Alike) (o GangOutcome, err error) {
 	o = GangOutcome{Gang: g}
 	snap := runner.Snapshot()
 	snap.Fork()
@@ -153,7 +156,7 @@ func (p *Planner) keepGangCycle(ctx context.Context, runner *framework.Runner, t
 	if err != nil {
 		return o, err
 	}
-	res, err := runner.SchedulePodGroupTree(ctx, tree, append(slices.Clone(candidates), names...), true)
+	res, err := runner.SchedulePodGroupTreeAlike(ctx, tree, append(slices.Clone(candidates), names...), true, alike)
 	if err != nil {
 		return o, err
 	}
@@ -262,12 +265,12 @@ func rankOptions(chain expander.Chain, options []expander.Option, need int) []ex
 // them, members trying existing nodes first, then the instances in order;
 // it returns the instances' names, in that order.
 func (p *Planner) runCycle(ctx context.Context, runner *framework.Runner, tree *framework.GroupTree,
-	candidates []string, sets []instanceSet) (*framework.PodGroupResult, []string, error) {
+	candidates []string, sets []instanceSet, alike *framework.Alike) (*framework.PodGroupResult, []string, error) {
 	names, err := addInstances(ctx, runner, sets)
 	if err != nil {
 		return nil, nil, err
 	}
-	res, err := runner.SchedulePodGroupTree(ctx, tree, append(slices.Clone(candidates), names...), false)
+	res, err := runner.SchedulePodGroupTreeAlike(ctx, tree, append(slices.Clone(candidates), names...), false, alike)
 	return res, names, err
 }
 

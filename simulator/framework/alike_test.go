@@ -1,0 +1,135 @@
+package framework
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
+)
+
+// cpuKey is a test's idea of alike placements: each node's free CPU and
+// rack, racks numbered by first appearance. lie makes every placement
+// alike, as a wrong key would.
+func cpuKey(r *Runner, lie bool) func(t *GroupTree, nodes []string) string {
+	return func(t *GroupTree, nodes []string) string {
+		if lie {
+			return "all alike"
+		}
+		var b strings.Builder
+		racks := map[string]int{}
+		for _, name := range nodes {
+			ni, err := r.Snapshot().Get(name)
+			if err != nil {
+				return ""
+			}
+			rack := ni.Node().Labels[rackKey]
+			if _, ok := racks[rack]; !ok {
+				racks[rack] = len(racks)
+			}
+			free := ni.GetAllocatable().GetMilliCPU() - ni.GetRequested().GetMilliCPU()
+			fmt.Fprintf(&b, "%d/%d ", free, racks[rack])
+		}
+		return b.String()
+	}
+}
+
+// verdicts flattens a result: each placement's name, verdict and members'
+// nodes, children included.
+func verdicts(res *PodGroupResult) []string {
+	var out []string
+	for i := range res.Placements {
+		p := &res.Placements[i]
+		out = append(out, fmt.Sprintf("%s %v %d %v", p.Name, p.Feasible(), p.Score, memberNodes(p)))
+		for _, c := range p.Children {
+			if c != nil {
+				out = append(out, verdicts(c)...)
+			}
+		}
+	}
+	return append(out, fmt.Sprintf("chosen %d", res.Chosen))
+}
+
+func TestAlikePlacements(t *testing.T) {
+	// Three blocks of two racks of two 2-CPU nodes, alike; b0's second
+	// rack is smaller (a different kind).
+	var nodes []*v1.Node
+	for b := range 4 {
+		for r := range 2 {
+			for n := range 2 {
+				cpu := "2"
+				if b == 0 && r == 1 {
+					cpu = "1"
+				}
+				nodes = append(nodes, blockNode(fmt.Sprintf("n-b%d-r%d-%d", b, r, n), fmt.Sprintf("b%d", b), fmt.Sprintf("b%d-r%d", b, r), cpu))
+			}
+		}
+	}
+	tests := []struct {
+		name string
+		lie  bool
+		// copies are how many placements verify mode compared (0: any);
+		// found how many it found wrong (-1: some).
+		copies, found int
+	}{
+		// Blocks b2 and b3 are copies of b1; in every block but b0 the
+		// second rack tried for the first child is a copy of the first.
+		{name: "alike", copies: 5},
+		// Without verify, the wrong copy chosen fails when kept: the
+		// cycle runs again without copies.
+		{name: "a wrong key is caught", lie: true, found: -1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ctx := newCompositeRunner(t)
+			s := r.Snapshot()
+			var names []string
+			for _, n := range nodes {
+				snapshottest.Load(t, s, n)
+				names = append(names, n.Name)
+			}
+			tree := twoRackJob(2)
+			snapshottest.Load(t, s, tree.Composite)
+			for _, c := range tree.Children {
+				snapshottest.Load(t, s, c.PodGroup)
+				for _, m := range c.Members {
+					snapshottest.Load(t, s, m)
+				}
+			}
+			plain, err := r.SchedulePodGroupTree(ctx, tree, names, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := verdicts(plain)
+			for _, verify := range []bool{false, true} {
+				keep := tc.lie && !verify
+				checked, found := 0, 0
+				alike := &Alike{Key: cpuKey(r, tc.lie), Verify: verify, Checked: func() { checked++ },
+					Found: func(group, placement, got, want string) { found++ }}
+				s.Fork()
+				res, err := r.SchedulePodGroupTreeAlike(ctx, tree, names, keep, alike)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.Revert(); err != nil {
+					t.Fatal(err)
+				}
+				if keep {
+					if found != 1 || res.Best() == nil || res.Best().Name != plain.Best().Name {
+						t.Errorf("kept a wrong copy: found %d, chose %+v, want %s", found, res.Best(), plain.Best().Name)
+					}
+					continue
+				}
+				if got := verdicts(res); !slices.Equal(got, want) {
+					t.Errorf("verify=%v: got\n%s\nwant\n%s", verify, strings.Join(got, "\n"), strings.Join(want, "\n"))
+				}
+				if verify && ((tc.copies > 0 && checked != tc.copies) || (tc.found >= 0 && found != tc.found) || (tc.found < 0 && found == 0)) {
+					t.Errorf("verify: %d copies checked, %d found wrong; want %d, %d", checked, found, tc.copies, tc.found)
+				}
+			}
+		})
+	}
+}
