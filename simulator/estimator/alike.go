@@ -30,14 +30,20 @@ import (
 // no claim shared with another pod: the memoizable rule of memo.go, the
 // gang itself aside) and for nodes holding none of the tree's own pods
 // (the cycle's plugins count them where they are).
-func (e *Estimator) AlikePlacements(tree *framework.GroupTree) *framework.Alike {
+//
+// keys are node keys whose pending pods include the tree's members (one
+// NodeKeys may serve every gang of a pass: more pods read more labels,
+// which only tells more nodes apart); nil: keys for the members alone.
+func (e *Estimator) AlikePlacements(tree *framework.GroupTree, keys *NodeKeys) *framework.Alike {
 	if e == nil || !e.on(shortcut.AlikePlacements) {
 		return nil
 	}
 	members := tree.Pods()
-	keys, err := NewNodeKeys(e.runner.Snapshot(), e.runner.Profile(), members)
-	if err != nil || keys == nil {
-		return nil
+	if keys == nil {
+		var err error
+		if keys, err = NewNodeKeys(e.runner.Snapshot(), e.runner.Profile(), members); err != nil || keys == nil {
+			return nil
+		}
 	}
 	groups := map[string]bool{}
 	ns := ""

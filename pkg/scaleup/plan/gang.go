@@ -70,11 +70,12 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 	groups []*nodegroups.Info, usage limits.Usage, now time.Time) ([]GangOutcome, limits.Usage, error) {
 	var out []GangOutcome
 	snap := runner.Snapshot()
+	keys := p.gangNodeKeys(runner, gangs)
 	for _, g := range gangs {
 		// A CompositePodGroup tree has no plan but the cycle's: the loop
 		// below knows one level only.
 		if p.opts.GangCycle || g.Composite {
-			o, ran, err := p.planGangCycle(ctx, runner, g, candidates, groups, usage, now)
+			o, ran, err := p.planGangCycle(ctx, runner, g, candidates, groups, usage, now, keys)
 			if err != nil {
 				return nil, usage, fmt.Errorf("gang %s: pod group cycle: %w", g.Key(), err)
 			}

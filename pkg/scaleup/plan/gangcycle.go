@@ -17,6 +17,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
 )
@@ -41,7 +42,7 @@ import (
 //  4. the chosen placement's nodes and used instances, for good: the same
 //     first fit, its members kept.
 func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g *gang.Gang, candidates []string,
-	groups []*nodegroups.Info, usage limits.Usage, now time.Time) (GangOutcome, bool, error) {
+	groups []*nodegroups.Info, usage limits.Usage, now time.Time, keys *estimator.NodeKeys) (GangOutcome, bool, error) {
 	logger := klog.FromContext(ctx)
 	o := GangOutcome{Gang: g}
 	name := g.Name
@@ -67,7 +68,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	members := tree.Pods()
 	// One key of alike placements for the gang's every run: the node
 	// keys it caches hold across them.
-	alike := p.estimate.AlikePlacements(tree)
+	alike := p.estimate.AlikePlacements(tree, keys)
 	res, err := runner.SchedulePodGroupTreeAlike(ctx, tree, candidates, true, alike)
 	if err != nil {
 		return o, true, err
@@ -131,6 +132,24 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	logger.V(4).Info("Pod group cycle planned the gang", "gang", g.Key(), "placement", best.Name, "score", best.Score,
 		"placements", len(res.Placements), "scaleUps", len(o.ScaleUps))
 	return o, true, nil
+}
+
+// gangNodeKeys are node keys for every gang's members: one for the
+// stage, as the alike placements of each gang ask for them (nil: each
+// gang makes its own, or none).
+func (p *Planner) gangNodeKeys(runner *framework.Runner, gangs []*gang.Gang) *estimator.NodeKeys {
+	if len(gangs) < 2 {
+		return nil
+	}
+	var pods []*corev1.Pod
+	for _, g := range gangs {
+		pods = append(pods, g.Pending...)
+	}
+	keys, err := estimator.NewNodeKeys(runner.Snapshot(), runner.Profile(), pods)
+	if err != nil {
+		return nil
+	}
+	return keys
 }
 
 // keepGangCycle adds the chosen instances and keeps the members where one
