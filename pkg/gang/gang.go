@@ -41,8 +41,16 @@ type Gang struct {
 	Group *schedulingv1beta1.PodGroup
 }
 
-// Key is namespace/name.
-func (g *Gang) Key() string { return g.Namespace + "/" + g.Name }
+// Key is namespace/name for a PodGroup's gang and
+// namespace/CompositePodGroup/name for a tree's: a PodGroup and a
+// CompositePodGroup may share a name, and the tracker tells gangs'
+// scale-ups apart by it.
+func (g *Gang) Key() string {
+	if g.Composite {
+		return g.Namespace + "/CompositePodGroup/" + g.Name
+	}
+	return g.Namespace + "/" + g.Name
+}
 
 // Need is how many pending members must get a node for the gang to run.
 func (g *Gang) Need() int { return max(g.MinCount-g.Bound, 0) }

@@ -92,8 +92,8 @@ func TestSplitComposites(t *testing.T) {
 		if len(loose) != 0 {
 			t.Errorf("loose = %v", loose)
 		}
-		if got := names(gangs); len(got) != 2 || got[0] != "ns/job" || got[1] != "ns/plain" {
-			t.Fatalf("gangs = %v, want ns/job (the whole tree) and ns/plain", got)
+		if got := names(gangs); len(got) != 2 || got[0] != "ns/CompositePodGroup/job" || got[1] != "ns/plain" {
+			t.Fatalf("gangs = %v, want ns/CompositePodGroup/job (the whole tree) and ns/plain", got)
 		}
 		job := gangs[0]
 		if !job.Composite || job.TopologyKey != "block" || len(job.Pending) != 3 || job.MinCount != 4 || job.Bound != 1 || job.Need() != 3 {

@@ -31,7 +31,7 @@ func GangReports(outcomes []plan.GangOutcome, waiting []gang.Waiting, state *obs
 		if o.FitsExisting {
 			continue
 		}
-		key := o.Gang.Key()
+		key := o.Gang.Namespace + "/" + o.Gang.Name
 		if o.Gang.Composite {
 			key = compositeKey + key
 		}

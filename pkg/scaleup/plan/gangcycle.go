@@ -27,8 +27,9 @@ import (
 // per-pod, PlacementFeasible and PlacementScore plugins decide the domain,
 // the members on existing nodes and those on each new node, over existing
 // nodes and template instances alike. ran is false when the cycle cannot
-// run (the PodGroup is not in the snapshot: GenericWorkload off, or a
-// ProvisioningRequest's pods): the caller plans the gang itself.
+// run (the PodGroup is not in the snapshot: GenericWorkload off; a
+// ProvisioningRequest's gang brings its own, g.Group): the caller plans
+// the gang itself.
 //
 // The cycle runs over:
 //  1. existing and coming nodes alone: a placement there is the one the
