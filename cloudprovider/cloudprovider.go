@@ -138,11 +138,13 @@ type InstanceErrorInfo struct {
 }
 
 // NodeGroupAutoscalingOptions are the per-group knobs a provider may
-// override.
+// override. GetOptions is given the flags' values as defaults and returns
+// the group's; ErrNotImplemented means the defaults.
 type NodeGroupAutoscalingOptions struct {
 	ScaleDownUtilizationThreshold    float64
 	ScaleDownGpuUtilizationThreshold float64
 	ScaleDownUnneededTime            time.Duration
+	ScaleDownUnreadyTime             time.Duration
 	MaxNodeProvisionTime             time.Duration
 }
 

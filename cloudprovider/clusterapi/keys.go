@@ -155,6 +155,7 @@ func (k keys) options(annotations map[string]string, defaults cloudprovider.Node
 	float("scaledownutilizationthreshold", &out.ScaleDownUtilizationThreshold)
 	float("scaledowngpuutilizationthreshold", &out.ScaleDownGpuUtilizationThreshold)
 	duration("scaledownunneededtime", &out.ScaleDownUnneededTime)
+	duration("scaledownunreadytime", &out.ScaleDownUnreadyTime)
 	duration("maxnodeprovisiontime", &out.MaxNodeProvisionTime)
 	return out, ok, bad
 }

@@ -61,9 +61,10 @@ func TestOptions(t *testing.T) {
 			"cluster.x-k8s.io/autoscaling-options-scaledownutilizationthreshold":    "0.5",
 			"cluster.x-k8s.io/autoscaling-options-scaledowngpuutilizationthreshold": "0.6",
 			"cluster.x-k8s.io/autoscaling-options-scaledownunneededtime":            "10m0s",
+			"cluster.x-k8s.io/autoscaling-options-scaledownunreadytime":             "30m0s",
 			"cluster.x-k8s.io/autoscaling-options-maxnodeprovisiontime":             "20m0s",
 		}, want: cloudprovider.NodeGroupAutoscalingOptions{ScaleDownUtilizationThreshold: 0.5, ScaleDownGpuUtilizationThreshold: 0.6,
-			ScaleDownUnneededTime: 10 * time.Minute, MaxNodeProvisionTime: 20 * time.Minute}, ok: true},
+			ScaleDownUnneededTime: 10 * time.Minute, ScaleDownUnreadyTime: 30 * time.Minute, MaxNodeProvisionTime: 20 * time.Minute}, ok: true},
 		{name: "upper case value is lower-cased", ann: map[string]string{"cluster.x-k8s.io/autoscaling-options-scaledownunneededtime": "5M"},
 			want: func() cloudprovider.NodeGroupAutoscalingOptions {
 				d := defaults

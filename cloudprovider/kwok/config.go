@@ -66,6 +66,19 @@ type NodeGroupConfig struct {
 	// says so (cloudprovider.AnnotationTopologyPerRequest).
 	PerRequestTopology []string     `json:"perRequestTopology,omitempty"`
 	Faults             FaultsConfig `json:"faults,omitempty"`
+	// Options are the group's own autoscaling options (upstream's
+	// per-group options); what is unset is the flag's value.
+	Options *GroupOptionsConfig `json:"options,omitempty"`
+}
+
+// GroupOptionsConfig overrides, for one group, the flags of the same
+// names (--scale-down-utilization-threshold, ...).
+type GroupOptionsConfig struct {
+	ScaleDownUtilizationThreshold    *float64         `json:"scaleDownUtilizationThreshold,omitempty"`
+	ScaleDownGPUUtilizationThreshold *float64         `json:"scaleDownGpuUtilizationThreshold,omitempty"`
+	ScaleDownUnneededTime            *metav1.Duration `json:"scaleDownUnneededTime,omitempty"`
+	ScaleDownUnreadyTime             *metav1.Duration `json:"scaleDownUnreadyTime,omitempty"`
+	MaxNodeProvisionTime             *metav1.Duration `json:"maxNodeProvisionTime,omitempty"`
 }
 
 // TemplateConfig is what every node of a group looks like once registered.

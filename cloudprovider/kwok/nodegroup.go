@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilrand "k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/sets"
 
@@ -397,7 +398,27 @@ func (g *nodeGroup) TemplateNodeInfo() (*cloudprovider.NodeTemplate, error) {
 	}, nil
 }
 
-// GetOptions returns ErrNotImplemented: the defaults apply to every group.
-func (g *nodeGroup) GetOptions(cloudprovider.NodeGroupAutoscalingOptions) (*cloudprovider.NodeGroupAutoscalingOptions, error) {
-	return nil, cloudprovider.ErrNotImplemented
+// GetOptions is the group's options config over defaults;
+// ErrNotImplemented for a group without one.
+func (g *nodeGroup) GetOptions(defaults cloudprovider.NodeGroupAutoscalingOptions) (*cloudprovider.NodeGroupAutoscalingOptions, error) {
+	o := g.cfg.Options
+	if o == nil {
+		return nil, cloudprovider.ErrNotImplemented
+	}
+	out := defaults
+	if o.ScaleDownUtilizationThreshold != nil {
+		out.ScaleDownUtilizationThreshold = *o.ScaleDownUtilizationThreshold
+	}
+	if o.ScaleDownGPUUtilizationThreshold != nil {
+		out.ScaleDownGpuUtilizationThreshold = *o.ScaleDownGPUUtilizationThreshold
+	}
+	for _, d := range []struct {
+		from *metav1.Duration
+		to   *time.Duration
+	}{{o.ScaleDownUnneededTime, &out.ScaleDownUnneededTime}, {o.ScaleDownUnreadyTime, &out.ScaleDownUnreadyTime}, {o.MaxNodeProvisionTime, &out.MaxNodeProvisionTime}} {
+		if d.from != nil {
+			*d.to = d.from.Duration
+		}
+	}
+	return &out, nil
 }

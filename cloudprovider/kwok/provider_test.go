@@ -144,3 +144,22 @@ func TestProviderBasics(t *testing.T) {
 		t.Errorf("GetOptions error = %v, want ErrNotImplemented", err)
 	}
 }
+
+// A group's options config overrides the defaults it sets, no more.
+func TestGroupOptions(t *testing.T) {
+	gpu := gpuGroup("gpu", 0, 3)
+	half := 0.25
+	gpu.Options = &GroupOptionsConfig{ScaleDownGPUUtilizationThreshold: &half, ScaleDownUnneededTime: &metav1.Duration{Duration: time.Hour}}
+	e := newEnv(t, &Config{NodeGroups: []NodeGroupConfig{gpu}})
+	defaults := cloudprovider.NodeGroupAutoscalingOptions{ScaleDownUtilizationThreshold: 0.5, ScaleDownGpuUtilizationThreshold: 0.5,
+		ScaleDownUnneededTime: time.Minute, ScaleDownUnreadyTime: 2 * time.Minute, MaxNodeProvisionTime: 3 * time.Minute}
+	got, err := e.p.NodeGroups()[0].GetOptions(defaults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := defaults
+	want.ScaleDownGpuUtilizationThreshold, want.ScaleDownUnneededTime = 0.25, time.Hour
+	if *got != want {
+		t.Errorf("GetOptions = %+v, want %+v", *got, want)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -107,6 +108,24 @@ func (g *NodeGroupConfig) validate() []error {
 	}
 	if g.BootDelay.Duration < 0 {
 		add("bootDelay (%s) must not be negative", g.BootDelay.Duration)
+	}
+	if o := g.Options; o != nil {
+		for _, t := range []struct {
+			name string
+			v    *float64
+		}{{"scaleDownUtilizationThreshold", o.ScaleDownUtilizationThreshold}, {"scaleDownGpuUtilizationThreshold", o.ScaleDownGPUUtilizationThreshold}} {
+			if t.v != nil && !(*t.v >= 0 && *t.v <= 1) { // also catches NaN
+				add("options.%s (%g) must be between 0 and 1", t.name, *t.v)
+			}
+		}
+		for _, d := range []struct {
+			name string
+			v    *metav1.Duration
+		}{{"scaleDownUnneededTime", o.ScaleDownUnneededTime}, {"scaleDownUnreadyTime", o.ScaleDownUnreadyTime}, {"maxNodeProvisionTime", o.MaxNodeProvisionTime}} {
+			if d.v != nil && d.v.Duration <= 0 {
+				add("options.%s (%s) must be positive", d.name, d.v.Duration)
+			}
+		}
 	}
 	if g.DriverDelay.Duration < 0 {
 		add("driverDelay (%s) must not be negative", g.DriverDelay.Duration)

@@ -240,3 +240,38 @@ func TestExternalGRPCServerRestart(t *testing.T) {
 		t.Fatal("the autoscaler exited")
 	}
 }
+
+// Per-group options cross the wire: the server's group with
+// scaleDownUnneededTime 1h (kwok options) keeps its idle node while the
+// other group's goes after the flag's 2s, and the server answered
+// NodeGroupGetOptions (issue 40: nothing called it).
+func TestExternalGRPCGroupOptions(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	keep, free := s.cpuGroup("keep", 2), s.cpuGroup("free", 2)
+	keep.Options = &kwok.GroupOptionsConfig{ScaleDownUnneededTime: &metav1.Duration{Duration: time.Hour}}
+	srv, _ := s.startOverGRPC(t, []string{"--v=4"}, []kwok.NodeGroupConfig{keep, free}, fastScaleDown...)
+	for _, g := range []kwok.NodeGroupConfig{keep, free} {
+		s.c.Create(s.ctx, t, s.pod("on-"+g.Name).CPU("3").NodeSelector(kwok.LabelNodeGroup, g.Name).Obj())
+	}
+	framework.Eventually(s.ctx, t, 2*time.Minute, "both pods bound", func(ctx context.Context) (bool, string, error) {
+		n, seen, err := s.podsSeen(ctx)
+		return n == 2, seen, err
+	})
+	if err := s.c.Client.CoreV1().Pods(s.ns).DeleteCollection(s.ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(s.ctx, t, 2*time.Minute, "the other group's idle node removed", func(ctx context.Context) (bool, string, error) {
+		counts, seen, err := s.nodeCounts(ctx, keep, free)
+		return err == nil && counts[1] == 0, seen, err
+	})
+	// Many times the flag's 2s, a small part of the group's hour.
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if counts, seen, err := s.nodeCounts(s.ctx, keep, free); err != nil || counts[0] != 1 {
+			t.Fatalf("the group with scaleDownUnneededTime 1h: nodes %s (%v), want its idle node kept", seen, err)
+		}
+	}
+	if !strings.Contains(srv.Log(), "CloudProvider/NodeGroupGetOptions") {
+		t.Error("the server never answered NodeGroupGetOptions")
+	}
+}

@@ -143,6 +143,7 @@ func Options(o *cloudprovider.NodeGroupAutoscalingOptions) *pb.NodeGroupAutoscal
 		ScaleDownUtilizationThreshold:    o.ScaleDownUtilizationThreshold,
 		ScaleDownGpuUtilizationThreshold: o.ScaleDownGpuUtilizationThreshold,
 		ScaleDownUnneededDuration:        durationpb.New(o.ScaleDownUnneededTime),
+		ScaleDownUnreadyDuration:         durationpb.New(o.ScaleDownUnreadyTime),
 		MaxNodeProvisionDuration:         durationpb.New(o.MaxNodeProvisionTime),
 	}
 }
@@ -156,6 +157,7 @@ func OptionsFrom(o *pb.NodeGroupAutoscalingOptions) *cloudprovider.NodeGroupAuto
 		ScaleDownUtilizationThreshold:    o.GetScaleDownUtilizationThreshold(),
 		ScaleDownGpuUtilizationThreshold: o.GetScaleDownGpuUtilizationThreshold(),
 		ScaleDownUnneededTime:            o.GetScaleDownUnneededDuration().AsDuration(),
+		ScaleDownUnreadyTime:             o.GetScaleDownUnreadyDuration().AsDuration(),
 		MaxNodeProvisionTime:             o.GetMaxNodeProvisionDuration().AsDuration(),
 	}
 }

@@ -39,6 +39,7 @@ type FakeNodeGroup struct {
 	instances   []cloudprovider.Instance
 	template    *cloudprovider.NodeTemplate
 	templateErr error
+	options     func(cloudprovider.NodeGroupAutoscalingOptions) (*cloudprovider.NodeGroupAutoscalingOptions, error)
 	errs        map[string]error
 	panics      map[string]string
 	partial     int
@@ -300,8 +301,22 @@ func (g *FakeNodeGroup) TemplateNodeInfo() (*cloudprovider.NodeTemplate, error) 
 	return g.template.DeepCopy(), nil
 }
 
-func (g *FakeNodeGroup) GetOptions(cloudprovider.NodeGroupAutoscalingOptions) (*cloudprovider.NodeGroupAutoscalingOptions, error) {
-	return nil, cloudprovider.ErrNotImplemented
+func (g *FakeNodeGroup) GetOptions(defaults cloudprovider.NodeGroupAutoscalingOptions) (*cloudprovider.NodeGroupAutoscalingOptions, error) {
+	g.mu.Lock()
+	fn := g.options
+	g.mu.Unlock()
+	if fn == nil {
+		return nil, cloudprovider.ErrNotImplemented
+	}
+	return fn(defaults)
+}
+
+// WithOptions sets what GetOptions answers, given the defaults.
+func (g *FakeNodeGroup) WithOptions(fn func(cloudprovider.NodeGroupAutoscalingOptions) (*cloudprovider.NodeGroupAutoscalingOptions, error)) *FakeNodeGroup {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.options = fn
+	return g
 }
 
 // Provider is a fake cloud provider over a fixed list of groups. A node

@@ -1,6 +1,8 @@
 package planner
 
 import (
+	"cmp"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/drainability"
@@ -98,9 +100,9 @@ func (p *RemovalPlanner) unit(plan *RemovalPlan, byName map[string]*candidate, n
 		if c == nil {
 			return nil, false
 		}
-		wait := p.opts.UnneededTime
+		wait := cmp.Or(c.group.UnneededTime, p.opts.UnneededTime)
 		if !eligibility.IsReady(c.node) {
-			wait = p.opts.UnreadyTime
+			wait = cmp.Or(c.group.UnreadyTime, p.opts.UnreadyTime)
 		}
 		if !p.tracker.Ready(n, in.Now, wait) {
 			return nil, false

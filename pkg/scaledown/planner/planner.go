@@ -70,6 +70,10 @@ type RemovalGroup struct {
 	// Nodes are the group's registered nodes that may be removed: the
 	// ready ones and those whose Ready condition is not true.
 	Nodes []*corev1.Node
+	// Thresholds, UnneededTime and UnreadyTime are the group's own (its
+	// provider's per-group options); nil or zero: the planner's.
+	Thresholds                *eligibility.Thresholds
+	UnneededTime, UnreadyTime time.Duration
 }
 
 // RemovalInput is what one pass looks at. The runner's snapshot holds the
@@ -248,7 +252,11 @@ func (p *RemovalPlanner) screen(plan *RemovalPlan, pdbs *drainability.PDBs, g *R
 	}
 	util := calc.Node(ni)
 	plan.Utilization[node.Name] = util
-	v := eligibility.Check(node, util, p.opts.Thresholds, p.opts.UnreadyEnabled)
+	thresholds := p.opts.Thresholds
+	if g.Thresholds != nil {
+		thresholds = *g.Thresholds
+	}
+	v := eligibility.Check(node, util, thresholds, p.opts.UnreadyEnabled)
 	if v.Warning != "" {
 		plan.Warnings = append(plan.Warnings, Warning{Object: node, Reason: "InvalidAnnotation", Message: v.Warning})
 	}

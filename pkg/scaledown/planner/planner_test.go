@@ -63,6 +63,8 @@ type world struct {
 	min, size int
 	pdbs      []*policyv1.PodDisruptionBudget
 	podGroups []*schedulingv1beta1.PodGroup
+	// group sets the group's own options (nil: the planner's).
+	group func(*RemovalGroup)
 }
 
 func (w world) input(now time.Time) RemovalInput {
@@ -72,6 +74,9 @@ func (w world) input(now time.Time) RemovalInput {
 		size = len(w.nodes)
 	}
 	in.Groups = []RemovalGroup{{Id: "g", Min: w.min, Size: size, Nodes: w.nodes}}
+	if w.group != nil {
+		w.group(&in.Groups[0])
+	}
 	for _, n := range w.nodes {
 		in.Destinations = append(in.Destinations, n.Name)
 	}
@@ -230,6 +235,18 @@ func TestPlan(t *testing.T) {
 			w:     world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")}},
 			opts:  Options{MaxParallelism: 1, Policies: []NodePolicy{fakePolicy{rank: map[string]int{"n1": 5, "n2": 1, "n3": 3}}}},
 			empty: "n2",
+		},
+		{
+			// A provider's per-group options: twice the unneeded time.
+			name: "the group's own unneeded time",
+			w: world{nodes: []*corev1.Node{node("n1"), node("n2")},
+				group: func(g *RemovalGroup) { g.UnneededTime = 2 * unneededTime }},
+		},
+		{
+			name: "the group's own thresholds",
+			w: world{nodes: []*corev1.Node{node("n1"), node("n2")}, pods: []*corev1.Pod{movable("web", "n1", "1"), pinned("busy", "n2", "2")},
+				group: func(g *RemovalGroup) { g.Thresholds = &eligibility.Thresholds{Utilization: 0.2, GPU: 0.2} }},
+			reasons: map[string]string{"n1": eligibility.NotUnderutilized, "n2": eligibility.NotUnderutilized},
 		},
 		{
 			name:     "malformed annotation: kept, warned",
