@@ -26,6 +26,9 @@ type Alike struct {
 	// copy compared. Either may be nil.
 	Found   func(group, placement, got, want string)
 	Checked func()
+
+	// copies counts the outcomes copied unchecked in one cycle.
+	copies int
 }
 
 // copyOf is the outcome of placement rep (its nodes repNodes) carried to
@@ -115,6 +118,7 @@ func (r *Runner) tryAlike(alike *Alike, t *GroupTree, rep *PlacementOutcome, rep
 	try func() (PlacementOutcome, *schedframework.CycleState, error)) (PlacementOutcome, *schedframework.CycleState, error) {
 	out := r.copyOf(rep, name, nodes)
 	if !alike.Verify {
+		alike.copies++
 		return out, repState, nil
 	}
 	real, state, err := try()

@@ -121,8 +121,11 @@ func (r *Runner) SchedulePodGroupTreeAlike(ctx context.Context, t *GroupTree, no
 		return nil, fmt.Errorf("schedule pod group: %w", err)
 	}
 	t = t.ordered()
+	if alike != nil {
+		alike.copies = 0
+	}
 	res, err := r.scheduleTree(ctx, t, nil, nodes, keep, alike)
-	if err != nil && alike != nil {
+	if err != nil && alike != nil && alike.copies > 0 {
 		// A copied placement chosen and found not to hold when kept:
 		// the copy was wrong. The forks are reverted; all again, plainly.
 		if alike.Found != nil {
