@@ -31,7 +31,11 @@ type SimulationOptions struct {
 // of sixteen pods a pass: a few framework calls each, against the
 // hundreds of thousands a large pass makes.
 func DefaultSimulation() SimulationOptions {
-	return SimulationOptions{ShadowFitSamples: 3, ShadowEstimateSamples: 1, ShadowEstimatePods: shortcut.DefaultEstimatePods}
+	// alikePlacements is off until the gang e2e that flakes with it on
+	// (TestGangTwoLevels: members planned in another rack than bound,
+	// with no mismatch in verify mode) is understood.
+	return SimulationOptions{ShadowFitSamples: 3, ShadowEstimateSamples: 1, ShadowEstimatePods: shortcut.DefaultEstimatePods,
+		DisabledShortcuts: []string{string(shortcut.AlikePlacements)}}
 }
 
 func (o *SimulationOptions) addFlags(fs *pflag.FlagSet) {
@@ -44,7 +48,7 @@ func (o *SimulationOptions) addFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.DisableShortcutOnMismatch, "simulation-shadow-disable-shortcut-on-mismatch", o.DisableShortcutOnMismatch,
 		"Turn a simulation shortcut off for the rest of the process once the shadow check found it answering differently from the plain framework (slower passes, the framework's own answers).")
 	fs.StringSliceVar(&o.DisabledShortcuts, "simulation-disable-shortcuts", o.DisabledShortcuts,
-		"Simulation shortcuts to turn off from the start (comma-separated: "+shortcutNames()+").")
+		"Simulation shortcuts to turn off from the start (comma-separated: "+shortcutNames()+"); an empty value turns every one on.")
 	fs.BoolVar(&o.Verify, "simulation-verify", o.Verify,
 		"Check every simulation decision against the plain scheduler framework and fail the pass on a difference. For tests and debugging: a pass costs several times as much.")
 }
