@@ -1,6 +1,7 @@
 package estimator
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -95,23 +96,11 @@ func TestAlikePlacements(t *testing.T) {
 				t.Fatalf("Alike %v, want one: %v", alike, tc.alike != nil)
 			}
 			for pair, want := range tc.alike {
-				k1, k2 := alike.Key(tree, split(pair[0])), alike.Key(tree, split(pair[1]))
+				k1, k2 := alike.Key(tree, strings.Split(pair[0], ",")), alike.Key(tree, strings.Split(pair[1], ","))
 				if got := k1 != "" && k1 == k2; got != want {
 					t.Errorf("%s alike to %s: %v, want %v", pair[0], pair[1], got, want)
 				}
 			}
 		})
 	}
-}
-
-func split(s string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(s); i++ {
-		if i == len(s) || s[i] == ',' {
-			out = append(out, s[start:i])
-			start = i + 1
-		}
-	}
-	return out
 }
