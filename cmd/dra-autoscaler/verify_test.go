@@ -40,13 +40,12 @@ func TestLoopPassGangs(t *testing.T) {
 	small := scale.GangLayout{Layout: scale.Layout{Nodes: 250, Pending: 500, Groups: 20, ExistingGroups: 2, Pools: 9, Shapes: 50, FitEvery: 5, Used: 4},
 		Gangs: 10, Blocks: 2, Racks: 4}
 	r := passes(t, nil, func() scale.Scenario { return scale.BusyGangs(small) },
-		[]string{"--simulation-verify", "--feature-gates=" + gangFeatureGates, "--simulation-disable-shortcuts="})
+		[]string{"--simulation-verify", "--feature-gates=" + gangFeatureGates})
 	if n := len(pass.Get(r.pass, plan.Gangs)); n != 10 {
 		t.Errorf("%d gangs planned, want 10", n)
 	}
-	// Blocks and racks of fresh instances are alike: with every shortcut
-	// on (alikePlacements is off by default), copies were made, and
-	// verify mode tried each for real.
+	// Blocks and racks of fresh instances are alike: copies were made,
+	// and verify mode tried each for real.
 	if n := testutil.ToFloat64(r.metrics.ShadowChecks.WithLabelValues("placement")); n == 0 {
 		t.Error("no copied placement was checked")
 	}

@@ -31,11 +31,7 @@ type SimulationOptions struct {
 // of sixteen pods a pass: a few framework calls each, against the
 // hundreds of thousands a large pass makes.
 func DefaultSimulation() SimulationOptions {
-	// alikePlacements is off until the gang e2e that flakes with it on
-	// (TestGangTwoLevels: members planned in another rack than bound,
-	// with no mismatch in verify mode) is understood.
-	return SimulationOptions{ShadowFitSamples: 3, ShadowEstimateSamples: 1, ShadowEstimatePods: shortcut.DefaultEstimatePods,
-		DisabledShortcuts: []string{string(shortcut.AlikePlacements)}}
+	return SimulationOptions{ShadowFitSamples: 3, ShadowEstimateSamples: 1, ShadowEstimatePods: shortcut.DefaultEstimatePods}
 }
 
 func (o *SimulationOptions) addFlags(fs *pflag.FlagSet) {

@@ -196,6 +196,11 @@ func (r *Runner) scheduleTree(ctx context.Context, t *GroupTree, parent *schedfr
 		return res, nil
 	}
 	logger.V(4).Info("Pod group placement chosen", "podGroup", t.String(), "placement", best.Name, "placed", best.Placed(), "placements", len(placements))
+	if v := logger.V(5); v.Enabled() {
+		for _, p := range res.Placements {
+			v.Info("Pod group placement scored", "podGroup", t.String(), "placement", p.Name, "feasible", p.Feasible(), "score", p.Score, "plugins", p.PluginScores)
+		}
+	}
 	if !keep || keepNow {
 		return res, nil
 	}

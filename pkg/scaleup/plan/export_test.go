@@ -26,3 +26,6 @@ func (p *Planner) PlanCounting(ctx context.Context, pods []*corev1.Pod, groups [
 	}
 	return out, c.estimated, c.carried, nil
 }
+
+// TriesOf is what explain lists of a pod group cycle's placements.
+var TriesOf = triesOf

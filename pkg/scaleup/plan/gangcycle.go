@@ -413,12 +413,17 @@ func triesOf(res *framework.PodGroupResult) []DomainTry {
 
 func triesUnder(res *framework.PodGroupResult, path, group string) []DomainTry {
 	out := make([]DomainTry, 0, len(res.Placements))
+	best := res.Best()
 	for i := range res.Placements {
 		pl := &res.Placements[i]
 		t := DomainTry{Domain: path + pl.Name, Feasible: pl.Feasible()}
 		switch {
 		case !t.Feasible:
 			t.Message = strings.TrimPrefix(pl.Plugin+": "+pl.Message, ": ")
+		case pl.Scored && best != nil && pl != best && pl.Score == best.Score:
+			// The scheduler breaks this tie at random (findBestPlacement):
+			// it may take this one where the plan took the other.
+			t.Message = fmt.Sprintf("score %d, tied with %s (the scheduler picks one of them at random)", pl.Score, best.Name)
 		case pl.Scored:
 			t.Message = fmt.Sprintf("score %d", pl.Score)
 		}

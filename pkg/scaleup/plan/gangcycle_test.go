@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2/ktesting"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander"
@@ -267,5 +268,46 @@ func TestGangCycleReportsTheSchedulersVerdict(t *testing.T) {
 		"0/1 placements are available, first placement status: minCount (2) cannot be satisfied: 1 scheduled, 0 remaining"
 	if o.Message != want {
 		t.Errorf("message %q, want %q", o.Message, want)
+	}
+}
+
+// Explain's line per placement: the rejecting plugin's words, the score,
+// and a tie with the chosen one named as such (the scheduler breaks it at
+// random, so a plan can only guess which of the tied it takes).
+func TestTriesOf(t *testing.T) {
+	scored := func(name string, score int64) framework.PlacementOutcome {
+		return framework.PlacementOutcome{Name: name, Score: score, Scored: true}
+	}
+	for _, tc := range []struct {
+		name string
+		res  framework.PodGroupResult
+		want []string
+	}{{
+		name: "distinct scores",
+		res:  framework.PodGroupResult{Placements: []framework.PlacementOutcome{scored("r1", 101), scored("r2", 125)}, Chosen: 1},
+		want: []string{"r1 true score 101", "r2 true score 125"},
+	}, {
+		name: "a tie",
+		res:  framework.PodGroupResult{Placements: []framework.PlacementOutcome{scored("r1", 101), scored("r2", 101), scored("r3", 90)}, Chosen: 0},
+		want: []string{"r1 true score 101", "r2 true score 101, tied with r1 (the scheduler picks one of them at random)", "r3 true score 90"},
+	}, {
+		name: "one feasible, unscored",
+		res: framework.PodGroupResult{Placements: []framework.PlacementOutcome{{Name: "r1"},
+			{Name: "r2", Code: fwk.Unschedulable, Plugin: "GangScheduling", Message: "minCount (2) cannot be satisfied"}}, Chosen: 0},
+		want: []string{"r1 true ", "r2 false GangScheduling: minCount (2) cannot be satisfied"},
+	}, {
+		name: "none chosen",
+		res:  framework.PodGroupResult{Placements: []framework.PlacementOutcome{{Name: "r1", Code: fwk.Unschedulable, Message: "no room"}}, Chosen: -1},
+		want: []string{"r1 false no room"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []string
+			for _, d := range plan.TriesOf(&tc.res) {
+				got = append(got, fmt.Sprintf("%s %v %s", d.Domain, d.Feasible, d.Message))
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("tries (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
