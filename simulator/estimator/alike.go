@@ -112,6 +112,16 @@ func (e *Estimator) AlikePlacements(tree *framework.GroupTree, keys *NodeKeys) *
 		Found: func(group, placement, got, want string) {
 			check.Found(shortcut.Mismatch{Shortcut: shortcut.AlikePlacements, Kind: "placement", Group: group, Node: placement, Got: got, Want: want})
 		},
+		// A member's class, when its verdict on a node is that node's
+		// alone: members of groups that own no claims share classes
+		// across gangs (inertGroup).
+		Class: func(pod *v1.Pod) string {
+			if !e.Memoizable(pod) {
+				return ""
+			}
+			return e.ClassKey(pod)
+		},
+		Rejected: keys.rejections(),
 	}
 	return alike
 }

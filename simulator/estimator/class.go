@@ -38,15 +38,17 @@ type class struct {
 	// the same state (see memo.go): their verdict on a node depends only
 	// on that node's content, and resources only shrink during an
 	// estimate. Inter-pod (anti-)affinity, topology spread, volumes
-	// claimed across nodes, gangs and shared claims break that.
+	// claimed across nodes, groups owning claims (inertGroup) and shared
+	// claims break that.
 	memoizable bool
 	// antiAffinity: placing a pod of this class can reject other pods
 	// anywhere in its topology domain, which invalidates memoized verdicts.
 	antiAffinity bool
 	// fitsLater: a pod of the class turned down by a node may fit there
 	// once other pods are placed (mayFitLater: hard topology spread, the
-	// profile's included, required pod affinity, gangs), so no node is
-	// closed to the class and no empty node's verdict is kept for it.
+	// profile's included, required pod affinity, members of groups that
+	// own claims), so no node is closed to the class and no empty node's
+	// verdict is kept for it.
 	fitsLater bool
 	// unplaceable is the verdict on an empty new node once a pod of the
 	// class failed there: no other pod of the class is tried.
@@ -193,7 +195,7 @@ func resolve(snap *snapshot.Snapshot, pod *v1.Pod, sharedClaims map[string]bool)
 // (with what the profile adds to it), and the device count it asks for
 // through claims. The key need not hold the profile's additions: they
 // are alike for pods alike in the spec the key holds.
-func keyOf(pod *v1.Pod, refs []claimRef, profile *framework.ProfileArgs) (key string, memoizable bool, devices int64, err error) {
+func keyOf(pod *v1.Pod, refs []claimRef, profile *framework.ProfileArgs, inert bool) (key string, memoizable bool, devices int64, err error) {
 	s := shape{
 		Namespace:        pod.Namespace,
 		Overhead:         pod.Spec.Overhead,
@@ -209,6 +211,11 @@ func keyOf(pod *v1.Pod, refs []claimRef, profile *framework.ProfileArgs) (key st
 		PreemptionPolicy: pod.Spec.PreemptionPolicy,
 		SchedulingGroup:  pod.Spec.SchedulingGroup,
 		OS:               pod.Spec.OS,
+	}
+	if inert {
+		// Members of any inert group are alike to the filters: the key
+		// says "some group" (no name), apart from pods of none.
+		s.SchedulingGroup = &v1.PodSchedulingGroup{}
 	}
 	if owner := metav1.GetControllerOfNoCopy(pod); owner != nil {
 		s.Owner = owner.UID
@@ -227,7 +234,7 @@ func keyOf(pod *v1.Pod, refs []claimRef, profile *framework.ProfileArgs) (key st
 	for i := range pod.Spec.InitContainers {
 		s.InitContainers = append(s.InitContainers, shapeOf(&pod.Spec.InitContainers[i]))
 	}
-	memoizable = pod.Spec.SchedulingGroup == nil && len(spreadOf(pod, profile)) == 0 &&
+	memoizable = (pod.Spec.SchedulingGroup == nil || inert) && len(spreadOf(pod, profile)) == 0 &&
 		(pod.Spec.Affinity == nil || (pod.Spec.Affinity.PodAffinity == nil && pod.Spec.Affinity.PodAntiAffinity == nil))
 	for _, vol := range pod.Spec.Volumes {
 		if vol.PersistentVolumeClaim != nil || vol.Ephemeral != nil {
@@ -366,4 +373,21 @@ func (c *class) demand(pod *v1.Pod, claimDevices int64) {
 func usesRequiredAntiAffinity(pod *v1.Pod) bool {
 	a := pod.Spec.Affinity
 	return a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0
+}
+
+// inertGroup reports a gang member whose group no Filter reads: the
+// scheduler's per-pod cycle (v1.37.2) reads a pod's PodGroup only in the
+// DRA plugin, for the claims the group owns (spec.resourceClaims); the
+// gang's all-or-nothing is the pod group cycle's (PlacementFeasible,
+// Permit), which estimates do not run. Such a member's verdict on a node
+// is that of a pod of its spec outside any group, the same for every
+// gang: it may share classes, memo and alike groups. A member whose
+// PodGroup is not in the snapshot is not inert (the DRA plugin fails it).
+func inertGroup(snap *snapshot.Snapshot, pod *v1.Pod) bool {
+	sg := pod.Spec.SchedulingGroup
+	if sg == nil || sg.PodGroupName == nil {
+		return false
+	}
+	pg, err := snap.PodGroups().Get(pod.Namespace, *sg.PodGroupName)
+	return err == nil && pg != nil && len(pg.Spec.ResourceClaims) == 0
 }

@@ -1,6 +1,7 @@
 package estimator
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -8,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
@@ -159,5 +161,61 @@ func TestClassKeyFields(t *testing.T) {
 		if k := e.ClassKey(p); k == "" || k == key {
 			t.Errorf("%s changed: key %q, the base pod's %q", what, k, key)
 		}
+	}
+}
+
+// Gang members share a class across gangs when their groups own no claims
+// (no Filter reads the group then); a group that owns claims, or one the
+// snapshot lacks, keeps its members to themselves.
+func TestInertGroups(t *testing.T) {
+	t.Cleanup(func() {
+		if err := framework.ApplyFeatureGates("GenericWorkload=false"); err != nil {
+			t.Error(err)
+		}
+	})
+	r, err := framework.New(context.Background(), framework.Options{FeatureGates: "GenericWorkload=true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := r.Snapshot()
+	snapshottest.Load(t, s, classes()...)
+	snapshottest.Load(t, s,
+		builder.ClaimTemplate(ns, "one-gpu").Request(builder.Request("gpu", "gpu")).Obj(),
+		builder.PodGroup(ns, "job-1").MinCount(2).Obj(),
+		builder.PodGroup(ns, "job-2").MinCount(2).Obj(),
+		builder.PodGroup(ns, "owns-claim").MinCount(2).ClaimFromTemplate("shared", "one-gpu").Obj(),
+	)
+	member := func(name, group string) *v1.Pod {
+		return builder.Pod(ns, name).CPU("1").PodGroup(group).ClaimFromTemplate("dev", "one-gpu").Obj()
+	}
+	loose := builder.Pod(ns, "loose").CPU("1").ClaimFromTemplate("dev", "one-gpu").Obj()
+	e := New(r, Options{})
+	for _, tc := range []struct {
+		name       string
+		a, b       *v1.Pod
+		same       bool
+		memoizable bool // of a
+	}{
+		{name: "members of two inert groups", a: member("job-1-0", "job-1"), b: member("job-2-0", "job-2"), same: true, memoizable: true},
+		{name: "an inert member and a pod of no group", a: member("job-1-1", "job-1"), b: loose, memoizable: true},
+		{name: "a group owning a claim", a: member("owns-0", "owns-claim"), b: member("owns-1", "owns-claim")},
+		{name: "a group not in the snapshot", a: member("lost-0", "lost"), b: member("lost-1", "lost")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ka, kb := e.ClassKey(tc.a), e.ClassKey(tc.b)
+			if !tc.memoizable {
+				// Their verdicts may change as other members are placed.
+				if ka != "" || kb != "" {
+					t.Errorf("class keys %q, %q, want none", ka, kb)
+				}
+				return
+			}
+			if ka == "" || (ka == kb) != tc.same {
+				t.Errorf("class keys %q and %q, want same=%v", ka, kb, tc.same)
+			}
+			if !e.Memoizable(tc.a) {
+				t.Errorf("%s not memoizable", tc.a.Name)
+			}
+		})
 	}
 }

@@ -186,7 +186,7 @@ func (e *Estimator) EstimateGroups(ctx context.Context, pods []*v1.Pod, groups [
 	}
 	var share *sharing
 	if e.on(shortcut.SharedEstimate) && len(groups) > 1 {
-		if share, err = newSharing(snap, e.runner.Profile(), pods, true); err != nil {
+		if share, err = newSharing(snap, e.runner.Profile(), pods, true, &e.cache.cluster); err != nil {
 			return nil, fmt.Errorf("estimate: %w", err)
 		}
 	}

@@ -16,7 +16,8 @@ import "github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 //
 // Why reusing a verdict is exact, for memoizable classes only (no
 // inter-pod affinity or topology spread, no volumes claimed across nodes,
-// no gangs, no claims shared with other pods):
+// no members of groups that own claims, no claims shared with other
+// pods):
 //   - nodes in the same state hold the same pods and allocated devices up
 //     to renaming, and their devices come from pools of their own, named
 //     in the same relative order, so the scheduler's filters and the DRA

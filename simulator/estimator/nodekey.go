@@ -36,6 +36,16 @@ type NodeKeys struct {
 	reads   *sharing
 	cache   map[string]cachedKey
 	objects map[*v1.Node][sha256.Size]byte
+	// rejected are the gang members' verdicts "does not fit" kept for
+	// the gangs these keys serve (AlikePlacements).
+	rejected *framework.Rejections
+}
+
+func (k *NodeKeys) rejections() *framework.Rejections {
+	if k.rejected == nil {
+		k.rejected = framework.NewRejections()
+	}
+	return k.rejected
 }
 
 type cachedKey struct {
@@ -48,7 +58,7 @@ type cachedKey struct {
 // cannot be compared this pass (or ever: the profile's addedAffinity
 // reads node names).
 func NewNodeKeys(snap *snapshot.Snapshot, profile *framework.ProfileArgs, pending []*v1.Pod) (*NodeKeys, error) {
-	reads, err := newSharing(snap, profile, pending, false)
+	reads, err := newSharing(snap, profile, pending, false, nil)
 	if err != nil || reads == nil {
 		return nil, err
 	}

@@ -43,6 +43,8 @@ type classCache struct {
 	// templates are the sharing keys of templates (sharing.key), for the
 	// epoch.
 	templates map[templateReads]string
+	// cluster are the label keys slices and claims select by (sharing).
+	cluster clusterReads
 	// podInfo, when set, is where pods' PodInfos come from (UsePodInfos).
 	podInfo func(*v1.Pod) fwk.PodInfo
 	// profile is what the scheduler profile adds to pods (nil: nothing),
@@ -55,6 +57,8 @@ type cacheEntry struct {
 	key        string
 	memoizable bool
 	devices    int64
+	// inert: the key was made with the pod's group inert (inertGroup).
+	inert bool
 	// info is the pod's PodInfo, made once and handed to every placement
 	// of the pod (framework SchedulePodInfo, snapshot AddPodCopy), so
 	// that its resources are not computed again for each node group.
@@ -115,13 +119,14 @@ func (cc *classCache) classify(snap *snapshot.Snapshot, pods []*v1.Pod, evict bo
 		if err != nil {
 			return nil, err
 		}
+		inert := inertGroup(snap, p)
 		entry, ok := cc.lookup(p)
-		if !ok || !slices.Equal(entry.refs, refs) {
-			key, memoizable, devices, err := keyOf(p, refs, cc.profile)
+		if !ok || !slices.Equal(entry.refs, refs) || entry.inert != inert {
+			key, memoizable, devices, err := keyOf(p, refs, cc.profile, inert)
 			if err != nil {
 				return nil, err
 			}
-			entry = cacheEntry{refs: refs, key: key, memoizable: memoizable, devices: devices, info: entry.info}
+			entry = cacheEntry{refs: refs, key: key, memoizable: memoizable, devices: devices, info: entry.info, inert: inert}
 		}
 		if entry.info == nil {
 			entry.info = cc.newPodInfo(p)
@@ -130,7 +135,7 @@ func (cc *classCache) classify(snap *snapshot.Snapshot, pods []*v1.Pod, evict bo
 		c := byKey[entry.key]
 		if c == nil {
 			c = &class{id: len(o.classes), key: entry.key, memoizable: entry.memoizable, antiAffinity: usesRequiredAntiAffinity(p),
-				fitsLater: mayFitLater(p, cc.profile)}
+				fitsLater: mayFitLater(p, cc.profile, inert)}
 			c.demand(p, entry.devices)
 			byKey[entry.key] = c
 			o.classes = append(o.classes, c)
@@ -190,25 +195,29 @@ func newPodInfo(pod *v1.Pod) *schedframework.PodInfo {
 // spread that is not best-effort, gang members), and for pods it cannot
 // classify.
 func (e *Estimator) ClassKey(pod *v1.Pod) string {
-	if pod == nil || e == nil || e.runner == nil || mayFitLater(pod, e.runner.Profile()) {
+	if pod == nil || e == nil || e.runner == nil {
 		return ""
 	}
 	snap := e.runner.Snapshot()
+	inert := inertGroup(snap, pod)
+	if mayFitLater(pod, e.runner.Profile(), inert) {
+		return ""
+	}
 	refs, err := resolve(snap, pod, nil)
 	if err != nil {
 		return ""
 	}
 	e.cache.turn(snap)
 	entry, ok := e.cache.lookup(pod)
-	if ok && slices.Equal(entry.refs, refs) {
+	if ok && slices.Equal(entry.refs, refs) && entry.inert == inert {
 		e.cache.entries[pod] = entry // Memoizable reads it there
 		return entry.key
 	}
-	key, memoizable, devices, err := keyOf(pod, refs, e.runner.Profile())
+	key, memoizable, devices, err := keyOf(pod, refs, e.runner.Profile(), inert)
 	if err != nil {
 		return ""
 	}
-	e.cache.entries[pod] = cacheEntry{refs: refs, key: key, memoizable: memoizable, devices: devices, info: entry.info}
+	e.cache.entries[pod] = cacheEntry{refs: refs, key: key, memoizable: memoizable, devices: devices, info: entry.info, inert: inert}
 	return key
 }
 
@@ -224,9 +233,10 @@ func (e *Estimator) Memoizable(pod *v1.Pod) bool {
 
 // mayFitLater reports pods whose verdict can turn from "no" to "yes" as
 // other pods are placed; a hard spread constraint the profile adds is one
-// of the pod's own to the filter.
-func mayFitLater(pod *v1.Pod, profile *framework.ProfileArgs) bool {
-	if pod.Spec.SchedulingGroup != nil {
+// of the pod's own to the filter. A gang member counts, unless its group
+// is inert (inertGroup).
+func mayFitLater(pod *v1.Pod, profile *framework.ProfileArgs, inert bool) bool {
+	if pod.Spec.SchedulingGroup != nil && !inert {
 		return true
 	}
 	if a := pod.Spec.Affinity; a != nil && a.PodAffinity != nil && len(a.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0 {

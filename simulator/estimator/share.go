@@ -40,7 +40,7 @@ type sharing struct {
 // sharing off (it reads them for every pod). Strict, a pod to place that
 // reads node names or volumes turns it off too; else it is only recorded
 // (and its caller must keep such pods out).
-func newSharing(snap *snapshot.Snapshot, profile *framework.ProfileArgs, pods []*v1.Pod, strict bool) (*sharing, error) {
+func newSharing(snap *snapshot.Snapshot, profile *framework.ProfileArgs, pods []*v1.Pod, strict bool, cluster *clusterReads) (*sharing, error) {
 	s := &sharing{read: map[string]bool{}, profile: profile}
 	if !s.addNodeAffinity(profile.AddedTo(nil).NodeAffinity) {
 		return nil, nil
@@ -65,26 +65,65 @@ func newSharing(snap *snapshot.Snapshot, profile *framework.ProfileArgs, pods []
 			s.addPod(pi.GetPod())
 		}
 	}
-	slices, err := snap.ResourceSlices().ListWithDeviceTaintRules()
-	if err != nil {
+	if cluster == nil {
+		cluster = &clusterReads{}
+	}
+	keys, ok, err := cluster.of(snap)
+	if err != nil || !ok {
 		return nil, err
 	}
+	for _, k := range keys {
+		s.read[k] = true
+	}
+	return s, nil
+}
+
+// clusterReads are the label keys the cluster's slices and allocated
+// claims select nodes by, kept while the snapshot's shared generation
+// holds: those change it (a slice or an allocation bound to one node
+// selects by name, not label, and touches only that node), and a planner
+// asking once per gang would otherwise walk every claim each time.
+type clusterReads struct {
+	snap   *snapshot.Snapshot
+	shared uint64
+	keys   []string
+	ok     bool
+}
+
+// of returns the keys; ok is false when a slice reaches nodes by label
+// (any label may count then).
+func (c *clusterReads) of(snap *snapshot.Snapshot) ([]string, bool, error) {
+	gen := snap.NodeGen("").Shared
+	if c.snap == snap && c.shared == gen {
+		return c.keys, c.ok, nil
+	}
+	slices, err := snap.ResourceSlices().ListWithDeviceTaintRules()
+	if err != nil {
+		return nil, false, err
+	}
+	*c = clusterReads{snap: snap, shared: gen}
 	for _, sl := range slices {
 		if sl.Spec.NodeSelector != nil || (sl.Spec.PerDeviceNodeSelection != nil && *sl.Spec.PerDeviceNodeSelection) {
 			// Devices reachable from nodes by label: any label may count.
-			return nil, nil
+			return nil, false, nil
 		}
 	}
 	claims, err := snap.ResourceClaims().List()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	for _, c := range claims {
-		if a := c.Status.Allocation; a != nil && a.NodeSelector != nil {
-			s.addSelector(a.NodeSelector)
+	read := &sharing{read: map[string]bool{}}
+	for _, cl := range claims {
+		if a := cl.Status.Allocation; a != nil && a.NodeSelector != nil {
+			read.addSelector(a.NodeSelector)
 		}
 	}
-	return s, nil
+	c.keys = make([]string, 0, len(read.read))
+	for k := range read.read {
+		c.keys = append(c.keys, k)
+	}
+	c.ok = true
+	return c.keys, true, nil
 }
 
 // addPod records the label keys pod's scheduling reads, the profile's

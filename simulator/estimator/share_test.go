@@ -6,7 +6,9 @@ import (
 	"slices"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
@@ -98,5 +100,53 @@ func TestEstimateGroupsShareIdenticalTemplates(t *testing.T) {
 				t.Errorf("shared %v, want %v", shared, tc.wantShared)
 			}
 		})
+	}
+}
+
+// The label keys the cluster's claims select by are kept while the
+// snapshot's shared generation holds, and follow it through forks and
+// reverts: a claim allocated by label adds its key, one bound to a node
+// by name adds none and keeps the kept keys.
+func TestClusterReads(t *testing.T) {
+	r, _ := newRunner(t)
+	s := r.Snapshot()
+	snapshottest.Load(t, s, classes()...)
+	snapshottest.Load(t, s, builder.Node("n1").CPU("4").Obj())
+	byLabel := func(name, key string) *resourceapi.ResourceClaim {
+		c := builder.Claim(ns, name).Request(builder.Request("gpu", "gpu")).Obj()
+		c.Status.Allocation = &resourceapi.AllocationResult{NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{"x"}}}}}}}
+		return c
+	}
+	var cache clusterReads
+	keys := func() []string {
+		t.Helper()
+		got, ok, err := cache.of(s)
+		if err != nil || !ok {
+			t.Fatalf("of: %v %v", ok, err)
+		}
+		return slices.Sorted(slices.Values(got))
+	}
+	set := func(c *resourceapi.ResourceClaim) {
+		t.Helper()
+		if err := s.SetResourceClaim(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(byLabel("zoned", "example.com/zone"))
+	if got := keys(); !slices.Equal(got, []string{"example.com/zone"}) {
+		t.Fatalf("keys %v", got)
+	}
+	s.Fork()
+	set(builder.Claim(ns, "local").Request(builder.Request("gpu", "gpu")).Allocated("n1").Obj())
+	set(byLabel("racked", "example.com/rack"))
+	if got := keys(); !slices.Equal(got, []string{"example.com/rack", "example.com/zone"}) {
+		t.Errorf("after a claim allocated by label: keys %v", got)
+	}
+	if err := s.Revert(); err != nil {
+		t.Fatal(err)
+	}
+	if got := keys(); !slices.Equal(got, []string{"example.com/zone"}) {
+		t.Errorf("after the revert: keys %v", got)
 	}
 }

@@ -1,10 +1,15 @@
 package framework
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
+	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 	schedframework "k8s.io/kubernetes/pkg/scheduler/framework"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
 
 // Alike lets a pod group cycle try one placement of each kind and copy its
@@ -26,6 +31,16 @@ type Alike struct {
 	// copy compared. Either may be nil.
 	Found   func(group, placement, got, want string)
 	Checked func()
+	// Class is the class of a member whose verdict on a node depends on
+	// that node alone (the estimator's memoizable classes), "" for the
+	// others. With Rejected, a Filter verdict "does not fit" for a class
+	// is kept while the node's generation holds and read back for the
+	// class's later members, of this gang and of later ones (a rack fills
+	// with the nodes of the gangs planned before: each member would
+	// otherwise be filtered on all of them again). Verify filters anyway
+	// and compares.
+	Class    func(pod *v1.Pod) string
+	Rejected *Rejections
 
 	// copies counts the outcomes copied unchecked in one cycle.
 	copies int
@@ -150,4 +165,94 @@ func outcomeString(o *PlacementOutcome) string {
 		}
 	}
 	return b.String()
+}
+
+// Rejections are the Filter verdicts "does not fit" of member classes on
+// nodes at a generation (Alike.Class). One may serve every gang of a
+// pass: a generation never names two states of a node.
+type Rejections struct {
+	no map[rejection]NodeResult
+}
+
+type rejection struct {
+	node  string
+	gen   snapshot.Gen
+	class string
+}
+
+// NewRejections is an empty memo.
+func NewRejections() *Rejections { return &Rejections{no: map[rejection]NodeResult{}} }
+
+// knownRejections is what a member's cycle may read and add to: its
+// class's rejections.
+type knownRejections struct {
+	alike *Alike
+	class string
+	pod   string
+}
+
+// known is pod's view of the memo, nil when there is none or pod's
+// verdicts are not its node's alone.
+func (a *Alike) known(pod *v1.Pod) *knownRejections {
+	if a == nil || a.Rejected == nil || a.Class == nil {
+		return nil
+	}
+	class := a.Class(pod)
+	if class == "" {
+		return nil
+	}
+	return &knownRejections{alike: a, class: class, pod: pod.Namespace + "/" + pod.Name}
+}
+
+// filterKnown is filter over nodes that reads the nodes known to turn
+// the class down from the memo instead of asking the plugins (k nil:
+// plain filter), and remembers those the Filter plugins turn down. The
+// verdicts come back in the order of nodes.
+func (r *Runner) filterKnown(ctx context.Context, state *schedframework.CycleState, pod *v1.Pod, nodes []string, k *knownRejections) ([]NodeResult, error) {
+	if k == nil {
+		return r.filter(ctx, state, pod, nodes)
+	}
+	a := k.alike
+	out := make([]NodeResult, len(nodes))
+	keys := make([]rejection, len(nodes))
+	var ask []string
+	var at []int
+	for i, n := range nodes {
+		keys[i] = rejection{node: n, gen: r.snap.NodeGen(n), class: k.class}
+		if v, ok := a.Rejected.no[keys[i]]; ok && !a.Verify {
+			out[i] = v
+			continue
+		}
+		ask, at = append(ask, n), append(at, i)
+	}
+	if len(ask) == 0 {
+		return out, nil
+	}
+	byFilter := make([]bool, len(ask))
+	got, err := r.filterNodes(ctx, state, pod, ask, byFilter)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		out[i] = got[j]
+		if v, ok := a.Rejected.no[keys[i]]; ok { // Verify
+			if a.Checked != nil {
+				a.Checked()
+			}
+			if (got[j].Fits || got[j].Code != v.Code || got[j].Plugin != v.Plugin) && a.Found != nil {
+				a.Found(k.pod, nodes[i], verdict(v), verdict(got[j]))
+			}
+		}
+		if byFilter[j] && !got[j].Fits && got[j].Code != fwk.Error {
+			a.Rejected.no[keys[i]] = got[j]
+		}
+	}
+	return out, nil
+}
+
+func verdict(n NodeResult) string {
+	if n.Fits {
+		return "fits"
+	}
+	return fmt.Sprintf("%s: %s", n.Plugin, n.Message)
 }

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
 // cpuKey is a test's idea of alike placements: each node's free CPU and
@@ -128,6 +129,83 @@ func TestAlikePlacements(t *testing.T) {
 				}
 				if verify && ((tc.copies > 0 && checked != tc.copies) || (tc.found >= 0 && found != tc.found) || (tc.found < 0 && found == 0)) {
 					t.Errorf("verify: %d copies checked, %d found wrong; want %d, %d", checked, found, tc.copies, tc.found)
+				}
+			}
+		})
+	}
+}
+
+// Rejections kept by a member class are read back instead of filtering
+// again, across cycles while the nodes' generations hold; verify filters
+// anyway and reports a remembered verdict the plugins do not give.
+func TestRejections(t *testing.T) {
+	var nodes []*v1.Node
+	for b := range 2 {
+		for r := range 2 {
+			for n := range 2 {
+				nodes = append(nodes, blockNode(fmt.Sprintf("n-b%d-r%d-%d", b, r, n), fmt.Sprintf("b%d", b), fmt.Sprintf("b%d-r%d", b, r), "1"))
+			}
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		// lie seeds the memo with "does not fit" on every node.
+		lie bool
+	}{{name: "honest"}, {name: "a lie is caught", lie: true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ctx := newCompositeRunner(t)
+			s := r.Snapshot()
+			var names []string
+			for _, n := range nodes {
+				snapshottest.Load(t, s, n)
+				names = append(names, n.Name)
+			}
+			// A node already full: its generation holds across cycles.
+			snapshottest.Load(t, s, builder.Pod(ns, "other").CPU("1").Node(names[0]).Obj())
+			tree := twoRackJob(2)
+			snapshottest.Load(t, s, tree.Composite)
+			for _, c := range tree.Children {
+				snapshottest.Load(t, s, c.PodGroup)
+				for _, m := range c.Members {
+					snapshottest.Load(t, s, m)
+				}
+			}
+			plain, err := r.SchedulePodGroupTree(ctx, tree, names, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := verdicts(plain)
+			memo := NewRejections()
+			if tc.lie {
+				for _, n := range names {
+					memo.no[rejection{node: n, gen: s.NodeGen(n), class: "c"}] = NodeResult{Node: n, Plugin: "Lie", Message: "no"}
+				}
+			}
+			// Twice without verify (the second reads what the first
+			// kept), then with.
+			for i, verify := range []bool{false, false, true} {
+				checked, found := 0, 0
+				alike := &Alike{Key: func(*GroupTree, []string) string { return "" }, Verify: verify,
+					Checked: func() { checked++ }, Found: func(group, placement, got, want string) { found++ },
+					Class: func(*v1.Pod) string { return "c" }, Rejected: memo}
+				res, err := r.SchedulePodGroupTreeAlike(ctx, tree, names, false, alike)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := verdicts(res)
+				switch {
+				case tc.lie && !verify:
+					if res.Best() != nil {
+						t.Errorf("run %d: the memo's lie was not read: chose %s", i, res.Best().Name)
+					}
+				case !slices.Equal(got, want):
+					t.Errorf("run %d: got\n%s\nwant\n%s", i, strings.Join(got, "\n"), strings.Join(want, "\n"))
+				}
+				if i == 0 && !tc.lie && len(memo.no) == 0 {
+					t.Error("no rejection kept")
+				}
+				if verify && (checked == 0 || (found > 0) != tc.lie) {
+					t.Errorf("verify: %d checked, %d found wrong (lie %v)", checked, found, tc.lie)
 				}
 			}
 		})

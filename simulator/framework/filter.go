@@ -52,6 +52,13 @@ func (r *Runner) RunFilters(ctx context.Context, pod *v1.Pod, nodeNames []string
 // filter runs PreFilter and the parallel Filter pass with one cycle state,
 // so that SchedulePod can run Reserve on it afterwards.
 func (r *Runner) filter(ctx context.Context, state *schedframework.CycleState, pod *v1.Pod, nodeNames []string) (_ []NodeResult, err error) {
+	return r.filterNodes(ctx, state, pod, nodeNames, nil)
+}
+
+// filterNodes is filter that also flags, in byFilter (nil: not asked),
+// the verdicts the Filter plugins gave on the node itself, as opposed to
+// PreFilter's for the pod.
+func (r *Runner) filterNodes(ctx context.Context, state *schedframework.CycleState, pod *v1.Pod, nodeNames []string, byFilter []bool) (_ []NodeResult, err error) {
 	results := make([]NodeResult, len(nodeNames))
 	for i, name := range nodeNames {
 		results[i].Node = name
@@ -87,7 +94,11 @@ func (r *Runner) filter(ctx context.Context, state *schedframework.CycleState, p
 			results[i].reject(fwk.AsStatus(err))
 			return nil
 		}
-		if st := r.fw.RunFilterPlugins(ctx, state, pod, ni); !st.IsSuccess() {
+		st := r.fw.RunFilterPlugins(ctx, state, pod, ni)
+		if byFilter != nil {
+			byFilter[i] = true
+		}
+		if !st.IsSuccess() {
 			results[i].reject(st)
 			return nil
 		}

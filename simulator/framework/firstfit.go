@@ -93,14 +93,14 @@ func (r *Runner) SchedulePodInfoFirstFit(ctx context.Context, info fwk.PodInfo, 
 }
 
 func (r *Runner) schedulePodFirstFit(ctx context.Context, pod *v1.Pod, info fwk.PodInfo, candidates []string) (*ScheduleResult, error) {
-	return r.schedulePodFirstFitIn(ctx, schedframework.NewCycleState, pod, info, candidates)
+	return r.schedulePodFirstFitIn(ctx, schedframework.NewCycleState, pod, info, candidates, nil)
 }
 
 // schedulePodFirstFitIn is schedulePodFirstFit with each chunk's cycle
 // state made by newState: a pod group cycle's carry its group and
 // placement states.
 func (r *Runner) schedulePodFirstFitIn(ctx context.Context, newState func() *schedframework.CycleState, pod *v1.Pod, info fwk.PodInfo,
-	candidates []string) (_ *ScheduleResult, err error) {
+	candidates []string, known *knownRejections) (_ *ScheduleResult, err error) {
 	logger := klog.FromContext(ctx)
 	r.snap.Fork()
 	keep := false
@@ -113,7 +113,7 @@ func (r *Runner) schedulePodFirstFitIn(ctx context.Context, newState func() *sch
 	placement := &ScheduleResult{}
 	err = r.chunks(candidates, 1, func(chunk []string) (bool, error) {
 		state := newState()
-		results, err := r.filter(ctx, state, prepared, chunk)
+		results, err := r.filterKnown(ctx, state, prepared, chunk, known)
 		if err != nil {
 			return true, err
 		}

@@ -267,7 +267,7 @@ func (r *Runner) tryPlacement(ctx context.Context, groupState *schedframework.Cy
 	if t.Composite != nil {
 		st, err = r.tryChildren(ctx, placementState, t, pgi, &out, alike)
 	} else {
-		st, err = r.tryMembers(ctx, placementState, pgi, &out)
+		st, err = r.tryMembers(ctx, placementState, pgi, &out, alike)
 	}
 	if err != nil {
 		return out, nil, err
@@ -299,7 +299,7 @@ func nodeNames(infos []fwk.NodeInfo) []string {
 
 // tryMembers places a leaf's members one by one, PlacementFeasible after
 // each (podGroupSchedulingDefaultAlgorithm).
-func (r *Runner) tryMembers(ctx context.Context, placementState *schedframework.CycleState, pgi *schedframework.PodGroupInfo, out *PlacementOutcome) (*fwk.Status, error) {
+func (r *Runner) tryMembers(ctx context.Context, placementState *schedframework.CycleState, pgi *schedframework.PodGroupInfo, out *PlacementOutcome, alike *Alike) (*fwk.Status, error) {
 	out.Members = make([]*ScheduleResult, len(pgi.UnscheduledPods))
 	groupNow, err := r.snap.PodGroupStates().Get(pgi.Namespace, pgi.Name)
 	if err != nil {
@@ -315,7 +315,7 @@ func (r *Runner) tryMembers(ctx context.Context, placementState *schedframework.
 		// The first fitting node in order, found in chunks that each
 		// list only their nodes' slices (see chunks): the node
 		// schedulePodIn would pick, without filtering the nodes after it.
-		res, err := r.schedulePodFirstFitIn(ctx, newState, pod, nil, out.Nodes)
+		res, err := r.schedulePodFirstFitIn(ctx, newState, pod, nil, out.Nodes, alike.known(pod))
 		if err != nil {
 			return nil, err
 		}
