@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sort"
 	"strings"
 	"testing"
@@ -54,8 +55,15 @@ func logValue(line, key string) string {
 // held (r4 holds 0 + 1 × 2 = 2, too few for a child): only block b1 can
 // hold both racks' worth. The autoscaler plans the tree with the
 // scheduler's own cycle, level by level; the real scheduler (the same
-// gates) binds every member where the autoscaler planned it (its
-// nomination), and no node is added outside b1.
+// gates) binds every child in the rack the autoscaler planned it in (its
+// members' nominations), uses every node added, and no node is added
+// outside b1. Member by member the binding is printed beside the plan
+// but not required to match: the scheduler clears a member's nomination
+// after each failed attempt of the group (v1.37.2, clearNominatedNode,
+// while the new nodes' devices are not yet published), and when its
+// successful attempt comes before the autoscaler's next pass writes them
+// again, it picks nodes within the rack by its own scores (ties at
+// random).
 //
 // Members ask for 16 CPUs so that the racks' PlacementScore differs
 // (NodeResourcesFit's MostAllocated over a placement: r2's two nodes
@@ -130,26 +138,53 @@ func TestGangTwoLevels(t *testing.T) {
 	}
 	nominated := nominatedInLog(a.Log(), s.ns)
 	var lines []string
-	racks := map[string]map[string]bool{}
+	racks, plannedRacks := map[string]map[string]bool{}, map[string]map[string]bool{}
+	add := func(m map[string]map[string]bool, w, rack string) {
+		if m[w] == nil {
+			m[w] = map[string]bool{}
+		}
+		m[w][rack] = true
+	}
+	used := map[string]bool{}
+	for _, node := range bound {
+		used[node] = true
+	}
+	moved := 0
 	for _, m := range members {
 		node := bound[m]
 		lines = append(lines, fmt.Sprintf("%-10s planned %-40s bound %-40s %s/%s", m, nominated[m], node, blockOf[node], rackOf[node]))
+		if nominated[m] == "" {
+			t.Errorf("%s: never nominated", m)
+		}
 		if nominated[m] != node {
-			t.Errorf("%s: planned on %q, bound on %q", m, nominated[m], node)
+			moved++
 		}
 		if blockOf[node] != "b1" {
 			t.Errorf("%s: bound in block %q, want b1", m, blockOf[node])
 		}
 		w := m[:strings.LastIndex(m, "-")]
-		if racks[w] == nil {
-			racks[w] = map[string]bool{}
-		}
-		racks[w][rackOf[node]] = true
+		add(racks, w, rackOf[node])
+		add(plannedRacks, w, rackOf[nominated[m]])
 	}
 	sort.Strings(lines)
-	t.Logf("per member, the autoscaler's plan and the scheduler's binding:\n%s", strings.Join(lines, "\n"))
-	if !racks["worker-a"]["r2"] || !racks["worker-b"]["r1"] || len(racks["worker-a"]) != 1 || len(racks["worker-b"]) != 1 {
-		t.Errorf("racks per child %v, want worker-a in r2 (the higher placement score) and worker-b in r1", racks)
+	t.Logf("per member, the autoscaler's plan and the scheduler's binding (%d bound on another node of the planned rack):\n%s", moved, strings.Join(lines, "\n"))
+	// Every level as planned: the block, each child's rack.
+	want := map[string]map[string]bool{"worker-a": {"r2": true}, "worker-b": {"r1": true}}
+	if !reflect.DeepEqual(racks, want) || !reflect.DeepEqual(plannedRacks, want) {
+		t.Errorf("racks per child: bound %v, planned %v; want worker-a in r2 (the higher placement score) and worker-b in r1", racks, plannedRacks)
+	}
+	// Every node of the block's racks holds a pod of the test: the
+	// autoscaler added none the scheduler left idle.
+	for _, r := range []string{"r1", "r2"} {
+		list, err := s.groupNodes(s.ctx, groups[r].Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range list {
+			if !used[n.Name] {
+				t.Errorf("node %s of rack %s holds none of the test's pods", n.Name, r)
+			}
+		}
 	}
 	for _, r := range []string{"r3", "r4"} {
 		if n := s.groupSize(t, groups[r].Name); n != before[r] {
