@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	corev1 "k8s.io/api/core/v1"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -114,8 +113,8 @@ func TestClusterReads(t *testing.T) {
 	snapshottest.Load(t, s, builder.Node("n1").CPU("4").Obj())
 	byLabel := func(name, key string) *resourceapi.ResourceClaim {
 		c := builder.Claim(ns, name).Request(builder.Request("gpu", "gpu")).Obj()
-		c.Status.Allocation = &resourceapi.AllocationResult{NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
-			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{"x"}}}}}}}
+		c.Status.Allocation = &resourceapi.AllocationResult{NodeSelector: &v1.NodeSelector{NodeSelectorTerms: []v1.NodeSelectorTerm{{
+			MatchExpressions: []v1.NodeSelectorRequirement{{Key: key, Operator: v1.NodeSelectorOpIn, Values: []string{"x"}}}}}}}
 		return c
 	}
 	var cache clusterReads
