@@ -76,6 +76,42 @@ func (e *Estimator) AlikePlacements(tree *framework.GroupTree, keys *NodeKeys) *
 		return false
 	}
 	check := e.opts.Check
+	class := func(pod *v1.Pod) string {
+		if !e.Memoizable(pod) {
+			return ""
+		}
+		return e.ClassKey(pod)
+	}
+	rejected := keys.rejections()
+	// idle: a node every member of leaf t was turned down by, at its
+	// generation (the classes of t's members, "" when one has none).
+	leafClasses := map[*framework.GroupTree][]string{}
+	idle := func(t *framework.GroupTree, node string) bool {
+		cs, ok := leafClasses[t]
+		if !ok {
+			for _, m := range t.Members {
+				c := class(m)
+				if c == "" {
+					cs = nil
+					break
+				}
+				if !slices.Contains(cs, c) {
+					cs = append(cs, c)
+				}
+			}
+			leafClasses[t] = cs
+		}
+		if len(cs) == 0 {
+			return false
+		}
+		gen := snap.NodeGen(node)
+		for _, c := range cs {
+			if !rejected.Has(node, gen, c) {
+				return false
+			}
+		}
+		return true
+	}
 	alike := &framework.Alike{
 		Key: func(t *framework.GroupTree, nodes []string) string {
 			levels := t.TopologyKeys()
@@ -86,8 +122,15 @@ func (e *Estimator) AlikePlacements(tree *framework.GroupTree, keys *NodeKeys) *
 			var b strings.Builder
 			var buf []byte
 			for _, name := range nodes {
+				if ours(name) {
+					return ""
+				}
+				if t.Composite == nil && idle(t, name) {
+					// Passed by: it turns every member down.
+					continue
+				}
 				key := keys.Of(name)
-				if key == "" || ours(name) {
+				if key == "" {
 					return ""
 				}
 				b.WriteString(key)
@@ -115,13 +158,9 @@ func (e *Estimator) AlikePlacements(tree *framework.GroupTree, keys *NodeKeys) *
 		// A member's class, when its verdict on a node is that node's
 		// alone: members of groups that own no claims share classes
 		// across gangs (inertGroup).
-		Class: func(pod *v1.Pod) string {
-			if !e.Memoizable(pod) {
-				return ""
-			}
-			return e.ClassKey(pod)
-		},
-		Rejected: keys.rejections(),
+		Class:    class,
+		Rejected: rejected,
+		Idle:     idle,
 	}
 	return alike
 }

@@ -41,18 +41,29 @@ type Alike struct {
 	// and compares.
 	Class    func(pod *v1.Pod) string
 	Rejected *Rejections
+	// Idle tells, for a PodGroup's placement, the nodes that turn every
+	// member down (rejections kept for every member's class at the
+	// node's generation): first fit passes them by, so Key leaves them
+	// out and a copy maps the other nodes in order. nil: none are.
+	Idle func(t *GroupTree, node string) bool
 
 	// copies counts the outcomes copied unchecked in one cycle.
 	copies int
 }
 
-// copyOf is the outcome of placement rep (its nodes repNodes) carried to
-// a placement alike to it, named name over nodes: every member on the
-// node at the same position, every verdict likewise.
+// copyOf is the outcome of placement rep carried to a placement alike to
+// it, named name over nodes: every member on the node at the same
+// position, every verdict likewise.
 func (r *Runner) copyOf(rep *PlacementOutcome, name string, nodes []string) PlacementOutcome {
-	to := make(map[string]string, len(nodes))
-	for i, n := range rep.Nodes {
-		to[n] = nodes[i]
+	return r.copyMapped(rep, name, nodes, rep.Nodes, nodes)
+}
+
+// copyMapped is copyOf with node from[i] standing for to[i] (the nodes
+// that count: Idle ones left out on both sides).
+func (r *Runner) copyMapped(rep *PlacementOutcome, name string, nodes, from, toNodes []string) PlacementOutcome {
+	to := make(map[string]string, len(toNodes))
+	for i, n := range from {
+		to[n] = toNodes[i]
 	}
 	out := *rep
 	out.Name, out.Nodes = name, nodes
@@ -112,10 +123,12 @@ func (r *Runner) copyMembers(members []*ScheduleResult, to map[string]string) []
 		if m == nil {
 			continue
 		}
-		c := &ScheduleResult{Node: to[m.Node], Results: make([]NodeResult, len(m.Results))}
-		for j, v := range m.Results {
-			v.Node = to[v.Node]
-			c.Results[j] = v
+		c := &ScheduleResult{Node: to[m.Node], Results: make([]NodeResult, 0, len(m.Results))}
+		for _, v := range m.Results {
+			if n, ok := to[v.Node]; ok { // an Idle node's verdict has no counterpart
+				v.Node = n
+				c.Results = append(c.Results, v)
+			}
 		}
 		if m.Pod != nil {
 			pod := *m.Pod // the snapshot's: not modified, copied
@@ -131,7 +144,15 @@ func (r *Runner) copyMembers(members []*ScheduleResult, to map[string]string) []
 // copy, checked against a trial of its own with Verify.
 func (r *Runner) tryAlike(alike *Alike, t *GroupTree, rep *PlacementOutcome, repState *schedframework.CycleState, name string, nodes []string,
 	try func() (PlacementOutcome, *schedframework.CycleState, error)) (PlacementOutcome, *schedframework.CycleState, error) {
-	out := r.copyOf(rep, name, nodes)
+	from, to := rep.Nodes, nodes
+	if t.Composite == nil && alike.Idle != nil {
+		from, to = alike.busy(t, from), alike.busy(t, to)
+		if len(from) != len(to) {
+			// Not alike after all (a node's generation moved): tried.
+			return try()
+		}
+	}
+	out := r.copyMapped(rep, name, nodes, from, to)
 	if !alike.Verify {
 		alike.copies++
 		return out, repState, nil
@@ -147,6 +168,23 @@ func (r *Runner) tryAlike(alike *Alike, t *GroupTree, rep *PlacementOutcome, rep
 		alike.Found(t.String(), name, got, want)
 	}
 	return real, state, nil
+}
+
+// busy is nodes without the Idle ones.
+func (a *Alike) busy(t *GroupTree, nodes []string) []string {
+	out := make([]string, 0, len(nodes))
+	for _, n := range nodes {
+		if !a.Idle(t, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Has says whether class was turned down by node at gen.
+func (j *Rejections) Has(node string, gen snapshot.Gen, class string) bool {
+	_, ok := j.no[rejection{node: node, gen: gen, class: class}]
+	return ok
 }
 
 // outcomeString is what a copy must match: the verdict and every

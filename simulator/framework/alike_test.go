@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
@@ -209,5 +210,60 @@ func TestRejections(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A rack that differs from another only by a node turning every member
+// down is alike to it when Idle says so: the key leaves the node out, the
+// copy maps the other nodes in order, and verify finds the copy right.
+func TestAlikeIdleNodes(t *testing.T) {
+	r, ctx := newCompositeRunner(t)
+	s := r.Snapshot()
+	var names []string
+	for _, n := range []struct{ name, rack string }{{"n0", "r0"}, {"n1", "r0"}, {"n2", "r0"}, {"n3", "r1"}, {"n4", "r1"}} {
+		snapshottest.Load(t, s, blockNode(n.name, "b0", n.rack, "1"))
+		names = append(names, n.name)
+	}
+	snapshottest.Load(t, s, builder.Pod(ns, "other").CPU("1").Node("n0").Obj()) // full
+	pg := builder.PodGroup(ns, "train").MinCount(2).TopologyKey(rackKey).Obj()
+	tree := &GroupTree{PodGroup: pg, Members: members("train", 2)}
+	snapshottest.Load(t, s, pg)
+	for _, m := range tree.Members {
+		snapshottest.Load(t, s, m)
+	}
+	plain, err := r.SchedulePodGroupTree(ctx, tree, names, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	memo := NewRejections()
+	memo.no[rejection{node: "n0", gen: s.NodeGen("n0"), class: "c"}] = NodeResult{Node: "n0", Code: fwk.Unschedulable, Plugin: "NodeResourcesFit", Message: "Insufficient cpu"}
+	idle := func(_ *GroupTree, node string) bool { return memo.Has(node, s.NodeGen(node), "c") }
+	honest := cpuKey(r, false)
+	key := func(t *GroupTree, nodes []string) string {
+		var busy []string
+		for _, n := range nodes {
+			if !idle(t, n) {
+				busy = append(busy, n)
+			}
+		}
+		return honest(t, busy)
+	}
+	for _, verify := range []bool{false, true} {
+		checked, found := 0, 0
+		alike := &Alike{Key: key, Verify: verify, Checked: func() { checked++ }, Found: func(group, placement, got, want string) { found++ },
+			Class: func(*v1.Pod) string { return "c" }, Rejected: memo, Idle: idle}
+		res, err := r.SchedulePodGroupTreeAlike(ctx, tree, names, false, alike)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := verdicts(res), verdicts(plain); !slices.Equal(got, want) {
+			t.Errorf("verify=%v: got\n%s\nwant\n%s", verify, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		if !verify && alike.copies != 1 {
+			t.Errorf("%d placements copied, want 1 (r1 from r0)", alike.copies)
+		}
+		if verify && (checked == 0 || found != 0) {
+			t.Errorf("verify: %d checked, %d found wrong", checked, found)
+		}
 	}
 }
