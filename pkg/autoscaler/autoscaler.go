@@ -236,7 +236,7 @@ func New(ctx context.Context, opts *config.Options, env Env) (*Autoscaler, error
 			// templates, not the last pass's snapshot.
 			return load.Prepare(ctx, runner.Snapshot(), state)
 		},
-		Templates: nodegroups.Templates{Runner: runner}, MaxProvision: opts.MaxNodeProvisionTime, PoolStall: opts.DRAPoolStallTime}
+		Templates: nodegroups.Templates{Runner: runner}, Defaults: GroupDefaults(opts), PoolStall: opts.DRAPoolStallTime}
 	a.Pending = &pending.Stage{Rules: observe.PendingSelection{NewPodScaleUpDelay: opts.NewPodScaleUpDelay,
 		PriorityCutoff: opts.ExpendablePodsPriorityCutoff, SchedulerName: runner.Profile().SchedulerName},
 		Exclude: a.provreqs.WithoutConsumers, Count: func(n int) { m.UnschedulablePodsCount.Set(float64(n)) }}
@@ -340,4 +340,14 @@ func New(ctx context.Context, opts *config.Options, env Env) (*Autoscaler, error
 		return nil, err
 	}
 	return a, nil
+}
+
+// GroupDefaults are the flags' values of the options a node group may
+// set for itself (cloudprovider.NodeGroupAutoscalingOptions).
+func GroupDefaults(opts *config.Options) cloudprovider.NodeGroupAutoscalingOptions {
+	sd := opts.ScaleDown
+	return cloudprovider.NodeGroupAutoscalingOptions{
+		ScaleDownUtilizationThreshold: sd.UtilizationThreshold, ScaleDownGpuUtilizationThreshold: sd.GPUUtilizationThreshold,
+		ScaleDownUnneededTime: sd.UnneededTime, ScaleDownUnreadyTime: sd.UnreadyTime, MaxNodeProvisionTime: opts.MaxNodeProvisionTime,
+	}
 }

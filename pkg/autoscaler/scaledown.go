@@ -40,7 +40,7 @@ func newScaleDown(opts *config.Options, runner *framework.Runner, client kuberne
 		EvictDaemonSetsOfEmpty:   sd.DaemonSetEvictionForEmptyNodes,
 		EvictDaemonSetsOfDrained: sd.DaemonSetEvictionForOccupiedNodes,
 	})
-	return scaledown.New(sd, opts.ScanInterval, p, a, client, recorder, m.ScaleDown).WithMaxProvisionTime(opts.MaxNodeProvisionTime)
+	return scaledown.New(sd, opts.ScanInterval, p, a, client, recorder, m.ScaleDown)
 }
 
 // newDrainer is the one eviction path: scale-down drains and the drains of

@@ -56,6 +56,10 @@ type Info struct {
 	// registered nodes that were not used and why ("node/<name>: ...").
 	TemplateSource  string
 	TemplateSkipped []string
+	// Options are what the group runs with (ResolveOptions): the
+	// provider's over the flags'; OptionsFrom says which.
+	Options     cloudprovider.NodeGroupAutoscalingOptions
+	OptionsFrom string
 
 	declared    *cloudprovider.NodeTemplate
 	declaredErr error
@@ -127,11 +131,14 @@ type CollectInput struct {
 	DaemonSets   []*appsv1.DaemonSet
 	// CSINodes are the registered nodes' CSINodes by node name.
 	CSINodes map[string]*storagev1.CSINode
-	// Now and MaxProvision tell stale booting nodes (zero: none is);
-	// PoolStall those whose DRA pools stalled (zero: none did).
-	Now          time.Time
-	MaxProvision time.Duration
-	PoolStall    time.Duration
+	// Defaults are the flags' autoscaling options, each group's own
+	// resolved over them (ResolveOptions).
+	Defaults cloudprovider.NodeGroupAutoscalingOptions
+	// Now and the group's MaxNodeProvisionTime tell stale booting nodes
+	// (zero: none is); PoolStall those whose DRA pools stalled (zero:
+	// none did).
+	Now       time.Time
+	PoolStall time.Duration
 }
 
 // StalledPool is a node's incomplete DRA pool that has not changed for
@@ -170,6 +177,7 @@ func Collect(ctx context.Context, in CollectInput, templates TemplateBuilder) ([
 		}
 		s := sizes[g.Id()]
 		info := &Info{Group: g, Id: g.Id(), Min: s.Min, Max: s.Max, Target: target}
+		info.Options, info.OptionsFrom = ResolveOptions(ctx, g, in.Defaults)
 		info.declared, info.declaredErr = g.TemplateNodeInfo()
 		infos = append(infos, info)
 		byID[g.Id()] = info
@@ -198,7 +206,8 @@ func Collect(ctx context.Context, in CollectInput, templates TemplateBuilder) ([
 			info.NotUsable = map[string]string{}
 		}
 		info.NotUsable[node.Name] = why
-		stale := in.MaxProvision > 0 && in.Now.After(node.CreationTimestamp.Add(in.MaxProvision))
+		provision := info.Options.MaxNodeProvisionTime
+		stale := provision > 0 && in.Now.After(node.CreationTimestamp.Add(provision))
 		if short != nil && in.PoolStall > 0 {
 			if since := lastPoolChange(node, short.driver, in.SlicesByNode[node.Name]); in.Now.Sub(since) > in.PoolStall {
 				if info.Stalled == nil {

@@ -384,7 +384,7 @@ func TestCollectStalledPools(t *testing.T) {
 			"stalled":    {partial("stalled", 9*time.Minute)},
 			"publishing": {partial("publishing", time.Minute)},
 		},
-		Now: now, MaxProvision: time.Hour, PoolStall: 5 * time.Minute,
+		Now: now, Defaults: cloudprovider.NodeGroupAutoscalingOptions{MaxNodeProvisionTime: time.Hour}, PoolStall: 5 * time.Minute,
 	}
 	_, ctx := ktesting.NewTestContext(t)
 	infos, err := nodegroups.Collect(ctx, in, nodegroups.Templates{})

@@ -46,10 +46,12 @@ type Stage struct {
 	Specs []config.NodeGroupSpec
 	// Prepare readies the simulation to judge templates against this
 	// pass's device classes and claim templates.
-	Prepare      func(context.Context, *observe.ClusterState) error
-	Templates    TemplateBuilder
-	MaxProvision time.Duration
-	PoolStall    time.Duration
+	Prepare   func(context.Context, *observe.ClusterState) error
+	Templates TemplateBuilder
+	// Defaults are the flags' autoscaling options (per-group options
+	// override them).
+	Defaults  cloudprovider.NodeGroupAutoscalingOptions
+	PoolStall time.Duration
 }
 
 var _ pass.Stage = (*Stage)(nil)
@@ -73,7 +75,7 @@ func (s *Stage) Run(ctx context.Context, st *pass.State) error {
 	}
 	groups, err := Collect(ctx, CollectInput{Groups: ids, Sizes: sizes, Provider: s.Provider,
 		Nodes: state.Nodes, SlicesByNode: slicesByNode, PodsByNode: podsByNode, DaemonSets: state.DaemonSets,
-		CSINodes: state.CSINodes, Now: st.Started, MaxProvision: s.MaxProvision, PoolStall: s.PoolStall}, s.Templates)
+		CSINodes: state.CSINodes, Now: st.Started, Defaults: s.Defaults, PoolStall: s.PoolStall}, s.Templates)
 	if err != nil {
 		return pass.Failed("cloudProviderError", err)
 	}

@@ -7,7 +7,6 @@ package scaledown
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -47,9 +46,6 @@ type Controller struct {
 	// gate is asked about every removal the plan chose (nil: none).
 	gate *safety.Gate
 
-	// maxProvision is the default MaxNodeProvisionTime of GetOptions.
-	maxProvision time.Duration
-
 	lastScaleUp, lastDelete, lastFailure time.Time
 	cleaned                              bool
 	warned                               map[warnKey]time.Time
@@ -67,47 +63,20 @@ func New(opts config.ScaleDownOptions, scanInterval time.Duration, p *planner.Re
 		metrics: m, warned: map[warnKey]time.Time{}}
 }
 
-// groupOptions sets rg's thresholds and times from the group's own
-// options (NodeGroup.GetOptions, given the flags' values as defaults):
-// upstream's per-group options, a Cluster API MachineDeployment's
-// autoscaling-options annotations, a gRPC server's NodeGroupGetOptions.
-// A provider that has none, or fails to say, leaves the flags' values.
-func (s *Controller) groupOptions(ctx context.Context, g cloudprovider.NodeGroup, rg *planner.RemovalGroup) {
-	if g == nil {
+// groupOptions sets rg's thresholds and times from the options group g
+// runs with (nodegroups.ResolveOptions: upstream's per-group options, a
+// Cluster API MachineDeployment's autoscaling-options annotations, a gRPC
+// server's NodeGroupGetOptions) when its provider set them; otherwise the
+// planner keeps the flags' values.
+func (s *Controller) groupOptions(g *nodegroups.Info, rg *planner.RemovalGroup) {
+	if g.OptionsFrom != nodegroups.OptionsFromProvider {
 		return
 	}
-	defaults := cloudprovider.NodeGroupAutoscalingOptions{
-		ScaleDownUtilizationThreshold: s.opts.UtilizationThreshold, ScaleDownGpuUtilizationThreshold: s.opts.GPUUtilizationThreshold,
-		ScaleDownUnneededTime: s.opts.UnneededTime, ScaleDownUnreadyTime: s.opts.UnreadyTime, MaxNodeProvisionTime: s.maxProvision,
-	}
-	o, err := g.GetOptions(defaults)
-	switch {
-	case errors.Is(err, cloudprovider.ErrNotImplemented):
-		return
-	case err != nil:
-		klog.FromContext(ctx).V(2).Info("Node group options unavailable, using the flags' values", "nodeGroup", rg.Id, "err", err)
-		return
-	case o == nil:
-		return
-	}
-	if o.ScaleDownUtilizationThreshold != defaults.ScaleDownUtilizationThreshold || o.ScaleDownGpuUtilizationThreshold != defaults.ScaleDownGpuUtilizationThreshold {
+	o := g.Options
+	if o.ScaleDownUtilizationThreshold != s.opts.UtilizationThreshold || o.ScaleDownGpuUtilizationThreshold != s.opts.GPUUtilizationThreshold {
 		rg.Thresholds = &eligibility.Thresholds{Utilization: o.ScaleDownUtilizationThreshold, GPU: o.ScaleDownGpuUtilizationThreshold}
 	}
-	// Zero is "not said" (a server answering with upstream's older
-	// message, a field it does not know): the flag's value stays.
-	if o.ScaleDownUnneededTime > 0 {
-		rg.UnneededTime = o.ScaleDownUnneededTime
-	}
-	if o.ScaleDownUnreadyTime > 0 {
-		rg.UnreadyTime = o.ScaleDownUnreadyTime
-	}
-}
-
-// WithMaxProvisionTime sets the default max node provision time given
-// to providers' GetOptions (--max-node-provision-time).
-func (s *Controller) WithMaxProvisionTime(d time.Duration) *Controller {
-	s.maxProvision = d
-	return s
+	rg.UnneededTime, rg.UnreadyTime = o.ScaleDownUnneededTime, o.ScaleDownUnreadyTime
 }
 
 // WithGate has the stage ask g before it removes a node.
@@ -203,7 +172,7 @@ func (s *Controller) Run(ctx context.Context, in ControllerInput) (*PassResult, 
 			}
 		}
 		rg := planner.RemovalGroup{Id: g.Id, Min: g.Min, Size: g.Size(), Nodes: nodes}
-		s.groupOptions(ctx, g.Group, &rg)
+		s.groupOptions(g, &rg)
 		pin.Groups = append(pin.Groups, rg)
 	}
 	tainted := map[string]bool{}

@@ -255,50 +255,35 @@ func TestRemovalsAskTheGate(t *testing.T) {
 	}
 }
 
-// A group's own options (its provider's GetOptions, given the flags'
-// values) set its thresholds and times; a provider without them, or one
-// that fails to answer, leaves the flags'.
+// A group's own options (resolved by nodegroups.ResolveOptions) reach
+// the removal planner only when its provider set them.
 func TestGroupOptions(t *testing.T) {
 	opts := config.DefaultScaleDown()
-	hour := func(d cloudprovider.NodeGroupAutoscalingOptions) (*cloudprovider.NodeGroupAutoscalingOptions, error) {
-		d.ScaleDownUnneededTime = time.Hour
-		return &d, nil
+	flags := cloudprovider.NodeGroupAutoscalingOptions{ScaleDownUtilizationThreshold: opts.UtilizationThreshold,
+		ScaleDownGpuUtilizationThreshold: opts.GPUUtilizationThreshold, ScaleDownUnneededTime: opts.UnneededTime, ScaleDownUnreadyTime: opts.UnreadyTime}
+	with := func(f func(*cloudprovider.NodeGroupAutoscalingOptions)) cloudprovider.NodeGroupAutoscalingOptions {
+		o := flags
+		f(&o)
+		return o
 	}
 	tests := []struct {
-		name    string
-		options func(cloudprovider.NodeGroupAutoscalingOptions) (*cloudprovider.NodeGroupAutoscalingOptions, error)
-		want    planner.RemovalGroup
+		name string
+		from string
+		o    cloudprovider.NodeGroupAutoscalingOptions
+		want planner.RemovalGroup
 	}{
-		{name: "none"},
-		{name: "the provider fails", options: func(cloudprovider.NodeGroupAutoscalingOptions) (*cloudprovider.NodeGroupAutoscalingOptions, error) {
-			return nil, errors.New("unavailable")
-		}},
-		{name: "the defaults echoed", options: func(d cloudprovider.NodeGroupAutoscalingOptions) (*cloudprovider.NodeGroupAutoscalingOptions, error) {
-			if d.ScaleDownUnneededTime != opts.UnneededTime || d.ScaleDownUnreadyTime != opts.UnreadyTime ||
-				d.ScaleDownUtilizationThreshold != opts.UtilizationThreshold || d.MaxNodeProvisionTime != 15*time.Minute {
-				return nil, fmt.Errorf("defaults %+v are not the flags'", d)
-			}
-			return &d, nil
-		}, want: planner.RemovalGroup{UnneededTime: opts.UnneededTime, UnreadyTime: opts.UnreadyTime}},
-		{name: "an unneeded time", options: hour, want: planner.RemovalGroup{UnneededTime: time.Hour, UnreadyTime: opts.UnreadyTime}},
-		{name: "thresholds", options: func(d cloudprovider.NodeGroupAutoscalingOptions) (*cloudprovider.NodeGroupAutoscalingOptions, error) {
-			d.ScaleDownGpuUtilizationThreshold = 0.1
-			return &d, nil
-		}, want: planner.RemovalGroup{Thresholds: &eligibility.Thresholds{Utilization: opts.UtilizationThreshold, GPU: 0.1},
-			UnneededTime: opts.UnneededTime, UnreadyTime: opts.UnreadyTime}},
-		{name: "zero times are not said", options: func(d cloudprovider.NodeGroupAutoscalingOptions) (*cloudprovider.NodeGroupAutoscalingOptions, error) {
-			d.ScaleDownUnneededTime, d.ScaleDownUnreadyTime = 0, 0
-			return &d, nil
-		}},
+		{name: "the flags'", from: nodegroups.OptionsFromFlags, o: flags},
+		{name: "an unneeded time", from: nodegroups.OptionsFromProvider, o: with(func(o *cloudprovider.NodeGroupAutoscalingOptions) { o.ScaleDownUnneededTime = time.Hour }),
+			want: planner.RemovalGroup{UnneededTime: time.Hour, UnreadyTime: opts.UnreadyTime}},
+		{name: "thresholds", from: nodegroups.OptionsFromProvider, o: with(func(o *cloudprovider.NodeGroupAutoscalingOptions) { o.ScaleDownGpuUtilizationThreshold = 0.1 }),
+			want: planner.RemovalGroup{Thresholds: &eligibility.Thresholds{Utilization: opts.UtilizationThreshold, GPU: 0.1},
+				UnneededTime: opts.UnneededTime, UnreadyTime: opts.UnreadyTime}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, ctx := ktesting.NewTestContext(t)
 			s, _, _, _ := testStage(t, opts, testclock.NewFakeClock(t0))
-			s.WithMaxProvisionTime(15 * time.Minute)
-			g := fakeprovider.NewGroup("g", 0, 5).WithOptions(tc.options)
 			var got planner.RemovalGroup
-			s.groupOptions(ctx, g, &got)
+			s.groupOptions(&nodegroups.Info{Id: "g", Options: tc.o, OptionsFrom: tc.from}, &got)
 			if fmt.Sprintf("%v %v %v", got.Thresholds, got.UnneededTime, got.UnreadyTime) !=
 				fmt.Sprintf("%v %v %v", tc.want.Thresholds, tc.want.UnneededTime, tc.want.UnreadyTime) {
 				t.Errorf("group options %v %v %v, want %v %v %v", got.Thresholds, got.UnneededTime, got.UnreadyTime,

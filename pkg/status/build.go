@@ -114,6 +114,12 @@ func (b *Builder) group(g *nodegroups.Info, in BuildInput, now metav1.Time) Grou
 	if g.Template != nil {
 		ng.DRAPools = Pools(g.Template)
 	}
+	if g.OptionsFrom != "" {
+		o := g.Options
+		ng.Options = &GroupOptions{From: g.OptionsFrom, ScaleDownUtilizationThreshold: o.ScaleDownUtilizationThreshold,
+			ScaleDownGpuUtilizationThreshold: o.ScaleDownGpuUtilizationThreshold, ScaleDownUnneededTime: metav1.Duration{Duration: o.ScaleDownUnneededTime},
+			ScaleDownUnreadyTime: metav1.Duration{Duration: o.ScaleDownUnreadyTime}, MaxNodeProvisionTime: metav1.Duration{Duration: o.MaxNodeProvisionTime}}
+	}
 	return ng
 }
 

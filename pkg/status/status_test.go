@@ -21,8 +21,9 @@ import (
 func TestBuildAndWrite(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	n := template.PlaceholderNodeName
-	gpu := &nodegroups.Info{Id: "gpu", Min: 0, Max: 4, Target: 2, TemplateSource: "provider",
-		Ready: []*corev1.Node{builder.Node("gpu-1").Obj()},
+	gpu := &nodegroups.Info{Id: "gpu", Min: 0, Max: 4, Target: 2, TemplateSource: "provider", OptionsFrom: nodegroups.OptionsFromProvider,
+		Options: cloudprovider.NodeGroupAutoscalingOptions{ScaleDownUtilizationThreshold: 0.5, ScaleDownUnneededTime: time.Hour, MaxNodeProvisionTime: 30 * time.Minute},
+		Ready:   []*corev1.Node{builder.Node("gpu-1").Obj()},
 		Template: &cloudprovider.NodeTemplate{Node: builder.Node(n).Obj(), ResourceSlices: []*resourceapi.ResourceSlice{
 			builder.ResourceSlice("a", n, "gpu.example.com", n).Devices(builder.Device("gpu-0"), builder.Device("gpu-1")).
 				SharedCounters(builder.CounterSet("gpu-0-mem").Counter("memory", "80Gi")).Obj(),
@@ -51,6 +52,12 @@ func TestBuildAndWrite(t *testing.T) {
 	if len(s.NodeGroups) != 2 || s.NodeGroups[0].Name != "broken" || s.NodeGroups[0].ScaleUp.Status != ScaleUpBackoff ||
 		s.NodeGroups[0].ScaleUp.BackoffInfo.ErrorCode != "cloudProviderError" || s.NodeGroups[0].Health.Status != HealthUnhealthy {
 		t.Errorf("groups %+v", s.NodeGroups)
+	}
+	if o := s.NodeGroups[1].Options; o == nil || o.From != "provider" || o.ScaleDownUnneededTime.Duration != time.Hour || o.MaxNodeProvisionTime.Duration != 30*time.Minute {
+		t.Errorf("options %+v, want the provider's", o)
+	}
+	if o := s.NodeGroups[0].Options; o != nil {
+		t.Errorf("options %+v of a group whose options were never resolved", o)
 	}
 	pools := s.NodeGroups[1].DRAPools
 	if len(pools) != 1 || pools[0].Devices != 2 || pools[0].Counters["gpu-0-mem/memory"] != "80Gi" {
@@ -82,7 +89,7 @@ func TestBuildAndWrite(t *testing.T) {
 		t.Errorf("read back %+v", back)
 	}
 	cm, _ := client.CoreV1().ConfigMaps("kube-system").Get(ctx, "cluster-autoscaler-status", metav1.GetOptions{})
-	for _, want := range []string{"autoscalerStatus: Running", "clusterWide:", "nodeGroups:", "cloudProviderTarget: 2", "backoffInfo:", "draPools:"} {
+	for _, want := range []string{"autoscalerStatus: Running", "clusterWide:", "nodeGroups:", "cloudProviderTarget: 2", "backoffInfo:", "draPools:", "scaleDownUnneededTime: 1h0m0s"} {
 		if !strings.Contains(cm.Data[Key], want) {
 			t.Errorf("status YAML lacks %q:\n%s", want, cm.Data[Key])
 		}

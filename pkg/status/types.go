@@ -138,6 +138,20 @@ type GroupSection struct {
 	TemplateSkipped []string  `json:"templateSkipped,omitempty"`
 	TemplateError   string    `json:"templateError,omitempty"`
 	DRAPools        []DRAPool `json:"draPools,omitempty"`
+	// Options are the values the group runs with: its provider's own
+	// (per-group options) or the flags'.
+	Options *GroupOptions `json:"options,omitempty"`
+}
+
+// GroupOptions are a group's autoscaling options and where they come
+// from ("provider" or "flags").
+type GroupOptions struct {
+	From                             string          `json:"from"`
+	ScaleDownUtilizationThreshold    float64         `json:"scaleDownUtilizationThreshold"`
+	ScaleDownGpuUtilizationThreshold float64         `json:"scaleDownGpuUtilizationThreshold"`
+	ScaleDownUnneededTime            metav1.Duration `json:"scaleDownUnneededTime"`
+	ScaleDownUnreadyTime             metav1.Duration `json:"scaleDownUnreadyTime"`
+	MaxNodeProvisionTime             metav1.Duration `json:"maxNodeProvisionTime"`
 }
 
 // DRAPool is one resource pool of a group's template node.

@@ -249,7 +249,8 @@ func TestExternalGRPCGroupOptions(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t)
 	keep, free := s.cpuGroup("keep", 2), s.cpuGroup("free", 2)
-	keep.Options = &kwok.GroupOptionsConfig{ScaleDownUnneededTime: &metav1.Duration{Duration: time.Hour}}
+	keep.Options = &kwok.GroupOptionsConfig{ScaleDownUnneededTime: &metav1.Duration{Duration: time.Hour},
+		MaxNodeProvisionTime: &metav1.Duration{Duration: 30 * time.Minute}}
 	srv, _ := s.startOverGRPC(t, []string{"--v=4"}, []kwok.NodeGroupConfig{keep, free}, fastScaleDown...)
 	for _, g := range []kwok.NodeGroupConfig{keep, free} {
 		s.c.Create(s.ctx, t, s.pod("on-"+g.Name).CPU("3").NodeSelector(kwok.LabelNodeGroup, g.Name).Obj())
@@ -274,4 +275,18 @@ func TestExternalGRPCGroupOptions(t *testing.T) {
 	if !strings.Contains(srv.Log(), "CloudProvider/NodeGroupGetOptions") {
 		t.Error("the server never answered NodeGroupGetOptions")
 	}
+	// The status says which values each group runs with.
+	framework.Eventually(s.ctx, t, time.Minute, "the groups' options in the status", func(ctx context.Context) (bool, string, error) {
+		st, err := s.statusOf(ctx)
+		if err != nil {
+			return false, "", err
+		}
+		got := map[string]string{}
+		for _, g := range st.NodeGroups {
+			if o := g.Options; o != nil {
+				got[g.Name] = fmt.Sprintf("%s %s %s", o.From, o.ScaleDownUnneededTime.Duration, o.MaxNodeProvisionTime.Duration)
+			}
+		}
+		return got[keep.Name] == "provider 1h0m0s 30m0s" && strings.HasPrefix(got[free.Name], "flags 2s "), fmt.Sprint(got), nil
+	})
 }

@@ -138,7 +138,8 @@ func (a *Launcher) one(ctx context.Context, up ScaleUp, attempt uint64, now time
 	// Whatever was added is tracked, even on a partial failure, so it is
 	// given up cleanly if it never becomes usable; by the ids the provider
 	// returned, never by guessing which instances are new.
-	a.tracker.Launched(track.Request{Group: up.Group.Id, Delta: max(added, len(created)), Gang: up.Gang, Attempt: attempt, Instances: created}, now)
+	a.tracker.Launched(track.Request{Group: up.Group.Id, Delta: max(added, len(created)), Gang: up.Gang, Attempt: attempt, Instances: created,
+		MaxProvision: up.Group.Options.MaxNodeProvisionTime}, now)
 	if err != nil {
 		a.backoff.Fail(up.Group.Id, track.ReasonCloudProvider, now)
 		logger.Error(err, "Scale-up failed; node group backed off", "added", added)

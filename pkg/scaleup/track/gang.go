@@ -44,10 +44,15 @@ func (t *Tracker) StartGang(gang string, now time.Time) uint64 {
 }
 
 // addToGang records ids as part of attempt seq. t.mu is held.
-func (t *Tracker) addToGangLocked(seq uint64, group string, ids []string) {
+func (t *Tracker) addToGangLocked(seq uint64, group string, ids []string, expectedBy time.Time) {
 	for _, a := range t.gangs {
 		if a.seq == seq {
 			a.ids[group] = append(a.ids[group], ids...)
+			// A part in a group of a longer provision time moves the
+			// attempt's deadline on.
+			if expectedBy.After(a.expectedBy) {
+				a.expectedBy = expectedBy
+			}
 		}
 	}
 }
@@ -159,7 +164,7 @@ func (t *Tracker) undo(ctx context.Context, a *gangAttempt, views map[string]*vi
 	var failures []Failure
 	for _, group := range groups {
 		f := Failure{Group: group, Reason: ReasonGangTimeout, Deleted: deleted[group],
-			Message: fmt.Sprintf("gang %s: %d node(s) did not become usable within %s; the gang's nodes the provider named that hold no work were removed, the others released", a.gang, blamed[group], t.maxProvision)}
+			Message: fmt.Sprintf("gang %s: %d node(s) did not become usable by %s; the gang's nodes the provider named that hold no work were removed, the others released", a.gang, blamed[group], a.expectedBy.Format(time.RFC3339))}
 		t.backoff.Fail(group, f.Reason, now)
 		failures = append(failures, f)
 		logger.Info("Gang scale-up given up; its nodes the provider named that hold no work are removed, the others released", "nodeGroup", group, "missing", blamed[group], "removed", deleted[group])

@@ -1,6 +1,7 @@
 package track
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -158,13 +159,14 @@ func (t *Tracker) giveUpInstances(ctx context.Context, v *view, now time.Time) [
 		return nil
 	}
 	g := v.info
+	within := cmp.Or(g.Options.MaxNodeProvisionTime, t.maxProvision) // the group's own, or the flag's
 	var failed, stuck []*instance
 	for _, x := range v.sorted() {
 		switch {
 		case x.gone:
 		case x.errInfo != nil:
 			failed = append(failed, x)
-		case !x.usable && !x.created.IsZero() && now.After(x.created.Add(t.maxProvision)) && !t.settled(g.Id, x.id):
+		case !x.usable && !x.created.IsZero() && now.After(x.created.Add(within)) && !t.settled(g.Id, x.id):
 			stuck = append(stuck, x)
 		}
 	}
@@ -197,7 +199,7 @@ func (t *Tracker) giveUpInstances(ctx context.Context, v *view, now time.Time) [
 		}
 		deleted, err := t.giveUp(ctx, v, ids(stuck), 0, reason, now)
 		f := Failure{Group: g.Id, Reason: reason, Deleted: deleted, Nodes: names(stuck),
-			Message: fmt.Sprintf("%d node(s) not usable within %s of their creation (%s)", len(stuck), t.maxProvision, what)}
+			Message: fmt.Sprintf("%d node(s) not usable within %s of their creation (%s)", len(stuck), within, what)}
 		if err != nil {
 			f.Message += fmt.Sprintf("; removing them failed: %v", err)
 		}

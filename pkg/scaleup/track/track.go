@@ -15,6 +15,7 @@
 package track
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sort"
@@ -52,6 +53,9 @@ type Request struct {
 	Instances []string
 	// Attempt numbers the gang scale-up (one per try of a gang), 0 for none.
 	Attempt uint64
+	// MaxProvision is how long its nodes may take to become usable: the
+	// group's own max node provision time; 0: the tracker's (the flag).
+	MaxProvision time.Duration
 }
 
 // anonymous is how much of Delta the provider did not name.
@@ -161,10 +165,10 @@ func (t *Tracker) Launched(r Request, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r.Instances = append([]string(nil), r.Instances...)
-	r.Time, r.ExpectedBy = now, now.Add(t.maxProvision)
+	r.Time, r.ExpectedBy = now, now.Add(cmp.Or(r.MaxProvision, t.maxProvision))
 	t.requests[r.Group] = append(t.requests[r.Group], &r)
 	if r.Attempt != 0 {
-		t.addToGangLocked(r.Attempt, r.Group, r.Instances)
+		t.addToGangLocked(r.Attempt, r.Group, r.Instances, r.ExpectedBy)
 	}
 }
 
@@ -315,8 +319,10 @@ func (t *Tracker) updateRequests(ctx context.Context, v *view, now time.Time) *F
 	missing, deleted := 0, 0
 	var errs []error
 	var given []*instance
+	var within time.Duration
 	for _, r := range expired {
 		missing += r.Delta
+		within = max(within, r.ExpectedBy.Sub(r.Time))
 		// What the provider did not name: instances no request names
 		// first, then the target not backed by any instance.
 		ids := append(r.Instances, v.unnamed(keep, r.anonymous())...)
@@ -332,7 +338,7 @@ func (t *Tracker) updateRequests(ctx context.Context, v *view, now time.Time) *F
 		}
 	}
 	f := &Failure{Group: g.Id, Reason: ReasonTimeout, Deleted: deleted, Nodes: names(given),
-		Message: fmt.Sprintf("%d node(s) did not become usable within %s", missing, t.maxProvision)}
+		Message: fmt.Sprintf("%d node(s) did not become usable within %s", missing, within)}
 	if len(given) > 0 {
 		f.Message += " (" + describe(given) + ")"
 	}

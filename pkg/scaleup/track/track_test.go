@@ -1,6 +1,7 @@
 package track_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -246,5 +247,27 @@ func TestFailedInstancesKeepHealthyOnes(t *testing.T) {
 	failures := tr.Update(ctx, info(g), t0.Add(maxProvision+time.Minute))
 	if len(failures) != 1 || failures[0].Reason != track.ReasonTimeout {
 		t.Fatalf("failures after the deadline: %+v, want a timeout of the healthy-but-stuck instance", failures)
+	}
+}
+
+// A request carries its group's own max node provision time: past the
+// flag's deadline it waits on, and times out at its own, saying so.
+func TestGroupProvisionTime(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	tr := track.New(maxProvision, newBackoff())
+	g := fakeprovider.NewGroup("gpu", 0, 10)
+	g.AddInstance(cloudprovider.InstanceCreating, nil)
+	g.SetTarget(1)
+	own := 4 * maxProvision
+	tr.Launched(track.Request{Group: "gpu", Delta: 1, MaxProvision: own}, t0)
+	if r := tr.InFlight(); len(r) != 1 || !r[0].ExpectedBy.Equal(t0.Add(own)) {
+		t.Fatalf("in flight %+v, want one expected by %v", r, t0.Add(own))
+	}
+	if f := tr.Update(ctx, info(g), t0.Add(maxProvision+time.Second)); len(f) != 0 {
+		t.Fatalf("timed out at the flag's deadline: %+v", f)
+	}
+	f := tr.Update(ctx, info(g), t0.Add(own+time.Second))
+	if len(f) != 1 || f[0].Reason != track.ReasonTimeout || !strings.Contains(f[0].Message, "within "+own.String()) {
+		t.Fatalf("failures %+v, want a timeout within %s", f, own)
 	}
 }
