@@ -146,6 +146,9 @@ type NodeGroupAutoscalingOptions struct {
 	ScaleDownUnneededTime            time.Duration
 	ScaleDownUnreadyTime             time.Duration
 	MaxNodeProvisionTime             time.Duration
+	// ZeroOrMaxNodeScaling: the group scales up to its max size, or down
+	// to zero, all at once (upstream's zeroOrMaxNodeScaling).
+	ZeroOrMaxNodeScaling bool
 }
 
 // PricingModel prices nodes and pods for the price expander.

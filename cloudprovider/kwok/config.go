@@ -79,6 +79,9 @@ type GroupOptionsConfig struct {
 	ScaleDownUnneededTime            *metav1.Duration `json:"scaleDownUnneededTime,omitempty"`
 	ScaleDownUnreadyTime             *metav1.Duration `json:"scaleDownUnreadyTime,omitempty"`
 	MaxNodeProvisionTime             *metav1.Duration `json:"maxNodeProvisionTime,omitempty"`
+	// ZeroOrMaxNodeScaling: the group grows to its max, or shrinks to
+	// zero, all at once.
+	ZeroOrMaxNodeScaling *bool `json:"zeroOrMaxNodeScaling,omitempty"`
 }
 
 // TemplateConfig is what every node of a group looks like once registered.

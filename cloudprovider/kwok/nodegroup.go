@@ -420,5 +420,8 @@ func (g *nodeGroup) GetOptions(defaults cloudprovider.NodeGroupAutoscalingOption
 			*d.to = d.from.Duration
 		}
 	}
+	if o.ZeroOrMaxNodeScaling != nil {
+		out.ZeroOrMaxNodeScaling = *o.ZeroOrMaxNodeScaling
+	}
 	return &out, nil
 }

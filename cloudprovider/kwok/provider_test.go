@@ -149,7 +149,9 @@ func TestProviderBasics(t *testing.T) {
 func TestGroupOptions(t *testing.T) {
 	gpu := gpuGroup("gpu", 0, 3)
 	half := 0.25
-	gpu.Options = &GroupOptionsConfig{ScaleDownGPUUtilizationThreshold: &half, ScaleDownUnneededTime: &metav1.Duration{Duration: time.Hour}}
+	yes := true
+	gpu.Options = &GroupOptionsConfig{ScaleDownGPUUtilizationThreshold: &half, ScaleDownUnneededTime: &metav1.Duration{Duration: time.Hour},
+		ZeroOrMaxNodeScaling: &yes}
 	e := newEnv(t, &Config{NodeGroups: []NodeGroupConfig{gpu}})
 	defaults := cloudprovider.NodeGroupAutoscalingOptions{ScaleDownUtilizationThreshold: 0.5, ScaleDownGpuUtilizationThreshold: 0.5,
 		ScaleDownUnneededTime: time.Minute, ScaleDownUnreadyTime: 2 * time.Minute, MaxNodeProvisionTime: 3 * time.Minute}
@@ -158,7 +160,7 @@ func TestGroupOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := defaults
-	want.ScaleDownGpuUtilizationThreshold, want.ScaleDownUnneededTime = 0.25, time.Hour
+	want.ScaleDownGpuUtilizationThreshold, want.ScaleDownUnneededTime, want.ZeroOrMaxNodeScaling = 0.25, time.Hour, true
 	if *got != want {
 		t.Errorf("GetOptions = %+v, want %+v", *got, want)
 	}

@@ -55,6 +55,7 @@ func ResolveOptions(ctx context.Context, g cloudprovider.NodeGroup, defaults clo
 	if o.MaxNodeProvisionTime > 0 {
 		out.MaxNodeProvisionTime = o.MaxNodeProvisionTime
 	}
+	out.ZeroOrMaxNodeScaling = o.ZeroOrMaxNodeScaling
 	if out == defaults {
 		return out, OptionsFromFlags
 	}

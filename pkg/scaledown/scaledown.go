@@ -72,6 +72,7 @@ func (s *Controller) groupOptions(g *nodegroups.Info, rg *planner.RemovalGroup) 
 	if g.OptionsFrom != nodegroups.OptionsFromProvider {
 		return
 	}
+	rg.Whole = g.Options.ZeroOrMaxNodeScaling
 	o := g.Options
 	if o.ScaleDownUtilizationThreshold != s.opts.UtilizationThreshold || o.ScaleDownGpuUtilizationThreshold != s.opts.GPUUtilizationThreshold {
 		rg.Thresholds = &eligibility.Thresholds{Utilization: o.ScaleDownUtilizationThreshold, GPU: o.ScaleDownGpuUtilizationThreshold}

@@ -118,7 +118,8 @@ func (b *Builder) group(g *nodegroups.Info, in BuildInput, now metav1.Time) Grou
 		o := g.Options
 		ng.Options = &GroupOptions{From: g.OptionsFrom, ScaleDownUtilizationThreshold: o.ScaleDownUtilizationThreshold,
 			ScaleDownGpuUtilizationThreshold: o.ScaleDownGpuUtilizationThreshold, ScaleDownUnneededTime: metav1.Duration{Duration: o.ScaleDownUnneededTime},
-			ScaleDownUnreadyTime: metav1.Duration{Duration: o.ScaleDownUnreadyTime}, MaxNodeProvisionTime: metav1.Duration{Duration: o.MaxNodeProvisionTime}}
+			ScaleDownUnreadyTime: metav1.Duration{Duration: o.ScaleDownUnreadyTime}, MaxNodeProvisionTime: metav1.Duration{Duration: o.MaxNodeProvisionTime},
+			ZeroOrMaxNodeScaling: o.ZeroOrMaxNodeScaling}
 	}
 	return ng
 }

@@ -152,6 +152,7 @@ type GroupOptions struct {
 	ScaleDownUnneededTime            metav1.Duration `json:"scaleDownUnneededTime"`
 	ScaleDownUnreadyTime             metav1.Duration `json:"scaleDownUnreadyTime"`
 	MaxNodeProvisionTime             metav1.Duration `json:"maxNodeProvisionTime"`
+	ZeroOrMaxNodeScaling             bool            `json:"zeroOrMaxNodeScaling,omitempty"`
 }
 
 // DRAPool is one resource pool of a group's template node.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -286,4 +287,60 @@ func formatTable(tbl *metav1.Table) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// A group with zeroOrMaxNodeScaling (kwok options) grows to its max in
+// one request for a single pod, keeps every node while one holds a pod,
+// and loses them all together once none does; the status says so.
+func TestZeroOrMaxNodeScaling(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	g := s.cpuGroup("block", 3)
+	yes := true
+	g.Options = &kwok.GroupOptionsConfig{ZeroOrMaxNodeScaling: &yes}
+	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, fastScaleDown...)
+	s.c.Create(s.ctx, t, s.pod("first").CPU("3").Obj())
+	framework.Eventually(s.ctx, t, 2*time.Minute, "the pod bound, the group at its max", func(ctx context.Context) (bool, string, error) {
+		n, seen, err := s.podsSeen(ctx)
+		counts, groups, err2 := s.nodeCounts(ctx, g)
+		return err == nil && err2 == nil && n == 1 && counts[0] == 3, seen + " " + groups, errors.Join(err, err2)
+	})
+	if !strings.Contains(a.Log(), "delta=3 atomic=true") {
+		t.Error("the group did not grow by 3 in one atomic request")
+	}
+	// Another pod on another node, then the first goes: one node holds a
+	// pod, so none is removed.
+	s.c.Create(s.ctx, t, s.pod("second").CPU("3").Obj())
+	framework.Eventually(s.ctx, t, time.Minute, "the second pod bound", func(ctx context.Context) (bool, string, error) {
+		n, seen, err := s.podsSeen(ctx)
+		return n == 2, seen, err
+	})
+	s.deleteNow(t, "first")
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		if counts, seen, err := s.nodeCounts(s.ctx, g); err != nil || counts[0] != 3 {
+			t.Fatalf("nodes %s (%v) while a pod is on one: want all 3 kept", seen, err)
+		}
+	}
+	s.deleteNow(t, "second")
+	framework.Eventually(s.ctx, t, 2*time.Minute, "every node removed", func(ctx context.Context) (bool, string, error) {
+		counts, seen, err := s.nodeCounts(ctx, g)
+		return err == nil && counts[0] == 0, seen, err
+	})
+	st, err := s.statusOf(s.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ng := range st.NodeGroups {
+		if ng.Name == g.Name && (ng.Options == nil || !ng.Options.ZeroOrMaxNodeScaling || ng.Options.From != "provider") {
+			t.Errorf("status options %+v, want zeroOrMaxNodeScaling from the provider", ng.Options)
+		}
+	}
+}
+
+// deleteNow deletes a pod of the test without grace.
+func (s *scenario) deleteNow(t *testing.T, name string) {
+	t.Helper()
+	if err := s.c.Client.CoreV1().Pods(s.ns).Delete(s.ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -111,3 +111,14 @@ func TestLegacyPricing(t *testing.T) {
 		t.Fatal("a 1.34 client's pod (field 1) is not read")
 	}
 }
+
+// Every option crosses the wire and back, zeroOrMaxNodeScaling (6)
+// included.
+func TestOptionsRoundTrip(t *testing.T) {
+	in := cloudprovider.NodeGroupAutoscalingOptions{ScaleDownUtilizationThreshold: 0.4, ScaleDownGpuUtilizationThreshold: 0.3,
+		ScaleDownUnneededTime: time.Minute, ScaleDownUnreadyTime: 2 * time.Minute, MaxNodeProvisionTime: time.Hour, ZeroOrMaxNodeScaling: true}
+	got := roundTrip(t, Options(&in), &pb.NodeGroupAutoscalingOptions{})
+	if out := OptionsFrom(got); out == nil || *out != in {
+		t.Errorf("options %+v, want %+v", out, in)
+	}
+}

@@ -145,6 +145,7 @@ func Options(o *cloudprovider.NodeGroupAutoscalingOptions) *pb.NodeGroupAutoscal
 		ScaleDownUnneededDuration:        durationpb.New(o.ScaleDownUnneededTime),
 		ScaleDownUnreadyDuration:         durationpb.New(o.ScaleDownUnreadyTime),
 		MaxNodeProvisionDuration:         durationpb.New(o.MaxNodeProvisionTime),
+		ZeroOrMaxNodeScaling:             o.ZeroOrMaxNodeScaling,
 	}
 }
 
@@ -159,6 +160,7 @@ func OptionsFrom(o *pb.NodeGroupAutoscalingOptions) *cloudprovider.NodeGroupAuto
 		ScaleDownUnneededTime:            o.GetScaleDownUnneededDuration().AsDuration(),
 		ScaleDownUnreadyTime:             o.GetScaleDownUnreadyDuration().AsDuration(),
 		MaxNodeProvisionTime:             o.GetMaxNodeProvisionDuration().AsDuration(),
+		ZeroOrMaxNodeScaling:             o.GetZeroOrMaxNodeScaling(),
 	}
 }
 

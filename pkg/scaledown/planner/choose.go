@@ -90,9 +90,9 @@ func (p *RemovalPlanner) choose(plan *RemovalPlan, cands []*candidate, gangs *dr
 // included), if every one of them has been unneeded long enough: an
 // unready one for --scale-down-unready-time, as upstream.
 func (p *RemovalPlanner) unit(plan *RemovalPlan, byName map[string]*candidate, name string, in RemovalInput) ([]*candidate, bool) {
-	names := plan.unitOf[name]
-	if len(names) == 0 {
-		names = []string{name}
+	names, ok := p.closure(plan, byName, name)
+	if !ok {
+		return nil, false
 	}
 	out := make([]*candidate, 0, len(names))
 	for _, n := range names {
@@ -108,6 +108,42 @@ func (p *RemovalPlanner) unit(plan *RemovalPlan, byName map[string]*candidate, n
 			return nil, false
 		}
 		out = append(out, c)
+	}
+	return out, true
+}
+
+// closure is the nodes that must go with the named node: its gang's
+// (unitOf) and, for a group that shrinks to zero at once
+// (zeroOrMaxNodeScaling, RemovalGroup.Whole), every node of the group,
+// and theirs in turn. ok is false when a whole group has nodes that are
+// not registered yet (they would stay) or one that is not a candidate.
+func (p *RemovalPlanner) closure(plan *RemovalPlan, byName map[string]*candidate, name string) ([]string, bool) {
+	seen := map[string]bool{}
+	var out []string
+	queue := []string{name}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		if seen[n] {
+			continue
+		}
+		seen[n] = true
+		out = append(out, n)
+		if u := plan.unitOf[n]; len(u) > 0 {
+			queue = append(queue, u...)
+		}
+		c := byName[n]
+		if c == nil {
+			return nil, false
+		}
+		if g := c.group; g.Whole {
+			if len(g.Nodes) != g.Size {
+				return nil, false
+			}
+			for _, m := range g.Nodes {
+				queue = append(queue, m.Name)
+			}
+		}
 	}
 	return out, true
 }

@@ -74,6 +74,9 @@ type RemovalGroup struct {
 	// provider's per-group options); nil or zero: the planner's.
 	Thresholds                *eligibility.Thresholds
 	UnneededTime, UnreadyTime time.Duration
+	// Whole: the group shrinks to zero at once or not at all
+	// (zeroOrMaxNodeScaling): its nodes go together, all of them.
+	Whole bool
 }
 
 // RemovalInput is what one pass looks at. The runner's snapshot holds the

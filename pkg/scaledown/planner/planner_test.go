@@ -119,6 +119,26 @@ func TestPlan(t *testing.T) {
 			empty: "n1,n2", reasons: map[string]string{"n3": eligibility.NotUnderutilized},
 		},
 		{
+			name:  "a group that shrinks to zero at once: all its nodes together",
+			w:     world{nodes: []*corev1.Node{node("n1"), node("n2")}, group: func(g *RemovalGroup) { g.Whole = true }},
+			empty: "n1,n2",
+		},
+		{
+			name: "a group that shrinks to zero at once keeps all while one is busy",
+			w: world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")}, pods: []*corev1.Pod{busy("n3")},
+				group: func(g *RemovalGroup) { g.Whole = true }},
+			reasons: map[string]string{"n3": eligibility.NotUnderutilized},
+		},
+		{
+			name:  "a group that shrinks to zero at once keeps all while a node is not registered",
+			w:     world{nodes: []*corev1.Node{node("n1"), node("n2")}, size: 3, group: func(g *RemovalGroup) { g.Whole = true }},
+		},
+		{
+			name:  "a group that shrinks to zero at once keeps all when the parallelism allows fewer",
+			w:     world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")}, group: func(g *RemovalGroup) { g.Whole = true }},
+			opts:  Options{MaxParallelism: 2},
+		},
+		{
 			name:  "never below the group's min",
 			w:     world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")}, min: 2},
 			empty: "n1",

@@ -80,6 +80,7 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 				return nil, usage, fmt.Errorf("gang %s: pod group cycle: %w", g.Key(), err)
 			}
 			if ran {
+				p.gangToMax(&o, usage)
 				for _, up := range o.ScaleUps {
 					usage.AddPlanned(up.Group.Id, up.Group.Template.Node, up.Delta)
 				}
@@ -123,7 +124,8 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 				return nil, usage, fmt.Errorf("gang %s: %w", g.Key(), err)
 			}
 			best = &o
-			for _, up := range o.ScaleUps {
+			p.gangToMax(best, usage)
+			for _, up := range best.ScaleUps {
 				usage.AddPlanned(up.Group.Id, up.Group.Template.Node, up.Delta)
 			}
 		case first != nil:
@@ -331,4 +333,19 @@ func dedupe(rs []GroupReason) []GroupReason {
 		}
 	}
 	return out
+}
+
+// gangToMax widens the gang's parts in groups that scale to their max
+// size at once (toMax), booking the extra nodes.
+func (p *Planner) gangToMax(o *GangOutcome, usage limits.Usage) {
+	planned := map[string]int{}
+	for i, up := range o.ScaleUps {
+		id := up.Group.Id
+		full := toMax(up, usage.Planned[id]+planned[id])
+		if extra := full.Delta - up.Delta; extra > 0 {
+			p.take(up.Group, extra, nil)
+		}
+		o.ScaleUps[i] = full
+		planned[id] += full.Delta
+	}
 }

@@ -33,6 +33,9 @@ const (
 	ReasonNoTemplate    = "no-template"
 	ReasonFromZero      = "scale-up-from-zero-disabled"
 	ReasonEstimateLimit = "estimate-limit"
+	// ReasonZeroOrMax: the group scales to its max at once
+	// (zeroOrMaxNodeScaling) and the limits do not allow that many.
+	ReasonZeroOrMax = "zero-or-max-node-scaling"
 )
 
 // Options configure the planner.
@@ -131,7 +134,11 @@ func (p *Planner) plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegr
 		carry.kept(best.Pods, p.estimate.KeptLocal(mark, kept, g.Template))
 		// With balancing, the nodes are spread over g and the groups
 		// similar to it (balance.go).
-		for _, up := range p.spread(g, best, options, groups, byNode(kept, best.NodeCount), usage.Planned) {
+		ups := p.spread(g, best, options, groups, byNode(kept, best.NodeCount), usage.Planned)
+		if g.Options.ZeroOrMaxNodeScaling {
+			ups = []act.ScaleUp{toMax(act.ScaleUp{Group: g, Delta: best.NodeCount, Pods: best.Pods, Nodes: byNode(kept, best.NodeCount)}, usage.Planned[g.Id])}
+		}
+		for _, up := range ups {
 			used[up.Group.Id] = true
 			p.take(up.Group, up.Delta, up.Pods)
 			usage.AddPlanned(up.Group.Id, up.Group.Template.Node, up.Delta)
@@ -235,6 +242,9 @@ func (p *Planner) gate(g *nodegroups.Info, usage limits.Usage, now time.Time) (*
 		}
 		return nil, reason, fmt.Sprintf("node group at %d of max %d", g.Size(), g.Max)
 	}
+	if rest := g.Max - g.Size() - planned; g.Options.ZeroOrMaxNodeScaling && room < rest {
+		return nil, ReasonZeroOrMax, fmt.Sprintf("the group scales to its max size at once (%d more nodes); %s allows %d", rest, reason, room)
+	}
 	return &candidate{info: g, room: room, reason: reason}, "", ""
 }
 
@@ -322,4 +332,21 @@ func (g GroupReason) String() string {
 		s += " (fits without " + g.Constraint + ")"
 	}
 	return s
+}
+
+// toMax is up for a group that scales to its max size at once
+// (zeroOrMaxNodeScaling, checked against the limits by gate): every node
+// the group has room for, in one all-or-nothing request; the nodes the
+// plan placed pods on come first, the rest start empty.
+func toMax(up act.ScaleUp, planned int) act.ScaleUp {
+	g := up.Group
+	rest := g.Max - g.Size() - planned
+	if !g.Options.ZeroOrMaxNodeScaling || rest <= up.Delta {
+		return up
+	}
+	if up.Nodes != nil {
+		up.Nodes = append(up.Nodes, make([][]*corev1.Pod, rest-up.Delta)...)
+	}
+	up.Delta, up.Atomic = rest, true
+	return up
 }

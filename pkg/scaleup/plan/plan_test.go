@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -272,5 +273,50 @@ func TestPlanReasonsPerGroup(t *testing.T) {
 	want := map[string]string{"full": limits.ReasonGroupMax, "cooling": plan.ReasonBackoff, "tiny": names.NodeResourcesFit}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("reasons (-want +got):\n%s", diff)
+	}
+}
+
+// A group that scales to its max size at once (zeroOrMaxNodeScaling)
+// gets every node it has room for in one all-or-nothing request, its
+// planned pods on the first; when the limits do not allow that many, it
+// is not an option and says why.
+func TestPlanZeroOrMax(t *testing.T) {
+	tests := []struct {
+		name       string
+		max        int
+		total      int // --max-nodes-total (0: none)
+		want       []string
+		wantAtomic bool
+		reason     string
+	}{
+		{name: "to its max", max: 4, want: []string{"block+4: web-0 web-1"}, wantAtomic: true},
+		{name: "the limits allow fewer", max: 4, total: 3, reason: plan.ReasonZeroOrMax},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.conf.MaxNodesTotal = tc.total
+			g := group("block", "4", tc.max, 0)
+			g.Options.ZeroOrMaxNodeScaling = true
+			p := e.plan(t, cpuPods("web", "3", 2), []*nodegroups.Info{g}, limits.Usage{})
+			if diff := cmp.Diff(tc.want, scaleUps(p)); diff != "" {
+				t.Errorf("scale-ups (-want +got):\n%s", diff)
+			}
+			if len(p.ScaleUps) == 1 {
+				up := p.ScaleUps[0]
+				if up.Atomic != tc.wantAtomic || len(up.Nodes) != up.Delta || len(up.Nodes[0]) != 1 || len(up.Nodes[3]) != 0 {
+					t.Errorf("atomic %v, nodes %v; want atomic %v and the pods on the first nodes", up.Atomic, up.Nodes, tc.wantAtomic)
+				}
+			}
+			if tc.reason != "" {
+				var got []string
+				for _, r := range p.Reasons[p.NotHelped[0].UID] {
+					got = append(got, r.Reason)
+				}
+				if !slices.Contains(got, tc.reason) {
+					t.Errorf("reasons %v, want %s", got, tc.reason)
+				}
+			}
+		})
 	}
 }
