@@ -130,13 +130,13 @@ func TestPlan(t *testing.T) {
 			reasons: map[string]string{"n3": eligibility.NotUnderutilized},
 		},
 		{
-			name:  "a group that shrinks to zero at once keeps all while a node is not registered",
-			w:     world{nodes: []*corev1.Node{node("n1"), node("n2")}, size: 3, group: func(g *RemovalGroup) { g.Whole = true }},
+			name: "a group that shrinks to zero at once keeps all while a node is not registered",
+			w:    world{nodes: []*corev1.Node{node("n1"), node("n2")}, size: 3, group: func(g *RemovalGroup) { g.Whole = true }},
 		},
 		{
-			name:  "a group that shrinks to zero at once keeps all when the parallelism allows fewer",
-			w:     world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")}, group: func(g *RemovalGroup) { g.Whole = true }},
-			opts:  Options{MaxParallelism: 2},
+			name: "a group that shrinks to zero at once keeps all when the parallelism allows fewer",
+			w:    world{nodes: []*corev1.Node{node("n1"), node("n2"), node("n3")}, group: func(g *RemovalGroup) { g.Whole = true }},
+			opts: Options{MaxParallelism: 2},
 		},
 		{
 			name:  "never below the group's min",
