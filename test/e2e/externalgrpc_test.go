@@ -251,7 +251,7 @@ func TestExternalGRPCGroupOptions(t *testing.T) {
 	keep, free := s.cpuGroup("keep", 2), s.cpuGroup("free", 2)
 	keep.Options = &kwok.GroupOptionsConfig{ScaleDownUnneededTime: &metav1.Duration{Duration: time.Hour},
 		MaxNodeProvisionTime: &metav1.Duration{Duration: 30 * time.Minute}}
-	srv, _ := s.startOverGRPC(t, []string{"--v=4"}, []kwok.NodeGroupConfig{keep, free}, fastScaleDown...)
+	srv, _ := s.startOverGRPC(t, []string{"--v=4"}, []kwok.NodeGroupConfig{keep, free}, append(fastScaleDown, "--namespace="+s.ns)...)
 	for _, g := range []kwok.NodeGroupConfig{keep, free} {
 		s.c.Create(s.ctx, t, s.pod("on-"+g.Name).CPU("3").NodeSelector(kwok.LabelNodeGroup, g.Name).Obj())
 	}
@@ -279,7 +279,7 @@ func TestExternalGRPCGroupOptions(t *testing.T) {
 	framework.Eventually(s.ctx, t, time.Minute, "the groups' options in the status", func(ctx context.Context) (bool, string, error) {
 		st, err := s.statusOf(ctx)
 		if err != nil {
-			return false, "", err
+			return false, err.Error(), nil
 		}
 		got := map[string]string{}
 		for _, g := range st.NodeGroups {

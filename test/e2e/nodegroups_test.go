@@ -298,7 +298,7 @@ func TestZeroOrMaxNodeScaling(t *testing.T) {
 	g := s.cpuGroup("block", 3)
 	yes := true
 	g.Options = &kwok.GroupOptionsConfig{ZeroOrMaxNodeScaling: &yes}
-	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, fastScaleDown...)
+	a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, append(fastScaleDown, "--namespace="+s.ns)...)
 	s.c.Create(s.ctx, t, s.pod("first").CPU("3").Obj())
 	framework.Eventually(s.ctx, t, 2*time.Minute, "the pod bound, the group at its max", func(ctx context.Context) (bool, string, error) {
 		n, seen, err := s.podsSeen(ctx)

@@ -91,9 +91,14 @@ func (s *scenario) destroyed(ctx context.Context, group string, want int) (strin
 	return "", nil
 }
 
-// statusOf reads the autoscaler's status ConfigMap in the test's namespace.
+// statusOf reads the autoscaler's status ConfigMap in the test's namespace
+// (the autoscaler runs with --namespace of it); an error until it exists.
 func (s *scenario) statusOf(ctx context.Context) (*status.AutoscalerStatus, error) {
-	return status.Read(ctx, s.c.Client, s.ns, "cluster-autoscaler-status")
+	st, err := status.Read(ctx, s.c.Client, s.ns, "cluster-autoscaler-status")
+	if err == nil && st == nil {
+		err = fmt.Errorf("no status ConfigMap in %s yet", s.ns)
+	}
+	return st, err
 }
 
 // A zone goes dark with a failover on top: six nodes of zone b run pods,
