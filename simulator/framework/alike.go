@@ -35,10 +35,10 @@ type Alike struct {
 	// that node alone (the estimator's memoizable classes), "" for the
 	// others. With Rejected, a Filter verdict "does not fit" for a class
 	// is kept while the node's generation holds and read back for the
-	// class's later members, of this gang and of later ones (a rack fills
-	// with the nodes of the gangs planned before: each member would
-	// otherwise be filtered on all of them again). Verify filters anyway
-	// and compares.
+	// class's later members, of this gang and of later ones: first fit
+	// tries each member on the nodes its predecessors filled, and every
+	// run of the cycle on the cluster's full nodes again. Verify filters
+	// anyway and compares.
 	Class    func(pod *v1.Pod) string
 	Rejected *Rejections
 	// Idle tells, for a PodGroup's placement, the nodes that turn every
