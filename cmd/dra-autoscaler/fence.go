@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -52,6 +53,17 @@ func (f *leaseFence) lock(l resourcelock.Interface) resourcelock.Interface {
 type fencedLock struct {
 	resourcelock.Interface
 	f *leaseFence
+	// holder is who held the lease when it was last read.
+	holder atomic.Pointer[string]
+}
+
+func (l *fencedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	r, raw, err := l.Interface.Get(ctx)
+	if err == nil && r != nil {
+		h := r.HolderIdentity
+		l.holder.Store(&h)
+	}
+	return r, raw, err
 }
 
 func (l *fencedLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
@@ -62,6 +74,14 @@ func (l *fencedLock) Create(ctx context.Context, r resourcelock.LeaderElectionRe
 }
 
 func (l *fencedLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
+	// client-go's release on cancel (an empty holder) judges by the holder
+	// it last observed, not by the lease it has just read: after losing
+	// the lease it would write over the new leader's, and against a
+	// conflict it retries without end (tryRelease recurses). Another
+	// replica's lease is not ours to release.
+	if h := l.holder.Load(); r.HolderIdentity == "" && h != nil && *h != "" && *h != l.Identity() {
+		return fmt.Errorf("%w: %s holds it now", errNotReleasing, *h)
+	}
 	at := time.Now()
 	err := l.Interface.Update(ctx, r)
 	l.stamp(err, r, at)
@@ -81,6 +101,9 @@ func (l *fencedLock) stamp(err error, r resourcelock.LeaderElectionRecord, at ti
 
 // errNotLeading refuses the writes of a replica that lost the lease.
 var errNotLeading = errors.New("this replica does not hold the leader lease")
+
+// errNotReleasing refuses to release a lease another replica holds.
+var errNotReleasing = errors.New("not releasing the leader lease")
 
 // wrap is a transport that refuses every write while the lease is not
 // held; reads pass.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
@@ -36,9 +37,15 @@ func TestLeaseFenceDropsWhenTheLeaseIsLost(t *testing.T) {
 	// it conflict, as the API server's resourceVersion check makes them
 	// (the fake does not). Installed before anything runs: reactors are
 	// not safe to add while the fake is in use.
+	// The other replica's own write passes: from the takeover on, this
+	// replica cannot write its name back in between.
 	var takenOver atomic.Bool
-	client.PrependReactor("update", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+	other := "other-replica"
+	client.PrependReactor("update", "leases", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		if !takenOver.Load() {
+			return false, nil, nil
+		}
+		if l, ok := a.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease); ok && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == other {
 			return false, nil, nil
 		}
 		return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), "autoscaler", errors.New("the object has been modified"))
@@ -71,12 +78,12 @@ func TestLeaseFenceDropsWhenTheLeaseIsLost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	other, later := "other-replica", metav1.NewMicroTime(time.Now().Add(time.Hour))
+	later := metav1.NewMicroTime(time.Now().Add(time.Hour))
 	lease.Spec = coordinationv1.LeaseSpec{HolderIdentity: &other, LeaseDurationSeconds: lease.Spec.LeaseDurationSeconds, AcquireTime: &later, RenewTime: &later}
+	takenOver.Store(true)
 	if _, err := client.CoordinationV1().Leases("kube-system").Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	takenOver.Store(true)
 	deadline := time.Now().Add(10 * time.Second)
 	for fence.Held() {
 		if time.Now().After(deadline) {
@@ -120,5 +127,61 @@ func TestLeaseFenceTransport(t *testing.T) {
 	}
 	if !newLeaseFence(false, 0).Held() {
 		t.Error("without leader election the fence must always hold")
+	}
+}
+
+// stubLock is a lease held by holder; it counts the writes that reach it.
+type stubLock struct {
+	holder string
+	writes int
+}
+
+func (l *stubLock) Get(context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	return &resourcelock.LeaderElectionRecord{HolderIdentity: l.holder}, nil, nil
+}
+func (l *stubLock) Create(context.Context, resourcelock.LeaderElectionRecord) error {
+	l.writes++
+	return nil
+}
+func (l *stubLock) Update(context.Context, resourcelock.LeaderElectionRecord) error {
+	l.writes++
+	return nil
+}
+func (l *stubLock) RecordEvent(string) {}
+func (l *stubLock) Identity() string   { return "me" }
+func (l *stubLock) Describe() string   { return "stub" }
+
+// A release (an empty holder, client-go's ReleaseOnCancel) is written only
+// over a lease this replica held when it last read it: never over another
+// replica's, which client-go would otherwise retry without end on a
+// conflict. Renewals pass.
+func TestLeaseReleaseOnlyOfOurOwn(t *testing.T) {
+	for _, tc := range []struct {
+		name, holder string
+		record       resourcelock.LeaderElectionRecord
+		refused      bool
+	}{
+		{name: "release of our own", holder: "me"},
+		{name: "release of a lease nobody holds", holder: ""},
+		{name: "release of another replica's", holder: "other", refused: true},
+		{name: "renewal", holder: "me", record: resourcelock.LeaderElectionRecord{HolderIdentity: "me"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stub := &stubLock{holder: tc.holder}
+			lock := newLeaseFence(true, time.Minute).lock(stub)
+			if _, _, err := lock.Get(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			err := lock.Update(context.Background(), tc.record)
+			if refused := errors.Is(err, errNotReleasing); refused != tc.refused || (err != nil && !refused) {
+				t.Fatalf("Update: %v, want refused %v", err, tc.refused)
+			}
+			if apierrors.IsConflict(err) {
+				t.Error("a refusal must not be a conflict: client-go retries those")
+			}
+			if want := map[bool]int{true: 0, false: 1}[tc.refused]; stub.writes != want {
+				t.Errorf("%d writes reached the lease, want %d", stub.writes, want)
+			}
+		})
 	}
 }
