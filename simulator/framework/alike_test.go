@@ -94,13 +94,7 @@ func TestAlikePlacements(t *testing.T) {
 				names = append(names, n.Name)
 			}
 			tree := twoRackJob(2)
-			snapshottest.Load(t, s, tree.Composite)
-			for _, c := range tree.Children {
-				snapshottest.Load(t, s, c.PodGroup)
-				for _, m := range c.Members {
-					snapshottest.Load(t, s, m)
-				}
-			}
+			loadTree(t, s, tree)
 			plain, err := r.SchedulePodGroupTree(ctx, tree, names, false)
 			if err != nil {
 				t.Fatal(err)
@@ -164,13 +158,7 @@ func TestRejections(t *testing.T) {
 			// A node already full: its generation holds across cycles.
 			snapshottest.Load(t, s, builder.Pod(ns, "other").CPU("1").Node(names[0]).Obj())
 			tree := twoRackJob(2)
-			snapshottest.Load(t, s, tree.Composite)
-			for _, c := range tree.Children {
-				snapshottest.Load(t, s, c.PodGroup)
-				for _, m := range c.Members {
-					snapshottest.Load(t, s, m)
-				}
-			}
+			loadTree(t, s, tree)
 			plain, err := r.SchedulePodGroupTree(ctx, tree, names, false)
 			if err != nil {
 				t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
@@ -87,13 +88,7 @@ func TestSchedulePodGroupTree(t *testing.T) {
 				names = append(names, n.Name)
 			}
 			tree := twoRackJob(2)
-			snapshottest.Load(t, s, tree.Composite)
-			for _, c := range tree.Children {
-				snapshottest.Load(t, s, c.PodGroup)
-				for _, m := range c.Members {
-					snapshottest.Load(t, s, m)
-				}
-			}
+			loadTree(t, s, tree)
 			for _, keep := range []bool{false, true} {
 				res, err := r.SchedulePodGroupTree(ctx, tree, names, keep)
 				if err != nil {
@@ -151,6 +146,18 @@ func TestGroupTreeRejectsMalformed(t *testing.T) {
 	} {
 		if _, err := r.SchedulePodGroupTree(ctx, tree, nil, false); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// loadTree puts a composite tree's objects and members in the snapshot.
+func loadTree(t *testing.T, s *snapshot.Snapshot, tree *GroupTree) {
+	t.Helper()
+	snapshottest.Load(t, s, tree.Composite)
+	for _, c := range tree.Children {
+		snapshottest.Load(t, s, c.PodGroup)
+		for _, m := range c.Members {
+			snapshottest.Load(t, s, m)
 		}
 	}
 }
