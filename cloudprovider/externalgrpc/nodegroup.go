@@ -186,7 +186,8 @@ func (g *nodeGroup) Nodes() ([]cloudprovider.Instance, error) {
 
 // TemplateNodeInfo implements cloudprovider.NodeGroup: the extension's
 // template (Node, ResourceSlices, pods) when the server has one, else
-// upstream's (the Node only, so no DRA devices). Cached until the next
+// upstream's (the Node and, from servers that fill resourceSliceBytes,
+// its ResourceSlices). Cached until the next
 // Refresh; each caller gets its own copy.
 func (g *nodeGroup) TemplateNodeInfo() (*cloudprovider.NodeTemplate, error) {
 	gen := g.gen()
@@ -235,21 +236,18 @@ func (g *nodeGroup) template() (*cloudprovider.NodeTemplate, error) {
 	if err != nil {
 		return nil, g.p.wrap("NodeGroupTemplateNodeInfo", g.id, err)
 	}
-	nodeBytes := wire.TemplateNodeBytes(resp)
-	if len(nodeBytes) == 0 {
-		return nil, fmt.Errorf("externalgrpc %s node group %s: the provider publishes no template", g.p.cfg.Address, g.id)
-	}
-	node := &corev1.Node{}
-	if err := node.Unmarshal(nodeBytes); err != nil {
+	t, err := wire.UpstreamTemplateFrom(resp, g.id+"-template")
+	if err != nil {
 		g.rejectTemplate("NodeGroupTemplateNodeInfo", err)
 		return nil, fmt.Errorf("externalgrpc %s NodeGroupTemplateNodeInfo node group %s: template rejected: %w", g.p.cfg.Address, g.id, err)
 	}
-	if node.Name == "" {
-		node.Name = g.id + "-template"
+	if t == nil {
+		return nil, fmt.Errorf("externalgrpc %s node group %s: the provider publishes no template", g.p.cfg.Address, g.id)
 	}
-	// Upstream's protocol has no device template: a DRA pod cannot be
-	// placed on this group's new nodes until one of them has registered.
-	return &cloudprovider.NodeTemplate{Node: node}, nil
+	// A server built before resourceSliceBytes sends the Node only: a DRA
+	// pod cannot be placed on this group's new nodes until one of them has
+	// registered.
+	return t, nil
 }
 
 // rejectTemplate tells a template the server sent that cannot be used:

@@ -83,8 +83,8 @@ func TestUpstreamOnlyServer(t *testing.T) {
 	ctx := context.Background()
 
 	tmpl, err := ng.TemplateNodeInfo()
-	if err != nil || tmpl.Node.Name != "gpu-template" || len(tmpl.ResourceSlices) != 0 || len(tmpl.Pods) != 0 {
-		t.Fatalf("template = %+v, %v; want upstream's Node only", tmpl, err)
+	if err != nil || tmpl.Node.Name != "gpu-template" || len(tmpl.ResourceSlices) != 1 || len(tmpl.Pods) != 0 {
+		t.Fatalf("template = %+v, %v; want upstream's Node and its slices (resourceSliceBytes), no pods", tmpl, err)
 	}
 	if _, err := ng.AtomicIncreaseSize(ctx, 2); !errors.Is(err, cloudprovider.ErrNotImplemented) {
 		t.Fatalf("AtomicIncreaseSize = %v, want ErrNotImplemented", err)
@@ -113,14 +113,27 @@ func TestUpstreamOnlyServer(t *testing.T) {
 	}
 }
 
+// A server built before resourceSliceBytes: the Node only, so a DRA pod
+// cannot scale the group from zero.
+func TestUpstreamServerWithoutTemplateSlices(t *testing.T) {
+	cp := &fakeCP{}
+	cp.add("gpu", 0, 5).template = gpuTemplate("t")
+	e := start(t, cp, Config{}, server.UpstreamOnly(), server.NoTemplateSlices())
+	e.refresh(t)
+	tmpl, err := e.group(t, "gpu").TemplateNodeInfo()
+	if err != nil || tmpl.Node.Name != "t" || len(tmpl.ResourceSlices) != 0 {
+		t.Fatalf("template %+v, %v: want the Node only", tmpl, err)
+	}
+}
+
 func TestExtensionOffSpeaksUpstreamOnly(t *testing.T) {
 	cp := &fakeCP{}
 	cp.add("gpu", 0, 5).template = gpuTemplate("t")
 	e := start(t, cp, Config{Extension: ExtensionOff})
 	e.refresh(t)
 	tmpl, err := e.group(t, "gpu").TemplateNodeInfo()
-	if err != nil || len(tmpl.ResourceSlices) != 0 {
-		t.Fatalf("template %+v, %v: want the Node only", tmpl, err)
+	if err != nil || len(tmpl.ResourceSlices) != 1 || len(tmpl.Pods) != 0 {
+		t.Fatalf("template %+v, %v: want upstream's (the Node and its slices, no pods)", tmpl, err)
 	}
 	if n := e.faults.calls("Ext/GetCapabilities"); n != 0 {
 		t.Fatalf("extension: off still probed %d times", n)

@@ -32,7 +32,7 @@ import (
 
 type options struct {
 	address, cert, key, ca, cloudConfig, kubeconfig string
-	upstreamOnly, insecure                          bool
+	upstreamOnly, noTemplateSlices, insecure        bool
 }
 
 func main() {
@@ -45,6 +45,7 @@ func main() {
 	flag.StringVar(&o.cloudConfig, "cloud-config", "", "the kwok provider's node groups file")
 	flag.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig of the cluster the kwok nodes are created in (empty: in-cluster)")
 	flag.BoolVar(&o.upstreamOnly, "upstream-only", false, "serve upstream's service only, as a server written for upstream's autoscaler would")
+	flag.BoolVar(&o.noTemplateSlices, "no-template-slices", false, "leave resourceSliceBytes out of NodeGroupTemplateNodeInfo, as a server built against upstream's protocol before the field would")
 	flag.BoolVar(&o.insecure, "insecure", false, "serve without TLS (plaintext, clients not authenticated): for a local demo only")
 	flag.Parse()
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -108,6 +109,9 @@ func run(ctx context.Context, o options) error {
 	var sopts []server.ServeOption
 	if o.upstreamOnly {
 		sopts = append(sopts, server.UpstreamOnly())
+	}
+	if o.noTemplateSlices {
+		sopts = append(sopts, server.NoTemplateSlices())
 	}
 	server.New(cp, sopts...).Register(g)
 	lis, err := net.Listen("tcp", o.address)

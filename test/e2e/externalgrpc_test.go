@@ -123,14 +123,15 @@ func TestExternalGRPCGangAtomic(t *testing.T) {
 	}
 }
 
-// A server written for upstream (no extension): the CPU group still
-// scales; a DRA pod cannot be placed from upstream's Node-only template,
-// the GPU group stays empty and the pod hears why.
+// A server written for upstream's protocol as it was before
+// resourceSliceBytes (no extension, Node-only templates): the CPU group
+// still scales; a DRA pod cannot be placed, the GPU group stays empty and
+// the pod hears why.
 func TestExternalGRPCUpstreamOnlyServer(t *testing.T) {
 	t.Parallel()
 	s := newScenario(t)
 	gpu, cpu := s.gpuGroup("gpu", 2, 8), s.cpuGroup("cpu", 2)
-	s.startOverGRPC(t, []string{"--upstream-only"}, []kwok.NodeGroupConfig{gpu, cpu})
+	s.startOverGRPC(t, []string{"--upstream-only", "--no-template-slices"}, []kwok.NodeGroupConfig{gpu, cpu})
 	tmpl := s.gpuNICTemplate(t)
 	s.c.Create(s.ctx, t, s.pod("infer").CPU("1").ClaimFromTemplate("accel", tmpl).Obj())
 	s.c.Create(s.ctx, t, s.pod("web").CPU("3").Obj())
@@ -157,6 +158,34 @@ func TestExternalGRPCUpstreamOnlyServer(t *testing.T) {
 	counts, seen, err := s.nodeCounts(s.ctx, gpu, cpu)
 	if err != nil || counts[0] != 0 || counts[1] != 1 {
 		t.Fatalf("nodes %s (%v), want no GPU node and one CPU node", seen, err)
+	}
+}
+
+// A server written for upstream's protocol with resourceSliceBytes
+// (kubernetes/autoscaler PR #10303) and no extension: the DRA pod scales
+// the GPU group from zero through the slices of NodeGroupTemplateNodeInfo,
+// and the real scheduler binds it with a GPU and the NIC on its PCIe root.
+func TestExternalGRPCUpstreamTemplateSlices(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	gpu := s.gpuGroup("gpu", 2, 8)
+	srv, _ := s.startOverGRPC(t, []string{"--upstream-only", "--v=4"}, []kwok.NodeGroupConfig{gpu})
+	tmpl := s.gpuNICTemplate(t)
+	s.c.Create(s.ctx, t, s.pod("infer").CPU("1").ClaimFromTemplate("accel", tmpl).Obj())
+	framework.Eventually(s.ctx, t, 2*time.Minute, "the DRA pod bound", func(ctx context.Context) (bool, string, error) {
+		p, err := s.c.Client.CoreV1().Pods(s.ns).Get(ctx, "infer", metav1.GetOptions{})
+		return err == nil && p.Spec.NodeName != "", describePod(p), err
+	})
+	counts, seen, err := s.nodeCounts(s.ctx, gpu)
+	if err != nil || counts[0] != 1 {
+		t.Fatalf("nodes %s (%v), want one GPU node", seen, err)
+	}
+	log := srv.Log()
+	if !strings.Contains(log, "CloudProvider/NodeGroupTemplateNodeInfo") || !strings.Contains(log, "CloudProvider/NodeGroupIncreaseSize") {
+		t.Error("the server never answered upstream's NodeGroupTemplateNodeInfo and NodeGroupIncreaseSize")
+	}
+	if strings.Contains(log, "CloudProviderExtension/") {
+		t.Error("an upstream-only server answered an extension call")
 	}
 }
 

@@ -1561,9 +1561,13 @@ func (x *NodeGroupTemplateNodeInfoRequest) GetId() string {
 type NodeGroupTemplateNodeInfoResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// A v1.Node in Kubernetes' protobuf encoding.
-	NodeBytes     []byte `protobuf:"bytes,2,opt,name=nodeBytes,proto3" json:"nodeBytes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NodeBytes []byte `protobuf:"bytes,2,opt,name=nodeBytes,proto3" json:"nodeBytes,omitempty"`
+	// The node's own resource.k8s.io/v1 ResourceSlices in Kubernetes'
+	// protobuf encoding (kubernetes/autoscaler PR #10303, open): the devices
+	// a new node of the group publishes, for scale-from-zero of DRA pods.
+	ResourceSliceBytes [][]byte `protobuf:"bytes,3,rep,name=resourceSliceBytes,proto3" json:"resourceSliceBytes,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *NodeGroupTemplateNodeInfoResponse) Reset() {
@@ -1599,6 +1603,13 @@ func (*NodeGroupTemplateNodeInfoResponse) Descriptor() ([]byte, []int) {
 func (x *NodeGroupTemplateNodeInfoResponse) GetNodeBytes() []byte {
 	if x != nil {
 		return x.NodeBytes
+	}
+	return nil
+}
+
+func (x *NodeGroupTemplateNodeInfoResponse) GetResourceSliceBytes() [][]byte {
+	if x != nil {
+		return x.ResourceSliceBytes
 	}
 	return nil
 }
@@ -1886,9 +1897,10 @@ const file_cloudprovider_externalgrpc_protos_externalgrpc_proto_rawDesc = "" +
 	"\ferrorMessage\x18\x02 \x01(\tR\ferrorMessage\x12.\n" +
 	"\x12instanceErrorClass\x18\x03 \x01(\x05R\x12instanceErrorClass\"2\n" +
 	" NodeGroupTemplateNodeInfoRequest\x12\x0e\n" +
-	"\x02id\x18\x01 \x01(\tR\x02id\"G\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"w\n" +
 	"!NodeGroupTemplateNodeInfoResponse\x12\x1c\n" +
-	"\tnodeBytes\x18\x02 \x01(\fR\tnodeBytesJ\x04\b\x01\x10\x02\"\xbe\x04\n" +
+	"\tnodeBytes\x18\x02 \x01(\fR\tnodeBytes\x12.\n" +
+	"\x12resourceSliceBytes\x18\x03 \x03(\fR\x12resourceSliceBytesJ\x04\b\x01\x10\x02\"\xbe\x04\n" +
 	"\x1bNodeGroupAutoscalingOptions\x12D\n" +
 	"\x1dscaleDownUtilizationThreshold\x18\x01 \x01(\x01R\x1dscaleDownUtilizationThreshold\x12J\n" +
 	" scaleDownGpuUtilizationThreshold\x18\x02 \x01(\x01R scaleDownGpuUtilizationThreshold\x122\n" +

@@ -42,6 +42,7 @@ type Server struct {
 	gpuLabel string
 	gpuTypes []string
 	upstream bool
+	noSlices bool
 	// mu serializes the calls into the provider: our providers are written
 	// for one loop goroutine, a gRPC server calls from many.
 	mu sync.Mutex
@@ -62,6 +63,11 @@ func WithName(name string) ServeOption { return func(s *Server) { s.name = name 
 // UpstreamOnly registers upstream's service only, as a server written for
 // upstream's autoscaler would (for tests and for comparison).
 func UpstreamOnly() ServeOption { return func(s *Server) { s.upstream = true } }
+
+// NoTemplateSlices leaves resourceSliceBytes out of NodeGroupTemplateNodeInfo,
+// as a server built against upstream's protocol before it had the field
+// (for tests and for comparison).
+func NoTemplateSlices() ServeOption { return func(s *Server) { s.noSlices = true } }
 
 // New returns a server for cp.
 func New(cp cloudprovider.CloudProvider, opts ...ServeOption) *Server {
@@ -286,10 +292,10 @@ func (u *upstreamService) NodeGroupTemplateNodeInfo(_ context.Context, req *pb.N
 	resp := &pb.NodeGroupTemplateNodeInfoResponse{}
 	err := u.s.withGroup(req.GetId(), func(g cloudprovider.NodeGroup) error {
 		t, err := g.TemplateNodeInfo()
-		if err != nil || t == nil || t.Node == nil {
+		if err != nil {
 			return err
 		}
-		if resp.NodeBytes, err = t.Node.Marshal(); err == nil {
+		if resp, err = wire.UpstreamTemplate(t, u.s.noSlices); err == nil {
 			wire.AddLegacyTemplateNode(resp)
 		}
 		return err

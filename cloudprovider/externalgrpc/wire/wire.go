@@ -258,18 +258,83 @@ func TemplateFrom(r *ext.NodeGroupTemplateResponse) (*cloudprovider.NodeTemplate
 		}
 		return nil, nil
 	}
-	node := &corev1.Node{}
-	if err := node.Unmarshal(r.GetNodeBytes()); err != nil {
-		return nil, fmt.Errorf("template node: %w", err)
-	}
-	if node.Name == "" {
-		return nil, fmt.Errorf("template node has no name")
-	}
-	out := &cloudprovider.NodeTemplate{Node: node}
 	if len(r.GetResourceSliceBytes()) > 0 && r.GetResourceApiVersion() != ResourceAPIVersion {
 		return nil, fmt.Errorf("template slices are %q, want %q", r.GetResourceApiVersion(), ResourceAPIVersion)
 	}
-	for i, b := range r.GetResourceSliceBytes() {
+	node, err := templateNode(r.GetNodeBytes(), "")
+	if err != nil {
+		return nil, err
+	}
+	return templateOf(node, r.GetResourceSliceBytes(), r.GetPodBytes())
+}
+
+// UpstreamTemplate serializes a template as upstream's
+// NodeGroupTemplateNodeInfo carries it: the Node and, unless noSlices
+// (a server built before resourceSliceBytes existed), its ResourceSlices.
+// Upstream's message has no pods.
+func UpstreamTemplate(t *cloudprovider.NodeTemplate, noSlices bool) (*pb.NodeGroupTemplateNodeInfoResponse, error) {
+	out := &pb.NodeGroupTemplateNodeInfoResponse{}
+	if t == nil || t.Node == nil {
+		return out, nil
+	}
+	var err error
+	if out.NodeBytes, err = t.Node.Marshal(); err != nil {
+		return nil, fmt.Errorf("node: %w", err)
+	}
+	if noSlices {
+		return out, nil
+	}
+	for _, s := range t.ResourceSlices {
+		b, err := s.Marshal()
+		if err != nil {
+			return nil, fmt.Errorf("resource slice %s: %w", s.Name, err)
+		}
+		out.ResourceSliceBytes = append(out.ResourceSliceBytes, b)
+	}
+	return out, nil
+}
+
+// UpstreamTemplateFrom decodes and checks upstream's template: the Node
+// (named name when the server left it unnamed, as upstream tolerates) and
+// its resource.k8s.io/v1 slices, checked as the extension's are. No node
+// bytes mean no template (nil, nil).
+func UpstreamTemplateFrom(r *pb.NodeGroupTemplateNodeInfoResponse, name string) (*cloudprovider.NodeTemplate, error) {
+	nodeBytes := TemplateNodeBytes(r)
+	if len(nodeBytes) == 0 {
+		if len(r.GetResourceSliceBytes()) > 0 {
+			return nil, fmt.Errorf("template has slices but no node")
+		}
+		return nil, nil
+	}
+	node, err := templateNode(nodeBytes, name)
+	if err != nil {
+		return nil, err
+	}
+	return templateOf(node, r.GetResourceSliceBytes(), nil)
+}
+
+// templateNode decodes a template's Node; an unnamed one is named name,
+// or refused when name is empty.
+func templateNode(b []byte, name string) (*corev1.Node, error) {
+	node := &corev1.Node{}
+	if err := node.Unmarshal(b); err != nil {
+		return nil, fmt.Errorf("template node: %w", err)
+	}
+	if node.Name == "" {
+		if name == "" {
+			return nil, fmt.Errorf("template node has no name")
+		}
+		node.Name = name
+	}
+	return node, nil
+}
+
+// templateOf decodes and checks a template's slices and pods: they must be
+// the node's own (the simulator renames them per hypothetical node, which
+// only works for node-local objects).
+func templateOf(node *corev1.Node, sliceBytes, podBytes [][]byte) (*cloudprovider.NodeTemplate, error) {
+	out := &cloudprovider.NodeTemplate{Node: node}
+	for i, b := range sliceBytes {
 		s := &resourceapi.ResourceSlice{}
 		if err := s.Unmarshal(b); err != nil {
 			return nil, fmt.Errorf("template resource slice %d: %w", i, err)
@@ -288,7 +353,7 @@ func TemplateFrom(r *ext.NodeGroupTemplateResponse) (*cloudprovider.NodeTemplate
 	if err := completePools(out.ResourceSlices); err != nil {
 		return nil, err
 	}
-	for i, b := range r.GetPodBytes() {
+	for i, b := range podBytes {
 		p := &corev1.Pod{}
 		if err := p.Unmarshal(b); err != nil {
 			return nil, fmt.Errorf("template pod %d: %w", i, err)

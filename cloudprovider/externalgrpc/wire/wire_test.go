@@ -55,7 +55,8 @@ var upstreamShapes = map[string]string{
 	"InstanceStatus":                      "instanceState:1 errorInfo:2",
 	"InstanceErrorInfo":                   "errorCode:1 errorMessage:2 instanceErrorClass:3",
 	"NodeGroupTemplateNodeInfoRequest":    "id:1",
-	"NodeGroupTemplateNodeInfoResponse":   "nodeBytes:2",
+	// resourceSliceBytes: kubernetes/autoscaler PR #10303 (open).
+	"NodeGroupTemplateNodeInfoResponse": "nodeBytes:2 resourceSliceBytes:3",
 	"NodeGroupAutoscalingOptions": "scaleDownUtilizationThreshold:1 scaleDownGpuUtilizationThreshold:2 zeroOrMaxNodeScaling:6 " +
 		"ignoreDaemonSetsUtilization:7 scaleDownUnneededDuration:8 scaleDownUnreadyDuration:9 MaxNodeProvisionDuration:10",
 	"NodeGroupAutoscalingOptionsRequest":  "id:1 defaults:2",
@@ -260,5 +261,87 @@ func TestTemplateFromRejects(t *testing.T) {
 		builder.ResourceSlice("c", "t", "e", "p").Obj())
 	if tmpl, err := TemplateFrom(whole); err != nil || len(tmpl.ResourceSlices) != 3 {
 		t.Fatalf("whole pools: %v, %v", tmpl, err)
+	}
+}
+
+// Upstream's template: the Node and its slices (PR #10303's field 3) as a
+// server built on upstream's generated code writes them, checked as the
+// extension's are; an unnamed Node takes the name the client gives.
+func TestUpstreamTemplateFrom(t *testing.T) {
+	raw := func(node *corev1.Node, slices ...*resourceapi.ResourceSlice) *pb.NodeGroupTemplateNodeInfoResponse {
+		var b []byte
+		nb, _ := node.Marshal()
+		b = protowire.AppendTag(b, 2, protowire.BytesType)
+		b = protowire.AppendBytes(b, nb)
+		for _, s := range slices {
+			sb, _ := s.Marshal()
+			b = protowire.AppendTag(b, 3, protowire.BytesType)
+			b = protowire.AppendBytes(b, sb)
+		}
+		r := &pb.NodeGroupTemplateNodeInfoResponse{}
+		if err := proto.Unmarshal(b, r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	gpus := builder.ResourceSlice("t-gpu", "t", "gpu.example.com", "t").Devices(builder.Device("gpu-0"), builder.Device("gpu-1")).Obj()
+	for _, tc := range []struct {
+		name   string
+		resp   *pb.NodeGroupTemplateNodeInfoResponse
+		node   string
+		slices int
+		err    string
+	}{
+		{name: "node and slices", resp: raw(builder.Node("t").Obj(), gpus), node: "t", slices: 1},
+		{name: "node only (a server before the field)", resp: raw(builder.Node("t").Obj()), node: "t"},
+		{name: "unnamed node named by the client", resp: raw(builder.Node("").Obj()), node: "g-template"},
+		{name: "slices of an unnamed node", resp: raw(builder.Node("").Obj(), gpus), err: `does not name the template node "g-template"`},
+		{name: "slice of another node", resp: raw(builder.Node("u").Obj(), gpus), err: `does not name the template node "u"`},
+		{name: "pool short of slices", resp: raw(builder.Node("t").Obj(), builder.ResourceSlice("s", "t", "d", "p").Pool(1, 2).Obj()), err: "the template has 1"},
+		{name: "garbage slice", resp: &pb.NodeGroupTemplateNodeInfoResponse{NodeBytes: raw(builder.Node("t").Obj()).NodeBytes, ResourceSliceBytes: [][]byte{{0xff}}}, err: "resource slice 0"},
+		{name: "slices without node", resp: &pb.NodeGroupTemplateNodeInfoResponse{ResourceSliceBytes: raw(builder.Node("t").Obj(), gpus).ResourceSliceBytes}, err: "no node"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tmpl, err := UpstreamTemplateFrom(tc.resp, "g-template")
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("error %v, want %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || tmpl.Node.Name != tc.node || len(tmpl.ResourceSlices) != tc.slices || len(tmpl.Pods) != 0 {
+				t.Fatalf("template %+v, %v; want node %s with %d slice(s)", tmpl, err, tc.node, tc.slices)
+			}
+		})
+	}
+	if tmpl, err := UpstreamTemplateFrom(&pb.NodeGroupTemplateNodeInfoResponse{}, "g"); tmpl != nil || err != nil {
+		t.Fatalf("empty template = %v, %v; want none", tmpl, err)
+	}
+}
+
+// The server side: slices unless the server is one from before the field;
+// upstream's message carries no pods.
+func TestUpstreamTemplate(t *testing.T) {
+	tmpl := &cloudprovider.NodeTemplate{
+		Node:           builder.Node("t").Obj(),
+		ResourceSlices: []*resourceapi.ResourceSlice{builder.ResourceSlice("t-gpu", "t", "gpu.example.com", "t").Devices(builder.Device("gpu-0")).Obj()},
+		Pods:           []*corev1.Pod{builder.Pod("kube-system", "agent").Node("t").Obj()},
+	}
+	for _, noSlices := range []bool{false, true} {
+		r, err := UpstreamTemplate(tmpl, noSlices)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := UpstreamTemplateFrom(r, "g")
+		want := 1
+		if noSlices {
+			want = 0
+		}
+		if err != nil || back.Node.Name != "t" || len(back.ResourceSlices) != want || len(back.Pods) != 0 {
+			t.Fatalf("noSlices=%v: round trip %+v, %v", noSlices, back, err)
+		}
+	}
+	if r, err := UpstreamTemplate(nil, false); err != nil || len(r.GetNodeBytes()) != 0 {
+		t.Fatalf("no template: %v, %v", r, err)
 	}
 }

@@ -138,7 +138,7 @@ func (p *Planner) unplacedReason(ctx context.Context, c *candidate, u estimator.
 		if len(c.info.Template.ResourceSlices) == 0 && c.info.TemplateSource == "provider" {
 			// Say why, rather than leave a user hunting for devices.
 			gr.Message += "; the cloud provider publishes no device template for node group " + c.info.Id +
-				" (no ResourceSlices: an external gRPC server without the DRA extension, or a group without a DRA template)"
+				" (no ResourceSlices: an external gRPC server with neither the DRA extension nor upstream's resourceSliceBytes, or a group without a DRA template)"
 		}
 	}
 	return gr
