@@ -33,6 +33,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/metrics"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/pass"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
@@ -67,6 +68,20 @@ func BenchmarkLoopPass(b *testing.B) {
 	b.Run("L2-next", func(b *testing.B) {
 		benchPass(b, func() scale.Scenario { sc := scale.Busy(scale.L2); sc.Next = true; return sc })
 	})
+	// The idle pass (issue 39): L2's cluster with nothing pending, and
+	// again with L2's scale-up still booting after its pods went.
+	b.Run("I1", func(b *testing.B) {
+		benchPass(b, func() scale.Scenario { l := scale.L2; l.Pending = 0; return scale.Busy(l) })
+	})
+	b.Run("I1-booting", func(b *testing.B) {
+		benchPass(b, func() scale.Scenario {
+			sc := scale.Busy(scale.L2)
+			sc.Next, sc.DropPending = true, true
+			return sc
+		})
+	})
+	// Upstream's RunOnceScaleDownDRA: 800 nodes, 480 removable.
+	b.Run("D1", func(b *testing.B) { benchPass(b, func() scale.Scenario { return scale.ScaleDownDRA(800) }) })
 	// L2 plus 200 gangs of 8 over two topology levels (CompositePodGroup
 	// trees planned by the scheduler's pod group cycle).
 	b.Run("G1", func(b *testing.B) {
@@ -120,7 +135,8 @@ func passes(tb testing.TB, b *testing.B, gen func() scale.Scenario, extra []stri
 	}
 	// The default totals would stop a scale-up of thousands of 64-CPU
 	// nodes; everything else is the default.
-	opts, err := config.Parse(append([]string{"--cloud-config=" + path, "--cores-total=0:100000000", "--memory-total=0:100000000"}, extra...))
+	args := append([]string{"--cloud-config=" + path, "--cores-total=0:100000000", "--memory-total=0:100000000"}, sc.Flags...)
+	opts, err := config.Parse(append(args, extra...))
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -148,9 +164,9 @@ func passes(tb testing.TB, b *testing.B, gen func() scale.Scenario, extra []stri
 			sc = gen()
 		}
 		first = false
-		next := sc.Next
+		mode := passMode{next: sc.Next, drop: sc.DropPending}
 		r = runPass(ctx, tb, t, opts, &sc.Objects, func(first *pass.State) {
-			check(tb, first, sc.WantFit, sc.WantPlanned)
+			check(tb, first, sc.WantFit, sc.WantPlanned, sc.WantRemoved)
 			// The pods the first pass nominated are held on their nodes,
 			// not pending.
 			// What the first pass planned for waits for its nodes.
@@ -159,9 +175,12 @@ func passes(tb testing.TB, b *testing.B, gen func() scale.Scenario, extra []stri
 			for _, up := range pass.Get(first, plan.Result).ScaleUps {
 				sc.WantFit += len(up.Pods)
 			}
-		}, next)
+			if mode.drop {
+				sc.WantFit = 0
+			}
+		}, mode)
 		t.StartTimer()
-		check(tb, r.pass, sc.WantFit-r.held, sc.WantPlanned)
+		check(tb, r.pass, sc.WantFit-r.held, sc.WantPlanned, sc.WantRemoved)
 	}
 	if b == nil {
 		return r
@@ -200,8 +219,8 @@ func logStages(b *testing.B, seconds map[string]float64) {
 }
 
 // check fails the benchmark unless pass placed fit pods on existing (or
-// upcoming) nodes and planned nodes new ones.
-func check(b testing.TB, st *pass.State, fit, nodes int) {
+// upcoming) nodes, planned nodes new ones and started removing removed.
+func check(b testing.TB, st *pass.State, fit, nodes, removed int) {
 	if fits := len(pass.Get(st, fitexisting.Fits)); fits != fit {
 		b.Fatalf("%d pending pods fit existing nodes, want %d", fits, fit)
 	}
@@ -219,7 +238,18 @@ func check(b testing.TB, st *pass.State, fit, nodes int) {
 	if planned != nodes {
 		b.Fatalf("planned %d nodes, want %d (still pending: %d)", planned, nodes, len(pass.Get(st, fitexisting.Pending)))
 	}
+	started := 0
+	if sd := pass.Get(st, scaledown.Done); sd != nil {
+		started = len(sd.Started)
+	}
+	if started != removed {
+		b.Fatalf("started removing %d nodes, want %d", started, removed)
+	}
 }
+
+// passMode says which pass of a scenario is timed: the first, or (next)
+// the one after it, with (drop) the pending pods deleted in between.
+type passMode struct{ next, drop bool }
 
 // passResult is what runPass saw of the timed pass.
 type passResult struct {
@@ -239,10 +269,11 @@ type passResult struct {
 }
 
 // runPass builds a fresh cluster and loop, syncs the informers and runs
-// one pass with the timer on; with next, an untimed pass first, which
-// first is given (the timed one is the pass after it, with what the
-// first kept). It empties *objs once the fake clientset has them.
-func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, objs *[]runtime.Object, first func(*pass.State), next bool) (r passResult) {
+// one pass with the timer on; with mode.next, an untimed pass first,
+// which first is given (the timed one is the pass after it, with what the
+// first kept; with mode.drop, without the pending pods). It empties *objs
+// once the fake clientset has them.
+func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, objs *[]runtime.Object, first func(*pass.State), mode passMode) (r passResult) {
 	client := newClient(*objs)
 	*objs = nil
 	base := liveHeap()
@@ -269,7 +300,7 @@ func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, o
 		b.Fatal(err)
 	}
 	r.synced = time.Since(start).Seconds()
-	if next {
+	if mode.next {
 		st, err := l.RunOnce(ctx)
 		if err != nil {
 			b.Fatal(err)
@@ -280,7 +311,13 @@ func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, o
 			b.Fatal(err)
 		}
 		for _, p := range pods.Items {
-			if p.Spec.NodeName == "" && p.Status.NominatedNodeName != "" {
+			switch {
+			case p.Spec.NodeName != "":
+			case mode.drop:
+				if err := client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+					b.Fatal(err)
+				}
+			case p.Status.NominatedNodeName != "":
 				r.held++
 			}
 		}
@@ -290,13 +327,16 @@ func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, o
 			if err != nil {
 				return false, err
 			}
-			seen := 0
+			seen, pending := 0, 0
 			for _, p := range state.Pods {
-				if p.Spec.NodeName == "" && p.Status.NominatedNodeName != "" {
-					seen++
+				if p.Spec.NodeName == "" {
+					pending++
+					if p.Status.NominatedNodeName != "" {
+						seen++
+					}
 				}
 			}
-			return seen == r.held, nil
+			return seen == r.held && (!mode.drop || pending == 0), nil
 		}); err != nil {
 			b.Fatal(err)
 		}

@@ -43,6 +43,14 @@ type Scenario struct {
 	// Next asks a benchmark for the pass after the one that plans: the
 	// planned nodes are upcoming and take the pods planned for them.
 	Next bool
+	// DropPending, with Next, deletes the pending pods after the first
+	// pass (the job went before its nodes came): the timed pass is idle
+	// while the planned nodes boot.
+	DropPending bool
+	// WantRemoved is how many nodes the pass starts removing.
+	WantRemoved int
+	// Flags are the scenario's flags beyond the benchmark's defaults.
+	Flags []string
 }
 
 // Kind is what a node group's nodes offer.
