@@ -21,7 +21,7 @@ func TestLoopPassVerified(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := passes(t, nil, gen, []string{"--simulation-verify"})
 			checks := 0.0
-			for _, k := range []string{"fitExisting", "estimate", "carry"} {
+			for _, k := range []string{"fitExisting", "estimate", "carry", "removal"} {
 				checks += testutil.ToFloat64(r.metrics.ShadowChecks.WithLabelValues(k))
 			}
 			if checks == 0 {
@@ -63,13 +63,14 @@ func BenchmarkLoopPassVerified(b *testing.B) {
 	}
 }
 
-// verifiedScenarios are L1 and L2 (and the pass after L2's) at about a
-// twentieth of their size.
+// verifiedScenarios are L1, L2 (and the pass after L2's) and D1 at about
+// a twentieth of their size.
 func verifiedScenarios() map[string]func() scale.Scenario {
 	small := scale.Layout{Nodes: 250, Pending: 500, Groups: 20, ExistingGroups: 2, Pools: 9, Shapes: 50, FitEvery: 5, Used: 4}
 	return map[string]func() scale.Scenario{
 		"L1/pods=200":       func() scale.Scenario { return scale.ScaleFromZero(200) },
 		"L2/nodes=250":      func() scale.Scenario { return scale.Busy(small) },
 		"L2-next/nodes=250": func() scale.Scenario { sc := scale.Busy(small); sc.Next = true; return sc },
+		"D1/nodes=40":       func() scale.Scenario { return scale.ScaleDownDRA(40) },
 	}
 }

@@ -219,7 +219,7 @@ func New(ctx context.Context, opts *config.Options, env Env) (*Autoscaler, error
 	// Block drains evict through the scale-down drainer: one grace period
 	// cap, one eviction count.
 	drainer := newDrainer(opts, client, recorder, m)
-	a.ScaleDown = newScaleDown(opts, runner, client, recorder, m, drainer).WithGate(a.Gate)
+	a.ScaleDown = newScaleDown(opts, runner, client, recorder, m, drainer, a.Checker).WithGate(a.Gate)
 	var crsSource reservations.ObjectSource
 	if env.Dynamic != nil {
 		a.crs = observe.NewCapacityReservations(env.Dynamic, client.Discovery())

@@ -14,16 +14,30 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/drainability"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/eligibility"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/planner"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/shortcut"
 )
 
 // newScaleDown wires the scale-down stage over drainer. policies are the
 // other rules that may keep nodes or order removals for every pass (the
-// reservations come with each pass's count).
+// reservations come with each pass's count). check holds the
+// simulation's shortcuts and checks them.
 func newScaleDown(opts *config.Options, runner *framework.Runner, client kubernetes.Interface, recorder record.EventRecorder,
-	m *metrics.Metrics, drainer *drain.Drainer, policies ...planner.NodePolicy) *scaledown.Controller {
+	m *metrics.Metrics, drainer *drain.Drainer, check *shortcut.Checker, policies ...planner.NodePolicy) *scaledown.Controller {
 	sd := opts.ScaleDown
+	// The removal memo's classes are the estimator's; an estimator of its
+	// own, so that scale-down's class cache never meets the planner's.
+	classes := estimator.New(runner, estimator.Options{})
 	p := planner.New(runner, planner.Options{
+		Class: func(pod *corev1.Pod) string {
+			if !classes.Memoizable(pod) {
+				return ""
+			}
+			return classes.ClassKey(pod)
+		},
+		Shortcuts:  check.Set,
+		Check:      check,
 		Thresholds: eligibility.Thresholds{Utilization: sd.UtilizationThreshold, GPU: sd.GPUUtilizationThreshold},
 		Rules: drainability.Rules{SkipNodesWithLocalStorage: sd.SkipNodesWithLocalStorage, SkipNodesWithSystemPods: sd.SkipNodesWithSystemPods,
 			SkipNodesWithCustomControllerPods: sd.SkipNodesWithCustomControllerPods},

@@ -242,6 +242,18 @@ func (a *Alike) known(pod *v1.Pod) *knownRejections {
 	return &knownRejections{alike: a, class: class, pod: pod.Namespace + "/" + pod.Name}
 }
 
+// has is whether the memo answers for a node at its generation (nil when
+// it answers for none: no memo, or Verify, which filters every node).
+func (k *knownRejections) has(r *Runner) func(node string) bool {
+	if k == nil || k.alike.Verify {
+		return nil
+	}
+	return func(node string) bool {
+		_, ok := k.alike.Rejected.no[rejection{node: node, gen: r.snap.NodeGen(node), class: k.class}]
+		return ok
+	}
+}
+
 // filterKnown is filter over nodes that reads the nodes known to turn
 // the class down from the memo instead of asking the plugins (k nil:
 // plain filter), and remembers those the Filter plugins turn down. The

@@ -21,11 +21,26 @@ const maxChunk = 64
 // slices, not the cluster's, so a search that stops early costs what it
 // filtered. The caller's scope is put back afterwards.
 func (r *Runner) chunks(nodes []string, first int, fn func(chunk []string) (stop bool, err error)) error {
+	return r.chunksPast(nodes, first, nil, fn)
+}
+
+// chunksPast is chunks whose sizes count only the nodes known does not
+// name (nil: every node): nodes a memo answers for cost no Filter, so a
+// run of them does not grow the chunks that follow it.
+func (r *Runner) chunksPast(nodes []string, first int, known func(node string) bool, fn func(chunk []string) (stop bool, err error)) error {
 	prev := r.snap.SliceScope()
 	defer r.snap.ScopeSlices(prev)
 	size := max(first, 1)
 	for start := 0; start < len(nodes); {
 		end := min(start+size, len(nodes))
+		if known != nil {
+			end = start
+			for asked := 0; end < len(nodes) && asked < size; end++ {
+				if !known(nodes[end]) {
+					asked++
+				}
+			}
+		}
 		r.snap.ScopeSlices(nodes[start:end])
 		stop, err := fn(nodes[start:end])
 		if err != nil || stop {
@@ -92,6 +107,18 @@ func (r *Runner) SchedulePodInfoFirstFit(ctx context.Context, info fwk.PodInfo, 
 	return r.schedulePodFirstFit(ctx, info.GetPod(), info, candidates)
 }
 
+// SchedulePodFirstFitKnown is SchedulePodFirstFit that reads the nodes
+// known to turn pod's class down from a's memo (Alike.Class,
+// Alike.Rejected) instead of filtering them, and remembers the nodes the
+// Filter plugins turn down; a nil a, or a pod without a class, is plain
+// SchedulePodFirstFit. The caller keeps the memo true: a kept verdict
+// holds while the node's generation does only if nothing else the class's
+// verdict reads changes in between. With a.Verify the known nodes are
+// filtered anyway and a difference reported through a.Found.
+func (r *Runner) SchedulePodFirstFitKnown(ctx context.Context, pod *v1.Pod, candidates []string, a *Alike) (*ScheduleResult, error) {
+	return r.schedulePodFirstFitIn(ctx, schedframework.NewCycleState, pod, nil, candidates, a.known(pod))
+}
+
 func (r *Runner) schedulePodFirstFit(ctx context.Context, pod *v1.Pod, info fwk.PodInfo, candidates []string) (*ScheduleResult, error) {
 	return r.schedulePodFirstFitIn(ctx, schedframework.NewCycleState, pod, info, candidates, nil)
 }
@@ -111,7 +138,7 @@ func (r *Runner) schedulePodFirstFitIn(ctx context.Context, newState func() *sch
 		return nil, fmt.Errorf("schedule pod: %w", err)
 	}
 	placement := &ScheduleResult{}
-	err = r.chunks(candidates, 1, func(chunk []string) (bool, error) {
+	err = r.chunksPast(candidates, 1, known.has(r), func(chunk []string) (bool, error) {
 		state := newState()
 		results, err := r.filterKnown(ctx, state, prepared, chunk, known)
 		if err != nil {

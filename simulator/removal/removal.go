@@ -48,6 +48,9 @@ type Session struct {
 	removed      map[string]bool
 	received     map[string]bool
 	closed       bool
+	// memo, when set, keeps the Filter verdicts "does not fit" of
+	// memoizable classes for the pass (the removalMemo shortcut).
+	memo *framework.Alike
 }
 
 // Begin opens a pass. destinations are the nodes pods may move to, in
@@ -56,6 +59,16 @@ func Begin(runner *framework.Runner, destinations []string) *Session {
 	runner.Snapshot().Fork()
 	return &Session{runner: runner, destinations: slices.Clone(destinations), removed: map[string]bool{}, received: map[string]bool{}}
 }
+
+// UseMemo lets the pass keep the Filter verdicts "does not fit" of the
+// classes a.Class names, in a.Rejected (the removalMemo shortcut): pods
+// moved off later candidates pass the nodes earlier moves filled without
+// filtering them again. The session keeps the memo true: a removal that
+// frees what nodes other than its own may offer (devices not local to the
+// removed nodes, pods with required anti-affinity, which turn pods away
+// from a whole domain) starts it anew, since a verdict it holds may no
+// longer be the framework's while the judged node's generation is.
+func (p *Session) UseMemo(a *framework.Alike) { p.memo = a }
 
 // End drops every change of the pass.
 func (p *Session) End() error {
@@ -126,10 +139,16 @@ func (p *Session) TryAll(ctx context.Context, cs []Candidate) (res CandidateVerd
 	for _, pod := range pods {
 		moving[pod.UID] = true
 	}
+	widens := p.memo != nil && p.antiAffinityLeaves(unit)
 	for _, pod := range pods {
-		if err := p.release(pod, moving); err != nil {
+		freed, err := p.release(pod, moving, unit)
+		if err != nil {
 			return res, fmt.Errorf("node %s: %w", pod.Spec.NodeName, err)
 		}
+		widens = widens || freed
+	}
+	if widens && p.memo != nil {
+		p.memo.Rejected = framework.NewRejections()
 	}
 	for _, c := range cs {
 		if err := snap.RemoveNode(c.Node); err != nil {
@@ -183,6 +202,9 @@ const window = 64
 func (p *Session) place(ctx context.Context, pod *corev1.Pod, targets []string) (*framework.ScheduleResult, error) {
 	snap := p.runner.Snapshot()
 	defer snap.ScopeSlices(nil)
+	if p.memo != nil {
+		return p.runner.SchedulePodFirstFitKnown(ctx, pod, targets, p.memo)
+	}
 	all := &framework.ScheduleResult{}
 	for start := 0; start < len(targets); start += window {
 		w := targets[start:min(start+window, len(targets))]
@@ -204,8 +226,9 @@ func (p *Session) place(ctx context.Context, pod *corev1.Pod, targets []string) 
 // loses its allocation, as the resourceclaim controller deallocates a
 // claim nobody uses. A claim shared with a pod that stays keeps its
 // allocation, so the moving pod can only go where that allocation is
-// reachable: exactly the scheduler's rule.
-func (p *Session) release(pod *corev1.Pod, moving map[types.UID]bool) error {
+// reachable: exactly the scheduler's rule. freed says whether an
+// allocation it dropped held devices other nodes than unit's may use.
+func (p *Session) release(pod *corev1.Pod, moving map[types.UID]bool, unit map[string]bool) (freed bool, err error) {
 	snap := p.runner.Snapshot()
 	for i := range pod.Spec.ResourceClaims {
 		name, _, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
@@ -230,14 +253,44 @@ func (p *Session) release(pod *corev1.Pod, moving map[types.UID]bool) error {
 		c := *claim
 		c.Status.ReservedFor = rest
 		if !stays {
+			if a := c.Status.Allocation; a != nil && !localTo(a.NodeSelector, unit) {
+				freed = true
+			}
 			c.Status.Allocation = nil
 			c.Status.ReservedFor = nil
 		}
 		if err := snap.SetResourceClaim(&c); err != nil {
-			return fmt.Errorf("release claim %s/%s: %w", c.Namespace, c.Name, err)
+			return freed, fmt.Errorf("release claim %s/%s: %w", c.Namespace, c.Name, err)
 		}
 	}
-	return nil
+	return freed, nil
+}
+
+// localTo reports an allocation's node selector as the scheduler writes
+// it for devices of one node (metadata.name In [node]), that node in unit.
+func localTo(sel *corev1.NodeSelector, unit map[string]bool) bool {
+	if sel == nil || len(sel.NodeSelectorTerms) != 1 {
+		return false
+	}
+	t := sel.NodeSelectorTerms[0]
+	if len(t.MatchExpressions) != 0 || len(t.MatchFields) != 1 {
+		return false
+	}
+	f := t.MatchFields[0]
+	return f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 && unit[f.Values[0]]
+}
+
+// antiAffinityLeaves reports a pod with required anti-affinity among the
+// pods on unit's nodes: with it gone, pods it kept from its whole
+// topology domain may fit nodes whose generation did not move.
+func (p *Session) antiAffinityLeaves(unit map[string]bool) bool {
+	for n := range unit {
+		ni, err := p.runner.Snapshot().NodeInfos().Get(n)
+		if err != nil || len(ni.GetPodsWithRequiredAntiAffinity()) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // unbound is the pod as its controller's replacement would look to the

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
@@ -81,27 +82,94 @@ func TestTry(t *testing.T) {
 		},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			r, ctx := newRunner(t, tc.objs...)
-			pass := Begin(r, tc.dests)
-			for _, tr := range tc.tries {
-				res, err := pass.Try(ctx, Candidate{Node: tr.node, Pods: tr.pods})
-				if err != nil {
+		for _, memo := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/memo=%v", tc.name, memo), func(t *testing.T) {
+				r, ctx := newRunner(t, tc.objs...)
+				pass := Begin(r, tc.dests)
+				if memo {
+					pass.UseMemo(verifiedMemo(t))
+				}
+				for _, tr := range tc.tries {
+					res, err := pass.Try(ctx, Candidate{Node: tr.node, Pods: tr.pods})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if res.Removable != tr.removable || !strings.Contains(res.Reason, tr.reason) {
+						t.Fatalf("%s: removable %v (%q), want %v (%q)", tr.node, res.Removable, res.Reason, tr.removable, tr.reason)
+					}
+					if tr.removable && fmt.Sprint(res.Moves) != fmt.Sprint(tr.moves) {
+						t.Errorf("%s: moves %v, want %v", tr.node, res.Moves, tr.moves)
+					}
+				}
+				if err := pass.End(); err != nil {
 					t.Fatal(err)
 				}
-				if res.Removable != tr.removable || !strings.Contains(res.Reason, tr.reason) {
-					t.Fatalf("%s: removable %v (%q), want %v (%q)", tr.node, res.Removable, res.Reason, tr.removable, tr.reason)
+				for _, tr := range tc.tries {
+					if !r.Snapshot().HasNode(tr.node) {
+						t.Errorf("node %s still gone after End", tr.node)
+					}
 				}
-				if tr.removable && fmt.Sprint(res.Moves) != fmt.Sprint(tr.moves) {
-					t.Errorf("%s: moves %v, want %v", tr.node, res.Moves, tr.moves)
+			})
+		}
+	}
+}
+
+// cpuClass classes the tests' pods by their CPU request and labels: their
+// verdicts on a node read nothing else.
+func cpuClass(p *corev1.Pod) string {
+	return p.Spec.Containers[0].Resources.Requests.Cpu().String() + fmt.Sprint(p.Labels)
+}
+
+// verifiedMemo is a removal memo in verify mode: every remembered verdict
+// is filtered again, and a difference fails the test.
+func verifiedMemo(t *testing.T) *framework.Alike {
+	return &framework.Alike{Class: cpuClass, Rejected: framework.NewRejections(), Verify: true,
+		Found: func(pod, node, got, want string) {
+			t.Errorf("memo says %s of %s on %s, the framework %s", got, pod, node, want)
+		}}
+}
+
+// The memo starts anew when a removal frees more than its own nodes: the
+// guard's required anti-affinity keeps web pods out of zone z1 until its
+// node goes, and then n1 (in z1, its generation unchanged) takes one. A
+// memo kept across that removal would still say n1 turns web pods down.
+func TestMemoStartsAnewWhenARemovalWidens(t *testing.T) {
+	zone := "topology.kubernetes.io/zone"
+	web := func(name, node string) *corev1.Pod {
+		return builder.Pod(ns, name).Label("app", "web").CPU("1").OwnedBy("apps/v1", "ReplicaSet", "web").Node(node).Obj()
+	}
+	guard := builder.Pod(ns, "guard").CPU("100m").Node("x").Obj()
+	guard.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, TopologyKey: zone}}}}
+	node := func(name, z, cpu string) *corev1.Node { return builder.Node(name).Label(zone, z).CPU(cpu).Obj() }
+	objs := []any{node("n1", "z1", "4"), node("x", "z1", "4"), node("n2", "z2", "1"), node("r1", "z9", "4"), node("r3", "z9", "4"),
+		guard, web("w1", "r1"), web("w3", "r3")}
+	for _, memo := range []bool{false, true} {
+		t.Run(fmt.Sprintf("memo=%v", memo), func(t *testing.T) {
+			r, ctx := newRunner(t, objs...)
+			pass := Begin(r, []string{"n1", "n2"})
+			defer func() { _ = pass.End() }()
+			var a *framework.Alike
+			if memo {
+				// Not verify: a stale memo would answer without asking.
+				a = &framework.Alike{Class: cpuClass, Rejected: framework.NewRejections()}
+				pass.UseMemo(a)
+			}
+			for _, tr := range []struct {
+				c    Candidate
+				want string
+			}{
+				{Candidate{Node: "r1", Pods: []*corev1.Pod{web("w1", "r1")}}, "n2"}, // n1 turns it down (the guard)
+				{Candidate{Node: "x"}, ""}, // the guard dies with its node
+				{Candidate{Node: "r3", Pods: []*corev1.Pod{web("w3", "r3")}}, "n1"},
+			} {
+				res, err := pass.Try(ctx, tr.c)
+				if err != nil || !res.Removable {
+					t.Fatalf("%s: %+v, %v; want removable", tr.c.Node, res, err)
 				}
-			}
-			if err := pass.End(); err != nil {
-				t.Fatal(err)
-			}
-			for _, tr := range tc.tries {
-				if !r.Snapshot().HasNode(tr.node) {
-					t.Errorf("node %s still gone after End", tr.node)
+				if len(tr.c.Pods) > 0 && res.Moves[ns+"/"+tr.c.Pods[0].Name] != tr.want {
+					t.Fatalf("%s: moves %v, want %s on %s", tr.c.Node, res.Moves, tr.c.Pods[0].Name, tr.want)
 				}
 			}
 		})
@@ -231,5 +299,30 @@ func TestTryAll(t *testing.T) {
 	res, err = pass.TryAll(ctx, unit)
 	if err != nil || res.Removable || len(pass.Removed()) != 0 || !r.Snapshot().HasNode("a") {
 		t.Fatalf("result %+v (%v), removed %v: want the unit kept whole", res, err, pass.Removed())
+	}
+}
+
+// Only the selector the scheduler writes for one node's devices, that
+// node among the removed ones, is local.
+func TestLocalTo(t *testing.T) {
+	unit := map[string]bool{"a": true}
+	label := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: "rack", Operator: corev1.NodeSelectorOpIn, Values: []string{"r1"}}}}}}
+	two := builder.NodeNameSelector("a")
+	two.NodeSelectorTerms[0].MatchFields[0].Values = []string{"a", "b"}
+	for _, tc := range []struct {
+		name string
+		sel  *corev1.NodeSelector
+		want bool
+	}{
+		{"the removed node's devices", builder.NodeNameSelector("a"), true},
+		{"another node's devices", builder.NodeNameSelector("b"), false},
+		{"devices every node reaches", nil, false},
+		{"devices of a rack", label, false},
+		{"devices of two nodes", two, false},
+	} {
+		if got := localTo(tc.sel, unit); got != tc.want {
+			t.Errorf("%s: local %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

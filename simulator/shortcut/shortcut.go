@@ -47,10 +47,15 @@ const (
 	// AlikePlacements: a gang's pod group cycle tries one placement of
 	// each kind and copies its outcome to the placements alike to it.
 	AlikePlacements Name = "alikePlacements"
+	// RemovalMemo: scale-down's removal simulation keeps a memoizable
+	// class's Filter verdicts "does not fit" per node generation for the
+	// pass, so pods moved off later candidates pass the nodes the earlier
+	// moves filled without filtering them again.
+	RemovalMemo Name = "removalMemo"
 )
 
 // All are every shortcut, in the order above.
-var All = []Name{FitClasses, FitMemo, NodeKeys, PlacementCopy, EstimateMemo, EstimateClasses, SharedEstimate, Carry, AnalyzerCache, AlikePlacements}
+var All = []Name{FitClasses, FitMemo, NodeKeys, PlacementCopy, EstimateMemo, EstimateClasses, SharedEstimate, Carry, AnalyzerCache, AlikePlacements, RemovalMemo}
 
 func (n Name) bit() uint32 {
 	for i, m := range All {

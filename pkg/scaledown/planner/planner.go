@@ -25,6 +25,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/eligibility"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/unneeded"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/shortcut"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/utilization"
 )
 
@@ -60,6 +61,15 @@ type Options struct {
 	MaxNonEmptyCandidates int
 	// Policies may keep nodes and order removals (see NodePolicy).
 	Policies []NodePolicy
+	// Class is the estimator's class of a pod whose verdict on a node
+	// depends on that node alone ("" for the others): with Shortcuts
+	// allowing removalMemo, the removal simulation keeps their verdicts
+	// "does not fit" per node generation. nil: no memo.
+	Class     func(pod *corev1.Pod) string
+	Shortcuts *shortcut.Set
+	// Check, in verify mode, filters the remembered nodes again and
+	// reports a difference (kind "removal"); nil: no check.
+	Check *shortcut.Checker
 }
 
 // RemovalGroup is one node group as scale-down sees it.

@@ -7,7 +7,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/drainability"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/removal"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/shortcut"
 )
 
 // maxUnit bounds the nodes of a gang moved whole in one removal.
@@ -34,6 +36,9 @@ func (p *RemovalPlanner) simulate(ctx context.Context, plan *RemovalPlan, cands 
 		dest = append(dest, cands[i].node.Name)
 	}
 	pass := removal.Begin(p.runner, dest)
+	if memo := p.memo(); memo != nil {
+		pass.UseMemo(memo)
+	}
 	defer func() {
 		if eerr := pass.End(); eerr != nil && err == nil {
 			err = fmt.Errorf("scale-down simulation: %w", eerr)
@@ -160,4 +165,21 @@ func unitFor(c *candidate, byName map[string]*candidate, gangs *drainability.Gan
 		return nil
 	}
 	return unit
+}
+
+// memo is the pass's removalMemo, nil when the shortcut is off.
+func (p *RemovalPlanner) memo() *framework.Alike {
+	if p.opts.Class == nil || !p.opts.Shortcuts.On(shortcut.RemovalMemo) {
+		return nil
+	}
+	check := p.opts.Check
+	return &framework.Alike{
+		Class:    p.opts.Class,
+		Rejected: framework.NewRejections(),
+		Verify:   check != nil && check.Verify,
+		Checked:  func() { check.Checked("removal") },
+		Found: func(pod, node, got, want string) {
+			check.Found(shortcut.Mismatch{Shortcut: shortcut.RemovalMemo, Kind: "removal", Pod: pod, Node: node, Got: got, Want: want})
+		},
+	}
 }
