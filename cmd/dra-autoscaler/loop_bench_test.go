@@ -310,35 +310,53 @@ func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, o
 		if err != nil {
 			b.Fatal(err)
 		}
+		// seen waits until the informers hold at most pending pending
+		// pods, held of them nominated.
+		seen := func(pending int) {
+			if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+				state, err := l.Observer().Observe()
+				if err != nil {
+					return false, err
+				}
+				nominated, left := 0, 0
+				for _, p := range state.Pods {
+					if p.Spec.NodeName == "" {
+						left++
+						if p.Status.NominatedNodeName != "" {
+							nominated++
+						}
+					}
+				}
+				return left <= pending && (mode.drop || nominated == r.held), nil
+			}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		var pending []corev1.Pod
 		for _, p := range pods.Items {
 			switch {
 			case p.Spec.NodeName != "":
 			case mode.drop:
-				if err := client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
-					b.Fatal(err)
-				}
+				pending = append(pending, p)
 			case p.Status.NominatedNodeName != "":
 				r.held++
 			}
 		}
-		// The informers see the nominations before the timed pass.
-		if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
-			state, err := l.Observer().Observe()
-			if err != nil {
-				return false, err
+		// Deleted in batches the fake watch's channel holds, each seen
+		// by the informers before the next.
+		for i, p := range pending {
+			if err := client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+				b.Fatal(err)
 			}
-			seen, pending := 0, 0
-			for _, p := range state.Pods {
-				if p.Spec.NodeName == "" {
-					pending++
-					if p.Status.NominatedNodeName != "" {
-						seen++
-					}
-				}
+			if (i+1)%50 == 0 {
+				seen(len(pending) - i - 1)
 			}
-			return seen == r.held && (!mode.drop || pending == 0), nil
-		}); err != nil {
-			b.Fatal(err)
+		}
+		// The informers see the nominations (or deletions) before the
+		// timed pass.
+		seen(len(pods.Items))
+		if mode.drop {
+			seen(0)
 		}
 	}
 	// The timed pass's share of the metrics is what they gain in it.
