@@ -63,6 +63,10 @@ type Provider struct {
 	// Never taken with mu held.
 	stateMu        sync.Mutex
 	stateNamespace string
+
+	// watch is what Refresh reads the nodes from; only Refresh (the
+	// loop's goroutine) touches it.
+	watch *nodeWatch
 }
 
 // ProviderOption configures a Provider.
@@ -106,6 +110,7 @@ func New(client kubernetes.Interface, cfg *Config, opts ...ProviderOption) (*Pro
 		o(p)
 	}
 	p.ctx, p.cancel = context.WithCancel(klog.NewContext(context.Background(), p.logger))
+	p.watch = startNodeWatch(p)
 	for _, g := range cfg.NodeGroups {
 		p.groups = append(p.groups, &nodeGroup{
 			p: p, cfg: *deepCopyGroup(&g), instances: map[string]*instance{},
@@ -174,6 +179,7 @@ func (p *Provider) Close() error {
 	p.mu.Unlock()
 	p.cancel()
 	p.wg.Wait()
+	p.watch.stop()
 	return nil
 }
 

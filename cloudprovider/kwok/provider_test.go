@@ -52,12 +52,14 @@ func TestRefreshRebuildsState(t *testing.T) {
 	if err := e.client.CoreV1().Nodes().Delete(context.Background(), withSlices.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.p.Refresh(t.Context()); err != nil {
-		t.Fatalf("second Refresh: %v", err)
-	}
-	if got := targetSize(t, ng); got != 1 {
-		t.Errorf("target after an outside deletion = %d, want 1", got)
-	}
+	// Refresh reads the provider's watch of the nodes: the deletion is
+	// seen once the watch delivers it.
+	eventually(t, "the outside deletion seen by Refresh", func() bool {
+		if err := e.p.Refresh(t.Context()); err != nil {
+			t.Fatalf("second Refresh: %v", err)
+		}
+		return targetSize(t, ng) == 1
+	})
 	if has, _ := e.p.HasInstance(withSlices); has {
 		t.Errorf("HasInstance(%s) = true after its node was deleted", withSlices.Name)
 	}
@@ -163,5 +165,33 @@ func TestGroupOptions(t *testing.T) {
 	want.ScaleDownGpuUtilizationThreshold, want.ScaleDownUnneededTime, want.ZeroOrMaxNodeScaling = 0.25, time.Hour, true
 	if *got != want {
 		t.Errorf("GetOptions = %+v, want %+v", *got, want)
+	}
+}
+
+// Refresh reads the nodes from the provider's watch: one LIST when it
+// starts, none in later passes; a node the watch does not show yet is
+// asked for by name before its instance is dropped.
+func TestRefreshListsOnce(t *testing.T) {
+	g := gpuGroup("gpu", 0, 10)
+	e := newEnv(t, &Config{NodeGroups: []NodeGroupConfig{g}}, g.buildNode("gpu-aaaaa"))
+	lists := func() int {
+		n := 0
+		for _, a := range e.client.Actions() {
+			if a.GetVerb() == "list" && a.GetResource().Resource == "nodes" {
+				n++
+			}
+		}
+		return n
+	}
+	for range 3 {
+		if err := e.p.Refresh(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := lists(); n != 1 {
+		t.Errorf("%d node LISTs over 3 Refreshes, want 1 (the watch's)", n)
+	}
+	if got := targetSize(t, e.group(t, "gpu")); got != 1 {
+		t.Fatalf("target %d, want the adopted node", got)
 	}
 }

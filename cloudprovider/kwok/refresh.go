@@ -11,11 +11,12 @@ import (
 
 // Refresh first restores, once, the instances recorded in each group's
 // state ConfigMap (state.go) and writes changes a failed write left
-// behind. It then re-reads the nodes of every group from the API server:
-// nodes carrying a group's label that the provider does not track are
-// adopted as running instances (with their recorded createdAt and faults
-// when recorded), and registered instances whose Node is gone (deleted by
-// someone else) are dropped. Instances still booting are kept.
+// behind. It then reads the nodes of every group from its watch (no LIST
+// per pass): nodes carrying a group's label that the provider does not
+// track are adopted as running instances (with their recorded createdAt
+// and faults when recorded), and registered instances whose Node is gone
+// (deleted by someone else; the API server asked, the watch may lag) are
+// dropped. Instances still booting are kept.
 //
 // An adopted node whose slices are missing (the previous process stopped
 // during the driver delay) gets them published, in the background, once
@@ -40,13 +41,12 @@ func (p *Provider) Refresh(ctx context.Context) error {
 		}
 	}()
 
-	list, err := p.client.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: LabelNodeGroup})
+	list, err := p.watch.nodes(ctx)
 	if err != nil {
-		return fmt.Errorf("kwok provider: listing nodes: %w", err)
+		return err
 	}
 	present := map[*nodeGroup]map[string]*corev1.Node{}
-	for i := range list.Items {
-		node := &list.Items[i]
+	for _, node := range list {
 		g := p.group(node.Labels[LabelNodeGroup])
 		if g == nil {
 			p.logger.V(4).Info("Ignoring node of an unknown node group", "node", node.Name, "nodeGroup", node.Labels[LabelNodeGroup])
@@ -61,13 +61,35 @@ func (p *Provider) Refresh(ctx context.Context) error {
 		present[g][node.Name] = node
 	}
 
+	// Nodes the watch does not show that the instances or the records
+	// name: gone only if the API server says so (the cache may lag).
+	gone := map[string]bool{}
+	p.mu.Lock()
+	var ask []string
+	for _, g := range p.groups {
+		for name, inst := range g.instances {
+			if inst.registered && inst.registeredSeq <= listedAt && present[g][name] == nil {
+				ask = append(ask, name)
+			}
+		}
+		for name := range g.pending {
+			if g.loadedSeq <= listedAt && present[g][name] == nil {
+				ask = append(ask, name)
+			}
+		}
+	}
+	p.mu.Unlock()
+	for _, name := range ask {
+		gone[name] = p.gone(ctx, name)
+	}
+
 	adopted := map[*nodeGroup][]*corev1.Node{}
 	p.mu.Lock()
 	for _, g := range p.groups {
 		for name, inst := range g.instances {
-			// Only instances that registered before the List can be
-			// missing from it because someone deleted their Node.
-			if inst.registered && inst.registeredSeq <= listedAt && present[g][name] == nil {
+			// Only instances that registered before the cache was read
+			// can be missing from it because someone deleted their Node.
+			if inst.registered && inst.registeredSeq <= listedAt && present[g][name] == nil && gone[name] {
 				delete(g.instances, name)
 				g.forgetLocked(name)
 				if inst.stop != nil {
@@ -79,7 +101,7 @@ func (p *Provider) Refresh(ctx context.Context) error {
 		for name, r := range g.pending {
 			// A recorded node missing from a List made after the
 			// records were read was deleted while no process watched.
-			if present[g][name] == nil && g.loadedSeq <= listedAt {
+			if present[g][name] == nil && g.loadedSeq <= listedAt && gone[name] {
 				g.forgetLocked(name)
 				p.logger.Info("Recorded node no longer exists, dropping it", "nodeGroup", g.cfg.Name, "node", r.Name)
 			}

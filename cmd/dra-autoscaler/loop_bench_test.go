@@ -198,6 +198,10 @@ func passes(tb testing.TB, b *testing.B, gen func() scale.Scenario, extra []stri
 	// The informers' start, OnPods' handlers included: what a restart
 	// costs before its first pass.
 	b.ReportMetric(r.synced, "sync-s")
+	// What the pass asked of the API server (the informers' watches
+	// aside): writes and reads, and of them full LISTs.
+	b.ReportMetric(float64(r.requests), "api-requests")
+	b.ReportMetric(float64(r.lists), "api-lists")
 	logStages(b, r.stages)
 	return r
 }
@@ -266,6 +270,9 @@ type passResult struct {
 	unranked, live, synced float64
 	// metrics are the autoscaler's.
 	metrics *metrics.Metrics
+	// requests counts the API requests the timed pass made, lists the
+	// LISTs among them.
+	requests, lists int
 }
 
 // runPass builds a fresh cluster and loop, syncs the informers and runs
@@ -364,9 +371,19 @@ func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, o
 	// The setup's garbage (the fake clientset's copies above all) is the
 	// benchmark's: collected before the pass, not during it.
 	goruntime.GC()
+	before := len(client.Actions())
 	t.StartTimer()
 	st, err := l.RunOnce(ctx)
 	t.StopTimer()
+	for _, a := range client.Actions()[before:] {
+		switch a.GetVerb() {
+		case "watch":
+			continue // an informer's, restarted: not the pass's
+		case "list":
+			r.lists++
+		}
+		r.requests++
+	}
 	if err != nil {
 		b.Fatal(err)
 	}
