@@ -73,6 +73,11 @@ func BenchmarkLoopPass(b *testing.B) {
 	b.Run("I1", func(b *testing.B) {
 		benchPass(b, func() scale.Scenario { l := scale.L2; l.Pending = 0; return scale.Busy(l) })
 	})
+	// The idle pass again, as it runs every scan interval: the pass after
+	// an idle one.
+	b.Run("I1-again", func(b *testing.B) {
+		benchPass(b, func() scale.Scenario { l := scale.L2; l.Pending = 0; sc := scale.Busy(l); sc.Next = true; return sc })
+	})
 	b.Run("I1-booting", func(b *testing.B) {
 		benchPass(b, func() scale.Scenario {
 			sc := scale.Busy(scale.L2)
@@ -172,8 +177,10 @@ func passes(tb testing.TB, b *testing.B, gen func() scale.Scenario, extra []stri
 			// What the first pass planned for waits for its nodes.
 			sc.WantFit = len(pass.Get(first, fitexisting.Fits))
 			sc.WantPlanned = 0
-			for _, up := range pass.Get(first, plan.Result).ScaleUps {
-				sc.WantFit += len(up.Pods)
+			if res := pass.Get(first, plan.Result); res != nil {
+				for _, up := range res.ScaleUps {
+					sc.WantFit += len(up.Pods)
+				}
 			}
 			if mode.drop {
 				sc.WantFit = 0
