@@ -200,7 +200,7 @@ func (p *Manager) Write(ctx context.Context, out *PassOutcome, results []act.Lau
 
 func (p *Manager) patch(ctx context.Context, b *Buffer, st v1beta1.CapacityBufferStatus) bool {
 	logger := klog.FromContext(ctx).WithValues("capacityBuffer", b.Key())
-	data, err := statusPatch(st)
+	data, err := statusPatch(st, b.statusShaped())
 	if err != nil {
 		logger.Error(err, "Encoding CapacityBuffer status failed")
 		return false
@@ -217,8 +217,10 @@ func (p *Manager) patch(ctx context.Context, b *Buffer, st v1beta1.CapacityBuffe
 // statusPatch is a merge patch of the status that also removes the fields
 // st leaves unset: omitted, a merge patch would keep their old values
 // (the replicas of a buffer no longer ready, say), and every later pass
-// would find the status changed and write it again.
-func statusPatch(st v1beta1.CapacityBufferStatus) ([]byte, error) {
+// would find the status changed and write it again. shaped leaves
+// podTemplateRef out: it is the input of a buffer shaped by its status,
+// which its controller may have just written.
+func statusPatch(st v1beta1.CapacityBufferStatus, shaped bool) ([]byte, error) {
 	data, err := json.Marshal(st)
 	if err != nil {
 		return nil, err
@@ -231,6 +233,9 @@ func statusPatch(st v1beta1.CapacityBufferStatus) ([]byte, error) {
 		if _, ok := fields[f]; !ok {
 			fields[f] = nil
 		}
+	}
+	if shaped {
+		delete(fields, "podTemplateRef")
 	}
 	return json.Marshal(map[string]any{"status": fields})
 }

@@ -131,7 +131,7 @@ func TestStatusKeepsTheStatusShape(t *testing.T) {
 // The patch removes what the status leaves unset: a merge patch that
 // omitted them would keep the old values.
 func TestStatusPatchRemovesUnsetFields(t *testing.T) {
-	data, err := statusPatch(v1beta1.CapacityBufferStatus{Replicas: ptr.To[int32](2)})
+	data, err := statusPatch(v1beta1.CapacityBufferStatus{Replicas: ptr.To[int32](2)}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +147,18 @@ func TestStatusPatchRemovesUnsetFields(t *testing.T) {
 		if v, ok := st[f]; !ok || v != nil {
 			t.Errorf("%s = %v (present %v), want null", f, v, ok)
 		}
+	}
+	// A buffer shaped by its status: its podTemplateRef is left alone.
+	data, err = statusPatch(v1beta1.CapacityBufferStatus{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got = nil
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got["status"]["podTemplateRef"]; ok {
+		t.Errorf("patch %s touches the podTemplateRef of a buffer shaped by its status", data)
 	}
 }
 
