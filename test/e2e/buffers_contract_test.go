@@ -257,9 +257,12 @@ func TestCapacityBufferScalableReplicationController(t *testing.T) {
 	g := s.cpuGroup("cpu4", 4)
 	labels := map[string]string{"app": "rc-web"}
 	pod := s.pod("x").CPU("1").Obj()
-	s.c.Create(s.ctx, t, &corev1.ReplicationController{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "web"},
+	rcs := s.c.Client.CoreV1().ReplicationControllers(s.ns)
+	if _, err := rcs.Create(s.ctx, &corev1.ReplicationController{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "web"},
 		Spec: corev1.ReplicationControllerSpec{Replicas: ptr.To[int32](2), Selector: labels,
-			Template: &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod.Spec}}})
+			Template: &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod.Spec}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}})
 	s.apply(t, `apiVersion: autoscaling.x-k8s.io/v1beta1
 kind: CapacityBuffer
@@ -277,7 +280,6 @@ spec:
 	})
 
 	// Scaled as an HPA scales it: through the scale subresource.
-	rcs := s.c.Client.CoreV1().ReplicationControllers(s.ns)
 	if _, err := rcs.UpdateScale(s.ctx, "web", &autoscalingv1.Scale{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: "web"},
 		Spec: autoscalingv1.ScaleSpec{Replicas: 4}}, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
