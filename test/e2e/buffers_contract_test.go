@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
@@ -341,6 +342,48 @@ spec:
 	if b.Status.PodTemplateRef == nil || b.Status.PodTemplateRef.Name != "one-cpu" {
 		t.Errorf("status.podTemplateRef %v, want the controller's one-cpu kept", b.Status.PodTemplateRef)
 	}
+	s.waitNodes(t, g, 1, time.Minute)
+	s.stayNodes(t, g, 1, 3*time.Second)
+}
+
+// A scalableRef to a custom kind with a scale subresource and no pod
+// template: the shape is the newest pod its /scale selector matches, as
+// upstream takes it; before the workload has a pod the buffer says so.
+func TestCapacityBufferScalableCustomKind(t *testing.T) {
+	s := newBufferScenario(t)
+	s.c.InstallCRD(s.ctx, t, "test/e2e/testdata/widgets-crd.yaml")
+	g := s.cpuGroup("cpu4", 3)
+	widgets := s.dyn.Resource(schema.GroupVersionResource{Group: "e2e.dra-autoscaler.io", Version: "v1", Resource: "widgets"}).Namespace(s.ns)
+	w := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "e2e.dra-autoscaler.io/v1", "kind": "Widget",
+		"metadata": map[string]any{"name": "w", "namespace": s.ns}, "spec": map[string]any{"replicas": int64(2)}}}
+	if _, err := widgets.Create(s.ctx, w, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The widget's controller, as the test plays it, reports its replicas
+	// and selector.
+	status := []byte(`{"status":{"replicas":2,"selector":"app=widget"}}`)
+	if _, err := widgets.Patch(s.ctx, "w", types.MergePatchType, status, metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+	s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}})
+	s.apply(t, `apiVersion: autoscaling.x-k8s.io/v1beta1
+kind: CapacityBuffer
+metadata: {name: widget-headroom}
+spec:
+  scalableRef: {apiGroup: e2e.dra-autoscaler.io, kind: Widget, name: w}
+  percentage: 50`)
+	b := s.waitBuffer(t, "widget-headroom", "no pod yet", time.Minute,
+		condition(v1beta1.ConditionReadyForProvisioning, metav1.ConditionFalse, buffers.ReasonScalableNoPods))
+	t.Logf("before the widget's first pod: %s", conditionMessage(b, v1beta1.ConditionReadyForProvisioning))
+	s.stayNodes(t, g, 0, 3*time.Second)
+
+	s.c.Create(s.ctx, t, s.pod("widget-0").CPU("1500m").Label("app", "widget").Obj())
+	b = s.waitBuffer(t, "widget-headroom", "1 pod of the widget's shape held", 2*time.Minute, holding(1, buffers.ReasonFitsExisting))
+	if msg := conditionMessage(b, v1beta1.ConditionReadyForProvisioning); !strings.Contains(msg, "Widget w") {
+		t.Errorf("ReadyForProvisioning message %q does not name the widget", msg)
+	}
+	s.waitOnGroup(t, "widget-0", g.Name)
+	// 1.5 CPUs twice on a 4-CPU node: the pod and its buffer share one.
 	s.waitNodes(t, g, 1, time.Minute)
 	s.stayNodes(t, g, 1, 3*time.Second)
 }
