@@ -272,7 +272,7 @@ func (p *Manager) simulate(ctx context.Context, in RunInput, out *PassOutcome) e
 		b := byUID[pod.UID]
 		b.Unplaced++
 		rs := pl.Reasons[pod.UID]
-		if infeasible(rs) {
+		if infeasible(rs, len(in.Groups) == 0) {
 			b.Infeasible++
 		}
 		if b.Why == "" {
@@ -316,9 +316,13 @@ var schedulerPlugins = func() map[string]bool {
 }()
 
 // infeasible says no group can ever hold the pod: every group's template
-// rejects it (or there is no group). A group held back by a limit, a
-// backoff or a reservation might later, so its pod is not infeasible.
-func infeasible(rs []plan.GroupReason) bool {
+// rejects it, or there is no group. A group held back by a limit, a
+// backoff or a reservation might later, so its pod is not infeasible; nor
+// is one without reasons while groups exist (nothing says it cannot).
+func infeasible(rs []plan.GroupReason, noGroups bool) bool {
+	if len(rs) == 0 {
+		return noGroups
+	}
 	for _, r := range rs {
 		if !schedulerPlugins[r.Reason] {
 			return false

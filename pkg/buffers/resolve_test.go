@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dra-autoscaler/dra-autoscaler/apis/capacitybuffer/v1beta1"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 )
 
 func TestWanted(t *testing.T) {
@@ -90,6 +91,31 @@ func TestResolveScalableReasons(t *testing.T) {
 			b := resolve(obj, &workloadSource{err: tc.err}, time.Now())
 			if b.NotReady != tc.reason || !strings.Contains(b.Message, tc.msg) {
 				t.Errorf("not ready %s: %q; want %s with %q", b.NotReady, b.Message, tc.reason, tc.msg)
+			}
+		})
+	}
+}
+
+// Only a pod every group's template rejects (or that has no group at all)
+// is infeasible; a limit of the moment is not.
+func TestInfeasible(t *testing.T) {
+	fit := plan.GroupReason{Group: "cpu", Reason: "NodeResourcesFit", Message: "Insufficient cpu"}
+	dra := plan.GroupReason{Group: "gpu", Reason: "DynamicResources", Message: "cannot allocate all claims"}
+	atMax := plan.GroupReason{Group: "big", Reason: "node-group-max-size", Message: "room for 0 more node(s)"}
+	for _, tc := range []struct {
+		name     string
+		rs       []plan.GroupReason
+		noGroups bool
+		want     bool
+	}{
+		{"every template rejects it", []plan.GroupReason{fit, dra}, false, true},
+		{"one group at its max", []plan.GroupReason{fit, atMax}, false, false},
+		{"no group at all", nil, true, true},
+		{"no reasons while groups exist", nil, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := infeasible(tc.rs, tc.noGroups); got != tc.want {
+				t.Errorf("infeasible = %v, want %v", got, tc.want)
 			}
 		})
 	}
