@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins"
 
 	"github.com/dra-autoscaler/dra-autoscaler/apis/capacitybuffer/v1beta1"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
@@ -62,8 +63,12 @@ type RunInput struct {
 	// Candidates are the nodes the pass's pending pods may go to; the
 	// nodes the pass planned are added from the snapshot.
 	Candidates []string
-	Planner    PodPlanner
-	Groups     []*nodegroups.Info
+	// NotYet are the candidates that are not ready yet (upcoming and
+	// booting nodes): pods placed there fit, but do not count as ready
+	// replicas.
+	NotYet  map[string]bool
+	Planner PodPlanner
+	Groups  []*nodegroups.Info
 	// Usage counts the cluster, the nodes coming and the pass's
 	// scale-ups so far, for the limits.
 	Usage limits.Usage
@@ -122,7 +127,8 @@ func (p *Manager) Run(ctx context.Context, in RunInput) (*PassOutcome, error) {
 	}
 	for _, b := range out.Buffers {
 		if len(b.Pods) > 0 {
-			logger.V(2).Info("Capacity buffer", "capacityBuffer", b.Key(), "pods", len(b.Pods), "fit", b.Fit, "planned", b.Planned, "unplaced", b.Unplaced)
+			logger.V(2).Info("Capacity buffer", "capacityBuffer", b.Key(), "pods", len(b.Pods), "fit", b.Fit, "ready", b.ReadyFit,
+				"planned", b.Planned, "unplaced", b.Unplaced, "infeasible", b.Infeasible)
 		}
 	}
 	return out, nil
@@ -233,8 +239,13 @@ func (p *Manager) simulate(ctx context.Context, in RunInput, out *PassOutcome) e
 	if err != nil {
 		return fmt.Errorf("capacity buffers: %w", err)
 	}
-	for pod := range fits {
-		byUID[pod.UID].Fit++
+	ready := readyNodes(in)
+	for pod, node := range fits {
+		b := byUID[pod.UID]
+		b.Fit++
+		if ready[node] {
+			b.ReadyFit++
+		}
 	}
 	if len(rest) == 0 {
 		return nil
@@ -260,11 +271,64 @@ func (p *Manager) simulate(ctx context.Context, in RunInput, out *PassOutcome) e
 	for _, pod := range pl.NotHelped {
 		b := byUID[pod.UID]
 		b.Unplaced++
+		rs := pl.Reasons[pod.UID]
+		if infeasible(rs, len(in.Groups) == 0) {
+			b.Infeasible++
+		}
 		if b.Why == "" {
-			b.Why = why(pl.Reasons[pod.UID])
+			b.Why = why(rs)
 		}
 	}
 	return nil
+}
+
+// readyNodes are the candidates that exist and are Ready now: registered,
+// not booting or upcoming, with a Ready condition that is True.
+func readyNodes(in RunInput) map[string]bool {
+	out := make(map[string]bool, len(in.Candidates))
+	infos := in.Runner.Snapshot().NodeInfos()
+	for _, name := range in.Candidates {
+		if in.NotYet[name] {
+			continue
+		}
+		ni, err := infos.Get(name)
+		if err != nil || ni.Node() == nil {
+			continue
+		}
+		for _, c := range ni.Node().Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				out[name] = true
+			}
+		}
+	}
+	return out
+}
+
+// schedulerPlugins are the names of the framework's in-tree plugins (the
+// only ones the simulation runs): a group reason naming one is the
+// template node rejecting the pod, not a limit of the moment.
+var schedulerPlugins = func() map[string]bool {
+	out := map[string]bool{}
+	for name := range plugins.NewInTreeRegistry() {
+		out[name] = true
+	}
+	return out
+}()
+
+// infeasible says no group can ever hold the pod: every group's template
+// rejects it, or there is no group. A group held back by a limit, a
+// backoff or a reservation might later, so its pod is not infeasible; nor
+// is one without reasons while groups exist (nothing says it cannot).
+func infeasible(rs []plan.GroupReason, noGroups bool) bool {
+	if len(rs) == 0 {
+		return noGroups
+	}
+	for _, r := range rs {
+		if !schedulerPlugins[r.Reason] {
+			return false
+		}
+	}
+	return true
 }
 
 // candidates are the pass's candidates and the nodes it planned (in the

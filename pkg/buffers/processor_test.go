@@ -56,6 +56,23 @@ func buffer(name string, spec v1beta1.CapacityBufferSpec, ann map[string]string)
 	return &unstructured.Unstructured{Object: obj}
 }
 
+// shapedBy is a buffer with neither ref whose status names a PodTemplate,
+// as a controller of the user's writes it for upstream's.
+func shapedBy(u *unstructured.Unstructured, tmpl string) *unstructured.Unstructured {
+	if err := unstructured.SetNestedField(u.Object, tmpl, "status", "podTemplateRef", "name"); err != nil {
+		panic(err)
+	}
+	return u
+}
+
+func limitsOnly(kv ...string) v1beta1.CapacityBufferSpec {
+	l := v1beta1.ResourceList{}
+	for i := 0; i < len(kv); i += 2 {
+		l[v1beta1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	return v1beta1.CapacityBufferSpec{Limits: &l}
+}
+
 func fromTemplate(tmpl string, replicas int32) v1beta1.CapacityBufferSpec {
 	return v1beta1.CapacityBufferSpec{PodTemplateRef: &v1beta1.LocalObjectRef{Name: tmpl}, Replicas: ptr.To(replicas)}
 }
@@ -124,11 +141,23 @@ func gpuSlice(node string, gpus int) *resourceapi.ResourceSlice {
 	return builder.ResourceSlice(node+"-gpus", node, driver, node).Devices(devs...).Obj()
 }
 
-// summary renders each buffer as "name replicas fit/planned/unplaced".
+// summary renders each buffer as "name replicas fit/planned/unplaced"
+// and, when there are, "ready=n" (of fit) and "infeasible=n" (of
+// unplaced).
 func summary(out *buffers.PassOutcome) []string {
 	var s []string
 	for _, b := range out.Buffers {
-		s = append(s, fmt.Sprintf("%s %d %d/%d/%d", b.Obj.Name, b.Replicas, b.Fit, b.Planned, b.Unplaced))
+		line := fmt.Sprintf("%s %d %d/%d/%d", b.Obj.Name, b.Replicas, b.Fit, b.Planned, b.Unplaced)
+		if b.ReadyFit > 0 {
+			line += fmt.Sprintf(" ready=%d", b.ReadyFit)
+		}
+		if b.Infeasible > 0 {
+			line += fmt.Sprintf(" infeasible=%d", b.Infeasible)
+		}
+		if b.NotReady != "" {
+			line += " " + b.NotReady
+		}
+		s = append(s, line)
 	}
 	return s
 }
@@ -143,6 +172,9 @@ func TestRun(t *testing.T) {
 	gpuTmplNode := builder.Node(template.PlaceholderNodeName).CPU("16").Memory("64Gi").Obj()
 	gpuGroup := group("gpu", gpuTmplNode, gpuSlice(template.PlaceholderNodeName, 2))
 	dra := []any{builder.DeviceClass(class).Driver(driver).Obj(), builder.ClaimTemplate(ns, "one-gpu").Request(builder.Request("gpu", class)).Obj()}
+	full := group("cpu", builder.Node(template.PlaceholderNodeName).CPU("4").Memory("64Gi").Obj())
+	full.Max = 0 // at its max: no room for now, not infeasible
+	notReady := builder.Node("n1").CPU("4").Memory("64Gi").NotReady().Obj()
 	quota := func(hard string) *corev1.ResourceQuota {
 		q := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "gpus"}}
 		q.Status.Hard = corev1.ResourceList{class + ".deviceclass.resource.k8s.io/devices": resource.MustParse(hard)}
@@ -156,29 +188,46 @@ func TestRun(t *testing.T) {
 		objs    []any
 		want    []string
 		wantUps []string
+		notYet  []string // candidates that are upcoming or booting
 	}{
 		{"fits what the real pods leave", []*unstructured.Unstructured{buffer("b", fromTemplate("cpu", 1), nil)},
-			[]runtime.Object{podTemplate("cpu", cpuPod)}, []*nodegroups.Info{cpuGroup}, []any{n1, busy}, []string{"b 1 1/0/0"}, nil},
+			[]runtime.Object{podTemplate("cpu", cpuPod)}, []*nodegroups.Info{cpuGroup}, []any{n1, busy}, []string{"b 1 1/0/0 ready=1"}, nil, nil},
 		{"the rest on a new node", []*unstructured.Unstructured{buffer("b", fromTemplate("cpu", 3), nil)},
-			[]runtime.Object{podTemplate("cpu", cpuPod)}, []*nodegroups.Info{cpuGroup}, []any{n1, busy}, []string{"b 3 1/2/0"}, []string{"cpu +1"}},
+			[]runtime.Object{podTemplate("cpu", cpuPod)}, []*nodegroups.Info{cpuGroup}, []any{n1, busy}, []string{"b 3 1/2/0 ready=1"}, []string{"cpu +1"}, nil},
 		{"GPUs held by claims", []*unstructured.Unstructured{buffer("b", fromTemplate("gpu", 3), nil)},
 			[]runtime.Object{podTemplate("gpu", gpuPod)}, []*nodegroups.Info{gpuGroup}, append([]any{gpuNode, gpuSlice("g1", 2)}, dra...),
-			[]string{"b 3 2/1/0"}, []string{"gpu +1"}},
+			[]string{"b 3 2/1/0 ready=2"}, []string{"gpu +1"}, nil},
 		{"device quota cuts replicas", []*unstructured.Unstructured{buffer("b", fromTemplate("gpu", 3), nil)},
 			[]runtime.Object{podTemplate("gpu", gpuPod), quota("1")}, []*nodegroups.Info{gpuGroup}, append([]any{gpuNode, gpuSlice("g1", 2)}, dra...),
-			[]string{"b 1 1/0/0"}, nil},
+			[]string{"b 1 1/0/0 ready=1"}, nil, nil},
 		{"no group can help", []*unstructured.Unstructured{buffer("b", fromTemplate("gpu", 1), nil)},
-			[]runtime.Object{podTemplate("gpu", gpuPod)}, []*nodegroups.Info{cpuGroup}, append([]any{n1}, dra...), []string{"b 1 0/0/1"}, nil},
+			[]runtime.Object{podTemplate("gpu", gpuPod)}, []*nodegroups.Info{cpuGroup}, append([]any{n1}, dra...), []string{"b 1 0/0/1 infeasible=1"}, nil, nil},
+		{"no room for now", []*unstructured.Unstructured{buffer("b", fromTemplate("cpu", 2), nil)},
+			[]runtime.Object{podTemplate("cpu", cpuPod)}, []*nodegroups.Info{full}, []any{n1, busy}, []string{"b 2 1/0/1 ready=1"}, nil, nil},
+		{"upcoming nodes are not ready", []*unstructured.Unstructured{buffer("b", fromTemplate("cpu", 3), nil)},
+			[]runtime.Object{podTemplate("cpu", cpuPod)}, []*nodegroups.Info{cpuGroup}, []any{n1}, []string{"b 3 3/0/0"}, nil, []string{"n1"}},
+		{"a node not Ready holds no ready replica", []*unstructured.Unstructured{buffer("b", fromTemplate("cpu", 3), nil)},
+			[]runtime.Object{podTemplate("cpu", cpuPod)}, []*nodegroups.Info{cpuGroup}, []any{notReady}, []string{"b 3 3/0/0"}, nil, nil},
 		{"outside its windows", []*unstructured.Unstructured{buffer("b", fromTemplate("cpu", 3), map[string]string{v1beta1.ActiveWindowsAnnotation: "0 20 * * * for 2h"})},
-			[]runtime.Object{podTemplate("cpu", cpuPod)}, []*nodegroups.Info{cpuGroup}, []any{n1}, []string{"b 0 0/0/0"}, nil},
+			[]runtime.Object{podTemplate("cpu", cpuPod)}, []*nodegroups.Info{cpuGroup}, []any{n1}, []string{"b 0 0/0/0"}, nil, nil},
 		{"inside its windows", []*unstructured.Unstructured{buffer("b", fromTemplate("cpu", 3), map[string]string{v1beta1.ActiveWindowsAnnotation: "0 8 * * 1-5 for 10h"})},
-			[]runtime.Object{podTemplate("cpu", cpuPod)}, []*nodegroups.Info{cpuGroup}, []any{n1}, []string{"b 3 3/0/0"}, nil},
+			[]runtime.Object{podTemplate("cpu", cpuPod)}, []*nodegroups.Info{cpuGroup}, []any{n1}, []string{"b 3 3/0/0 ready=3"}, nil, nil},
 		{"missing template, other strategy", []*unstructured.Unstructured{buffer("b", fromTemplate("gone", 3), nil),
 			buffer("other", v1beta1.CapacityBufferSpec{ProvisioningStrategy: ptr.To("example.com/passive"), PodTemplateRef: &v1beta1.LocalObjectRef{Name: "cpu"}, Replicas: ptr.To[int32](9)}, nil)},
-			[]runtime.Object{podTemplate("cpu", cpuPod)}, []*nodegroups.Info{cpuGroup}, []any{n1}, []string{"b 0 0/0/0"}, nil},
+			[]runtime.Object{podTemplate("cpu", cpuPod)}, []*nodegroups.Info{cpuGroup}, []any{n1}, []string{"b 0 0/0/0 PodTemplateNotFound"}, nil, nil},
+		{"limits only: as many as fit them, of the status's template", []*unstructured.Unstructured{shapedBy(buffer("b", limitsOnly("cpu", "3500m"), nil), "cpu")},
+			[]runtime.Object{podTemplate("cpu", cpuPod)}, []*nodegroups.Info{cpuGroup}, []any{n1}, []string{"b 3 3/0/0 ready=3"}, nil, nil},
+		{"limits only, no template named", []*unstructured.Unstructured{buffer("b", limitsOnly("cpu", "4"), nil)},
+			[]runtime.Object{podTemplate("cpu", cpuPod)}, []*nodegroups.Info{cpuGroup}, []any{n1}, []string{"b 0 0/0/0 NoPodTemplate"}, nil, nil},
+		{"limits only, the status's template gone", []*unstructured.Unstructured{shapedBy(buffer("b", limitsOnly("cpu", "4"), nil), "gone")},
+			[]runtime.Object{podTemplate("cpu", cpuPod)}, []*nodegroups.Info{cpuGroup}, []any{n1}, []string{"b 0 0/0/0 PodTemplateNotFound"}, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, tc.bufs, tc.kube, tc.groups, tc.objs...)
+			e.in.NotYet = map[string]bool{}
+			for _, n := range tc.notYet {
+				e.in.NotYet[n] = true
+			}
 			out, err := e.proc.Run(e.ctx, e.in)
 			if err != nil {
 				t.Fatal(err)

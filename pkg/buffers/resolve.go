@@ -37,6 +37,9 @@ const (
 	ReasonTemplateNotFound     = "PodTemplateNotFound"
 	ReasonScalableNotFound     = "ScalableRefNotFound"
 	ReasonScalableNotSupported = "ScalableRefNotSupported"
+	ReasonScalableForbidden    = "ScalableRefForbidden"
+	ReasonScalableNoPods       = "ScalableRefHasNoPods"
+	ReasonNoPodTemplate        = "NoPodTemplate"
 	ReasonInvalidWindows       = "InvalidActiveWindows"
 )
 
@@ -75,11 +78,38 @@ type Buffer struct {
 	// buffer's pod in the dry run ("" when it did not).
 	AdmissionQuota string
 	Pods           []*corev1.Pod
-	// What the simulation did: pods on existing or upcoming nodes, pods
-	// planned on new nodes, pods left without room and why.
-	Fit, Planned, Unplaced int
+	// What the simulation did: pods on existing or upcoming nodes (of
+	// them, ReadyFit on nodes Ready now), pods planned on new nodes, pods
+	// left without room (of them, Infeasible: no template can ever hold
+	// them) and why.
+	Fit, ReadyFit, Planned int
+	Unplaced, Infeasible   int
 	Why                    string
 	ScaleUps               []string
+}
+
+// fromPodTemplate takes the shape from the namespace's PodTemplate name
+// (named by field).
+func (b *Buffer) fromPodTemplate(src Source, name, field string) error {
+	t, err := src.PodTemplate(b.Obj.Namespace, name)
+	if apierrors.IsNotFound(err) {
+		return fmt.Errorf("PodTemplate %s/%s (%s) not found", b.Obj.Namespace, name, field)
+	}
+	if err != nil {
+		return err
+	}
+	b.TemplateRef = &v1beta1.LocalObjectRef{Name: t.Name}
+	b.Generation = &t.Generation
+	b.Template = &t.Template
+	b.TemplateVersion = "PodTemplate/" + t.ResourceVersion
+	return nil
+}
+
+// statusShaped says the buffer takes its shape from its status (neither
+// ref in the spec): the status's podTemplateRef is its input, never
+// cleared.
+func (b *Buffer) statusShaped() bool {
+	return b.Obj.Spec.PodTemplateRef == nil && b.Obj.Spec.ScalableRef == nil
 }
 
 // Key is namespace/name.
@@ -101,33 +131,48 @@ func resolve(obj *v1beta1.CapacityBuffer, src Source, now time.Time) *Buffer {
 	}
 	b.Active, b.Until = ws.Active(now)
 	var wl *Workload
-	if ref := obj.Spec.PodTemplateRef; ref != nil {
-		t, err := src.PodTemplate(obj.Namespace, ref.Name)
-		if err != nil {
-			if apierrors.IsNotFound(err) {
-				return fail(ReasonTemplateNotFound, fmt.Errorf("PodTemplate %s/%s not found", obj.Namespace, ref.Name))
-			}
+	switch {
+	case obj.Spec.PodTemplateRef != nil:
+		if err := b.fromPodTemplate(src, obj.Spec.PodTemplateRef.Name, "spec.podTemplateRef"); err != nil {
 			return fail(ReasonTemplateNotFound, err)
 		}
-		b.TemplateRef = &v1beta1.LocalObjectRef{Name: t.Name}
-		b.Generation = &t.Generation
-		b.Template = &t.Template
-		b.TemplateVersion = "PodTemplate/" + t.ResourceVersion
-	} else {
+	case obj.Spec.ScalableRef != nil:
 		ref := *obj.Spec.ScalableRef
 		wl, err = src.Workload(obj.Namespace, ref)
 		var unsupported *UnsupportedKindError
+		var noPods *NoPodsError
 		switch {
 		case errors.As(err, &unsupported):
 			return fail(ReasonScalableNotSupported, err)
+		case errors.As(err, &noPods):
+			return fail(ReasonScalableNoPods, err)
 		case apierrors.IsNotFound(err):
 			return fail(ReasonScalableNotFound, fmt.Errorf("%s %s/%s not found", ref.Kind, obj.Namespace, ref.Name))
+		case apierrors.IsForbidden(err):
+			return fail(ReasonScalableForbidden, fmt.Errorf("the autoscaler may not read %s %s/%s or its scale subresource "+
+				"(grant get on the resource and its /scale to its ClusterRole): %w", ref.Kind, obj.Namespace, ref.Name, err))
 		case err != nil:
 			return fail(ReasonScalableNotFound, err)
 		}
 		b.Generation = &wl.Generation
 		b.Template = wl.Template
-		b.TemplateVersion = fmt.Sprintf("%s/%d", ref.Kind, wl.Generation)
+		b.TemplateVersion = wl.Version
+		if b.TemplateVersion == "" {
+			b.TemplateVersion = fmt.Sprintf("%s/%d", ref.Kind, wl.Generation)
+		}
+	default:
+		// Neither ref, as upstream's schema allows: upstream takes the
+		// shape from status.podTemplateRef, which a controller of the
+		// user's writes (upstream splits the buffer's translation from
+		// the autoscaler), and holds as many pods as the limits allow.
+		ref := obj.Status.PodTemplateRef
+		if ref == nil || ref.Name == "" {
+			return fail(ReasonNoPodTemplate, errors.New("the buffer names neither spec.podTemplateRef nor spec.scalableRef, "+
+				"and no controller has named a PodTemplate in status.podTemplateRef: there is no pod shape to hold"))
+		}
+		if err := b.fromPodTemplate(src, ref.Name, "status.podTemplateRef"); err != nil {
+			return fail(ReasonTemplateNotFound, err)
+		}
 	}
 	n, err := wanted(obj.Spec, wl, templateRequests(b.Template, obj.Namespace))
 	if err != nil {

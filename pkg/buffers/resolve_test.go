@@ -1,14 +1,20 @@
 package buffers
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
 
 	"github.com/dra-autoscaler/dra-autoscaler/apis/capacitybuffer/v1beta1"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 )
 
 func TestWanted(t *testing.T) {
@@ -51,6 +57,65 @@ func TestWanted(t *testing.T) {
 			}
 			if err != nil || got != tc.want {
 				t.Errorf("wanted = %d, %v; want %d", got, err, tc.want)
+			}
+		})
+	}
+}
+
+// workloadSource is a Source whose scalableRefs all resolve to err.
+type workloadSource struct {
+	Listers
+	err error
+}
+
+func (s *workloadSource) Workload(string, v1beta1.ScalableRef) (*Workload, error) { return nil, s.err }
+
+// Why a scalableRef does not resolve is the ReadyForProvisioning reason.
+func TestResolveScalableReasons(t *testing.T) {
+	ref := v1beta1.ScalableRef{APIGroup: "example.com", Kind: "Widget", Name: "w"}
+	gr := schema.GroupResource{Group: "example.com", Resource: "widgets"}
+	obj := &v1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "b"},
+		Spec: v1beta1.CapacityBufferSpec{ScalableRef: &ref, Replicas: ptr.To[int32](1)}}
+	for _, tc := range []struct {
+		err    error
+		reason string
+		msg    string
+	}{
+		{&UnsupportedKindError{Ref: ref, Why: "it has no scale subresource"}, ReasonScalableNotSupported, "no scale subresource"},
+		{&NoPodsError{Ref: ref, Selector: "app=w"}, ReasonScalableNoPods, `"app=w"`},
+		{apierrors.NewNotFound(gr, "w"), ReasonScalableNotFound, "Widget ns/w not found"},
+		{apierrors.NewForbidden(gr, "w", errors.New("RBAC")), ReasonScalableForbidden, "grant get"},
+		{errors.New("connection refused"), ReasonScalableNotFound, "connection refused"},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			b := resolve(obj, &workloadSource{err: tc.err}, time.Now())
+			if b.NotReady != tc.reason || !strings.Contains(b.Message, tc.msg) {
+				t.Errorf("not ready %s: %q; want %s with %q", b.NotReady, b.Message, tc.reason, tc.msg)
+			}
+		})
+	}
+}
+
+// Only a pod every group's template rejects (or that has no group at all)
+// is infeasible; a limit of the moment is not.
+func TestInfeasible(t *testing.T) {
+	fit := plan.GroupReason{Group: "cpu", Reason: "NodeResourcesFit", Message: "Insufficient cpu"}
+	dra := plan.GroupReason{Group: "gpu", Reason: "DynamicResources", Message: "cannot allocate all claims"}
+	atMax := plan.GroupReason{Group: "big", Reason: "node-group-max-size", Message: "room for 0 more node(s)"}
+	for _, tc := range []struct {
+		name     string
+		rs       []plan.GroupReason
+		noGroups bool
+		want     bool
+	}{
+		{"every template rejects it", []plan.GroupReason{fit, dra}, false, true},
+		{"one group at its max", []plan.GroupReason{fit, atMax}, false, false},
+		{"no group at all", nil, true, true},
+		{"no reasons while groups exist", nil, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := infeasible(tc.rs, tc.noGroups); got != tc.want {
+				t.Errorf("infeasible = %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -29,6 +29,9 @@ type Workload struct {
 	Template   *corev1.PodTemplateSpec
 	Replicas   int32
 	Generation int64
+	// Version changes whenever the template may have; "": the kind and
+	// generation say it.
+	Version string
 }
 
 // Listers is a Source over informer listers; List lists the buffers.
@@ -40,6 +43,9 @@ type Listers struct {
 	ReplicaSets  appslisters.ReplicaSetLister
 	StatefulSets appslisters.StatefulSetLister
 	Jobs         batchlisters.JobLister
+	// Scales resolves the kinds above do not cover through their scale
+	// subresource; nil: those kinds are not supported.
+	Scales *Scales
 }
 
 var _ Source = &Listers{}
@@ -67,16 +73,24 @@ func (l *Listers) Quotas(namespace string) ([]*corev1.ResourceQuota, error) {
 }
 
 // UnsupportedKindError is a scalableRef to a kind the autoscaler cannot
-// read a pod template from.
-type UnsupportedKindError struct{ Ref v1beta1.ScalableRef }
-
-func (e *UnsupportedKindError) Error() string {
-	return fmt.Sprintf("scalableRef kind %q of API group %q is not supported (Deployment, ReplicaSet, StatefulSet of apps; Job of batch)", e.Ref.Kind, e.Ref.APIGroup)
+// read replicas and a pod shape from; Why says what is missing.
+type UnsupportedKindError struct {
+	Ref v1beta1.ScalableRef
+	Why string
 }
 
-// Workload reads a Deployment, ReplicaSet, StatefulSet or Job. Replicas
+func (e *UnsupportedKindError) Error() string {
+	why := e.Why
+	if why == "" {
+		why = "only Deployment, ReplicaSet, StatefulSet of apps and Job of batch are read without a scale resolver"
+	}
+	return fmt.Sprintf("scalableRef kind %q of API group %q is not supported: %s", e.Ref.Kind, e.Ref.APIGroup, why)
+}
+
+// Workload reads a Deployment, ReplicaSet, StatefulSet or Job from the
+// informers, any other kind through its scale subresource. Replicas
 // unset count as 1, as the API server defaults them; a Job's are its
-// parallelism.
+// parallelism (a Job has no scale subresource; upstream reads it too).
 func (l *Listers) Workload(namespace string, ref v1beta1.ScalableRef) (*Workload, error) {
 	one := func(p *int32) int32 {
 		if p == nil {
@@ -85,30 +99,33 @@ func (l *Listers) Workload(namespace string, ref v1beta1.ScalableRef) (*Workload
 		return *p
 	}
 	switch {
-	case ref.APIGroup == "apps" && ref.Kind == "Deployment":
+	case ref.APIGroup == "apps" && ref.Kind == "Deployment" && l.Deployments != nil:
 		d, err := l.Deployments.Deployments(namespace).Get(ref.Name)
 		if err != nil {
 			return nil, err
 		}
 		return &Workload{Template: &d.Spec.Template, Replicas: one(d.Spec.Replicas), Generation: d.Generation}, nil
-	case ref.APIGroup == "apps" && ref.Kind == "ReplicaSet":
+	case ref.APIGroup == "apps" && ref.Kind == "ReplicaSet" && l.ReplicaSets != nil:
 		r, err := l.ReplicaSets.ReplicaSets(namespace).Get(ref.Name)
 		if err != nil {
 			return nil, err
 		}
 		return &Workload{Template: &r.Spec.Template, Replicas: one(r.Spec.Replicas), Generation: r.Generation}, nil
-	case ref.APIGroup == "apps" && ref.Kind == "StatefulSet":
+	case ref.APIGroup == "apps" && ref.Kind == "StatefulSet" && l.StatefulSets != nil:
 		s, err := l.StatefulSets.StatefulSets(namespace).Get(ref.Name)
 		if err != nil {
 			return nil, err
 		}
 		return &Workload{Template: &s.Spec.Template, Replicas: one(s.Spec.Replicas), Generation: s.Generation}, nil
-	case ref.APIGroup == "batch" && ref.Kind == "Job":
+	case ref.APIGroup == "batch" && ref.Kind == "Job" && l.Jobs != nil:
 		j, err := l.Jobs.Jobs(namespace).Get(ref.Name)
 		if err != nil {
 			return nil, err
 		}
 		return &Workload{Template: &j.Spec.Template, Replicas: one(j.Spec.Parallelism), Generation: j.Generation}, nil
+	}
+	if l.Scales != nil {
+		return l.Scales.Workload(namespace, ref)
 	}
 	return nil, &UnsupportedKindError{Ref: ref}
 }

@@ -52,7 +52,12 @@ func (p *Manager) Stage(parts StageParts) pass.Stage {
 					usage.AddPlanned(up.Group.Id, up.Group.Template.Node, up.Delta)
 				}
 			}
-			out, err := p.Run(ctx, RunInput{Runner: parts.Runner, Candidates: pass.Get(st, load.Built).Candidates(),
+			built := pass.Get(st, load.Built)
+			notYet := make(map[string]bool, len(built.GroupOf))
+			for n := range built.GroupOf {
+				notYet[n] = true // upcoming or booting
+			}
+			out, err := p.Run(ctx, RunInput{Runner: parts.Runner, Candidates: built.Candidates(), NotYet: notYet,
 				Planner: parts.Planner.ForCount(pass.Get(st, reservations.Counted)), Groups: pass.Get(st, nodegroups.Groups),
 				Usage: usage, ClassOf: parts.ClassOf, ClaimTemplates: pass.Get(st, observe.Cluster).ResourceClaimTemplates, Now: st.Started})
 			if parts.Observe != nil {

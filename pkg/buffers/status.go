@@ -19,21 +19,30 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
 )
 
-// Reasons of the Provisioning and LimitedByQuotas conditions.
+// Reasons of the Provisioning condition. FitsExistingCapacity,
+// RequiresNewCapacity and Infeasible are the reasons Kueue's CapacityBuffer
+// admission check (KEP-5133) reads as Karpenter writes them;
+// NotReadyForProvisioning and BufferEmpty are Karpenter's too. The others
+// are ours, for what the contract has no name for (docs/capacity-buffers.md
+// has the table).
 const (
-	ReasonCapacityAvailable  = "CapacityAvailable"
-	ReasonScaleUpTriggered   = "ScaleUpTriggered"
-	ReasonScaleUpNotMade     = "ScaleUpNotMade"
-	ReasonScaleUpFailed      = "ScaleUpFailed"
-	ReasonCapacityNotFound   = "CapacityNotFound"
-	ReasonOutsideWindows     = "OutsideActiveWindows"
-	ReasonNotReady           = "NotReadyForProvisioning"
-	ReasonQuotaExceeded      = "QuotaExceeded"
-	ReasonWithinQuotas       = "WithinQuotas"
-	EventTriggeredScaleUp    = "TriggeredScaleUp"
-	EventNotTriggerScaleUp   = "NotTriggerScaleUp"
+	ReasonFitsExisting     = "FitsExistingCapacity"
+	ReasonRequiresNew      = "RequiresNewCapacity"
+	ReasonInfeasible       = "Infeasible"
+	ReasonNotReady         = "NotReadyForProvisioning"
+	ReasonBufferEmpty      = "BufferEmpty"
+	ReasonScaleUpNotMade   = "ScaleUpNotMade"
+	ReasonScaleUpFailed    = "ScaleUpFailed"
+	ReasonOutsideWindows   = "OutsideActiveWindows"
+	EventTriggeredScaleUp  = "TriggeredScaleUp"
+	EventNotTriggerScaleUp = "NotTriggerScaleUp"
+	// EventInvalidCapacityBuff is the Warning of a buffer not ready.
 	EventInvalidCapacityBuff = "InvalidCapacityBuffer"
 )
+
+// ReasonQuotasAllocated is upstream's one reason of LimitedByQuotas, True
+// (the quotas cut the buffer) or False (they leave room for all of it).
+const ReasonQuotasAllocated = "ResourceQuotasAllocated"
 
 // ReasonQuotaListFailed (LimitedByQuotas, Provisioning, and the Warning
 // event): the namespace's ResourceQuotas could not be listed; the buffer
@@ -52,13 +61,17 @@ func (b *Buffer) Status(failed map[string]error, unsafe string) v1beta1.Capacity
 	}
 	st.ProvisioningStrategy = ptr.To(b.Obj.Strategy())
 	if b.NotReady != "" {
-		st.PodTemplateRef, st.Replicas, st.PodTemplateGeneration = nil, nil, nil
+		if !b.statusShaped() {
+			st.PodTemplateRef = nil
+		}
+		st.Replicas, st.ReadyReplicas, st.PodTemplateGeneration = nil, nil, nil
 		set(v1beta1.ConditionReadyForProvisioning, metav1.ConditionFalse, b.NotReady, b.Message)
 		set(v1beta1.ConditionProvisioning, metav1.ConditionFalse, ReasonNotReady, "the buffer is not ready for provisioning: "+b.Message)
 		return st
 	}
 	st.PodTemplateRef, st.PodTemplateGeneration = b.TemplateRef, b.Generation
 	st.Replicas = ptr.To(b.Replicas)
+	st.ReadyReplicas = ptr.To(int32(b.ReadyFit))
 	shape := "the pod template of " + b.source()
 	set(v1beta1.ConditionReadyForProvisioning, metav1.ConditionTrue, ReasonResolved, fmt.Sprintf("%d pod(s) of %s", b.Wanted, shape))
 	if !b.Active {
@@ -67,22 +80,32 @@ func (b *Buffer) Status(failed map[string]error, unsafe string) v1beta1.Capacity
 			msg += " until " + b.Until.UTC().Format(time.RFC3339)
 		}
 		set(v1beta1.ConditionProvisioning, metav1.ConditionFalse, ReasonOutsideWindows, msg)
-		st.Replicas = ptr.To[int32](0)
+		st.Replicas, st.ReadyReplicas = ptr.To[int32](0), ptr.To[int32](0)
 		return st
 	}
 	if b.QuotaErr != "" {
 		msg := "the namespace's ResourceQuotas could not be read, so the buffer holds no capacity: " + b.QuotaErr
 		set(v1beta1.ConditionLimitedByQuotas, metav1.ConditionTrue, ReasonQuotaListFailed, msg)
 		set(v1beta1.ConditionProvisioning, metav1.ConditionFalse, ReasonQuotaListFailed, msg)
-		st.Replicas = ptr.To[int32](0)
+		st.Replicas, st.ReadyReplicas = ptr.To[int32](0), ptr.To[int32](0)
 		return st
 	}
 	if b.Quota != "" {
-		set(v1beta1.ConditionLimitedByQuotas, metav1.ConditionTrue, ReasonQuotaExceeded,
+		set(v1beta1.ConditionLimitedByQuotas, metav1.ConditionTrue, ReasonQuotasAllocated,
 			fmt.Sprintf("%d of %d pod(s) within the namespace's ResourceQuotas: %s", b.Replicas, b.Wanted, b.Quota))
 	} else {
-		set(v1beta1.ConditionLimitedByQuotas, metav1.ConditionFalse, ReasonWithinQuotas, "the namespace's ResourceQuotas leave room for every pod")
+		set(v1beta1.ConditionLimitedByQuotas, metav1.ConditionFalse, ReasonQuotasAllocated, "the namespace's ResourceQuotas leave room for every pod")
 	}
+	reason, status, msg := b.provisioning(failed, unsafe)
+	set(v1beta1.ConditionProvisioning, status, reason, msg)
+	return st
+}
+
+// provisioning is the Provisioning condition of a buffer that was served
+// in the pass: the first that holds of empty, infeasible, not made,
+// failed, coming, held.
+func (b *Buffer) provisioning(failed map[string]error, unsafe string) (string, metav1.ConditionStatus, string) {
+	held := fmt.Sprintf("%d of %d pod(s) fit existing or upcoming nodes (%d on nodes Ready now)", b.Fit, b.Replicas, b.ReadyFit)
 	var groupErrs []string
 	for _, up := range b.ScaleUps {
 		g, _, _ := strings.Cut(up, " ")
@@ -90,22 +113,32 @@ func (b *Buffer) Status(failed map[string]error, unsafe string) v1beta1.Capacity
 			groupErrs = append(groupErrs, fmt.Sprintf("%s: %v", g, err))
 		}
 	}
-	held := fmt.Sprintf("%d pod(s) fit existing or upcoming nodes", b.Fit)
 	switch {
-	case b.Unplaced > 0:
-		set(v1beta1.ConditionProvisioning, metav1.ConditionFalse, ReasonCapacityNotFound,
-			fmt.Sprintf("%s, %d on new nodes, %d find no room: %s", held, b.Planned, b.Unplaced, b.Why))
+	case b.Replicas == 0 && b.Quota != "":
+		return ReasonBufferEmpty, metav1.ConditionFalse, "the namespace's ResourceQuotas leave room for no pod: " + b.Quota
+	case b.Replicas == 0:
+		return ReasonBufferEmpty, metav1.ConditionFalse, "the buffer resolves to 0 pods"
+	case b.Infeasible > 0:
+		return ReasonInfeasible, metav1.ConditionFalse,
+			fmt.Sprintf("%d pod(s) fit no node group's template, so no node can be added for them: %s; %s", b.Infeasible, b.Why, held)
 	case b.Planned > 0 && unsafe != "":
-		set(v1beta1.ConditionProvisioning, metav1.ConditionFalse, ReasonScaleUpNotMade, fmt.Sprintf("%s; the cluster is unsafe to scale up: %s", held, unsafe))
+		return ReasonScaleUpNotMade, metav1.ConditionFalse, fmt.Sprintf("%s; the cluster is unsafe to scale up: %s", held, unsafe)
 	case len(groupErrs) > 0:
-		set(v1beta1.ConditionProvisioning, metav1.ConditionFalse, ReasonScaleUpFailed, fmt.Sprintf("%s; scale-up failed: %s", held, strings.Join(groupErrs, "; ")))
-	case b.Planned > 0:
-		set(v1beta1.ConditionProvisioning, metav1.ConditionTrue, ReasonScaleUpTriggered,
-			fmt.Sprintf("%s, %d on new nodes: %s", held, b.Planned, strings.Join(b.ScaleUps, ", ")))
-	default:
-		set(v1beta1.ConditionProvisioning, metav1.ConditionTrue, ReasonCapacityAvailable, fmt.Sprintf("all %d pod(s) fit existing or upcoming nodes", b.Fit))
+		return ReasonScaleUpFailed, metav1.ConditionFalse, fmt.Sprintf("%s; scale-up failed: %s", held, strings.Join(groupErrs, "; "))
+	case b.Planned > 0 || b.Unplaced > 0:
+		// Unplaced pods here wait for a limit, backoff or reservation of
+		// the moment: new capacity is what they need (as Karpenter counts
+		// its failed pods).
+		msg := held
+		if b.Planned > 0 {
+			msg += fmt.Sprintf("; %d on new nodes: %s", b.Planned, strings.Join(b.ScaleUps, ", "))
+		}
+		if b.Unplaced > 0 {
+			msg += fmt.Sprintf("; %d find no room for now: %s", b.Unplaced, b.Why)
+		}
+		return ReasonRequiresNew, metav1.ConditionFalse, msg
 	}
-	return st
+	return ReasonFitsExisting, metav1.ConditionTrue, fmt.Sprintf("all %d pod(s) fit existing or upcoming nodes (%d on nodes Ready now)", b.Fit, b.ReadyFit)
 }
 
 func (b *Buffer) source() string {
@@ -144,9 +177,14 @@ func (p *Manager) Write(ctx context.Context, out *PassOutcome, results []act.Lau
 			continue
 		}
 		switch prov.Reason {
-		case ReasonScaleUpTriggered:
-			p.event(b, corev1.EventTypeNormal, EventTriggeredScaleUp, prov.Message)
-		case ReasonCapacityNotFound:
+		case ReasonRequiresNew:
+			if b.Planned > 0 {
+				p.event(b, corev1.EventTypeNormal, EventTriggeredScaleUp, prov.Message)
+			}
+			if b.Unplaced > 0 {
+				p.event(b, corev1.EventTypeNormal, EventNotTriggerScaleUp, prov.Message)
+			}
+		case ReasonInfeasible:
 			p.event(b, corev1.EventTypeNormal, EventNotTriggerScaleUp, prov.Message)
 		case ReasonNotReady:
 			reason := EventInvalidCapacityBuff
@@ -162,7 +200,7 @@ func (p *Manager) Write(ctx context.Context, out *PassOutcome, results []act.Lau
 
 func (p *Manager) patch(ctx context.Context, b *Buffer, st v1beta1.CapacityBufferStatus) bool {
 	logger := klog.FromContext(ctx).WithValues("capacityBuffer", b.Key())
-	data, err := json.Marshal(map[string]any{"status": st})
+	data, err := statusPatch(st, b.statusShaped())
 	if err != nil {
 		logger.Error(err, "Encoding CapacityBuffer status failed")
 		return false
@@ -174,6 +212,32 @@ func (p *Manager) patch(ctx context.Context, b *Buffer, st v1beta1.CapacityBuffe
 	}
 	logger.V(2).Info("CapacityBuffer status written", "replicas", ptr.Deref(st.Replicas, 0))
 	return true
+}
+
+// statusPatch is a merge patch of the status that also removes the fields
+// st leaves unset: omitted, a merge patch would keep their old values
+// (the replicas of a buffer no longer ready, say), and every later pass
+// would find the status changed and write it again. shaped leaves
+// podTemplateRef out: it is the input of a buffer shaped by its status,
+// which its controller may have just written.
+func statusPatch(st v1beta1.CapacityBufferStatus, shaped bool) ([]byte, error) {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	fields := map[string]any{}
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return nil, err
+	}
+	for _, f := range []string{"podTemplateRef", "replicas", "readyReplicas", "podTemplateGeneration", "provisioningStrategy"} {
+		if _, ok := fields[f]; !ok {
+			fields[f] = nil
+		}
+	}
+	if shaped {
+		delete(fields, "podTemplateRef")
+	}
+	return json.Marshal(map[string]any{"status": fields})
 }
 
 func (p *Manager) event(b *Buffer, typ, reason, msg string) {

@@ -9,10 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
@@ -26,8 +28,9 @@ const rediscoverEvery = time.Minute
 
 // Watcher watches the buffers (a dynamic informer: no generated
 // clientset) and, once the CRD is served, what they name: PodTemplates
-// and workloads. ResourceQuotas are listed per namespace when asked, not
-// watched: the autoscaler may be allowed to read them in some namespaces
+// and the built-in workloads (other scalable kinds are read through their
+// scale subresource when a buffer names them). ResourceQuotas are listed
+// per namespace when asked, not watched: the autoscaler may be allowed to read them in some namespaces
 // only (RBAC per namespace), and a namespace it cannot read must fail on
 // its own, not take every namespace's quotas with it. Without the CRD it
 // starts nothing and lists no buffer.
@@ -93,6 +96,10 @@ func (w *Watcher) ensure(timeout time.Duration) error {
 		ReplicaSets:  core.Apps().V1().ReplicaSets().Lister(),
 		StatefulSets: core.Apps().V1().StatefulSets().Lister(),
 		Jobs:         core.Batch().V1().Jobs().Lister(),
+		// Other kinds through their scale subresource, mapped to their
+		// resource by discovery (cached; an unknown kind asks again).
+		Scales: &Scales{Dynamic: w.dyn, Client: w.client, Context: w.ctx,
+			Mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(w.client.Discovery()))},
 	}
 	l.List = func() []*unstructured.Unstructured {
 		var out []*unstructured.Unstructured

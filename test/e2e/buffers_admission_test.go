@@ -159,7 +159,7 @@ func TestCapacityBufferRejectedByAdmissionPolicy(t *testing.T) {
 		t.Errorf("the rejected buffer holds %d replicas", *b.Status.Replicas)
 	}
 	t.Logf("rejected buffer: %s", conditionMessage(b, v1beta1.ConditionReadyForProvisioning))
-	s.waitBuffer(t, "admitted", "1 pod held", 2*time.Minute, holding(1, buffers.ReasonCapacityAvailable))
+	s.waitBuffer(t, "admitted", "1 pod held", 2*time.Minute, holding(1, buffers.ReasonFitsExisting))
 	s.waitNodes(t, g, 1, time.Minute)
 	s.stayNodes(t, g, 1, 6*time.Second)
 	s.waitBuffer(t, "denied", "still rejected", 10*time.Second,
@@ -276,7 +276,7 @@ func TestCapacityBufferQuotasUnreadable(t *testing.T) {
 		t.Errorf("Provisioning message %q does not say the quotas of %s could not be listed", msg, other)
 	}
 	t.Logf("unreadable buffer: %s", conditionMessage(b, v1beta1.ConditionProvisioning))
-	s.waitBuffer(t, "readable", "1 pod held", 2*time.Minute, holding(1, buffers.ReasonCapacityAvailable))
+	s.waitBuffer(t, "readable", "1 pod held", 2*time.Minute, holding(1, buffers.ReasonFitsExisting))
 	s.waitNodes(t, g, 1, time.Minute)
 	s.stayNodes(t, g, 1, 6*time.Second)
 	s.waitBufferIn(t, other, "unreadable", "still nothing held", 10*time.Second,

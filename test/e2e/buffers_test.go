@@ -84,21 +84,27 @@ func (s *bufferScenario) waitBuffer(t *testing.T, name, what string, timeout tim
 		if got, err = v1beta1.FromUnstructured(u); err != nil {
 			return false, "", err
 		}
-		return ok(got), fmt.Sprintf("replicas=%v conditions=%+v", ptr.Deref(got.Status.Replicas, -1), got.Status.Conditions), nil
+		return ok(got), fmt.Sprintf("replicas=%v readyReplicas=%v conditions=%+v", ptr.Deref(got.Status.Replicas, -1),
+			ptr.Deref(got.Status.ReadyReplicas, -1), got.Status.Conditions), nil
 	})
 	return got
 }
 
+// condition says the buffer has the condition typ with status and reason
+// ("": any).
 func condition(typ string, status metav1.ConditionStatus, reason string) func(*v1beta1.CapacityBuffer) bool {
 	return func(b *v1beta1.CapacityBuffer) bool {
 		c := apimeta.FindStatusCondition(b.Status.Conditions, typ)
-		return c != nil && c.Status == status && (reason == "" || c.Reason == reason)
+		return c != nil && (status == "" || c.Status == status) && (reason == "" || c.Reason == reason)
 	}
 }
 
+// holding says the buffer holds replicas pods, all on nodes Ready now
+// (readyReplicas), with Provisioning=True and reason.
 func holding(replicas int32, reason string) func(*v1beta1.CapacityBuffer) bool {
 	return func(b *v1beta1.CapacityBuffer) bool {
-		return ptr.Deref(b.Status.Replicas, -1) == replicas && condition(v1beta1.ConditionProvisioning, metav1.ConditionTrue, reason)(b)
+		return ptr.Deref(b.Status.Replicas, -1) == replicas && ptr.Deref(b.Status.ReadyReplicas, -1) == replicas &&
+			condition(v1beta1.ConditionProvisioning, metav1.ConditionTrue, reason)(b)
 	}
 }
 
@@ -144,11 +150,11 @@ spec:
   podTemplateRef:
     name: one-gpu
   replicas: 2`)
-	s.waitBuffer(t, "warm-gpus", "ScaleUpTriggered or held", time.Minute, func(b *v1beta1.CapacityBuffer) bool {
-		return ptr.Deref(b.Status.Replicas, -1) == 2 && condition(v1beta1.ConditionProvisioning, metav1.ConditionTrue, "")(b)
+	s.waitBuffer(t, "warm-gpus", "2 pods resolved", time.Minute, func(b *v1beta1.CapacityBuffer) bool {
+		return ptr.Deref(b.Status.Replicas, -1) == 2 && condition(v1beta1.ConditionProvisioning, "", "")(b)
 	})
 	s.waitNodes(t, g, 1, time.Minute)
-	b := s.waitBuffer(t, "warm-gpus", "2 pods held on the node", time.Minute, holding(2, buffers.ReasonCapacityAvailable))
+	b := s.waitBuffer(t, "warm-gpus", "2 pods held on the node", time.Minute, holding(2, buffers.ReasonFitsExisting))
 	if b.Status.PodTemplateRef == nil || b.Status.PodTemplateRef.Name != "one-gpu" || ptr.Deref(b.Status.ProvisioningStrategy, "") != v1beta1.ActiveCapacity {
 		t.Errorf("status %+v does not name the template and strategy", b.Status)
 	}
@@ -166,7 +172,7 @@ spec:
 	t.Logf("the real pod bound %s after it was created", time.Since(start).Round(time.Millisecond))
 
 	s.waitNodes(t, g, 2, time.Minute)
-	s.waitBuffer(t, "warm-gpus", "refilled on a second node", time.Minute, holding(2, buffers.ReasonCapacityAvailable))
+	s.waitBuffer(t, "warm-gpus", "refilled on a second node", time.Minute, holding(2, buffers.ReasonFitsExisting))
 	s.stayNodes(t, g, 2, 4*time.Second)
 	if msgs, err := eventMessages(s.ctx, s.c, s.ns, "warm-gpus", buffers.EventTriggeredScaleUp); err != nil || len(msgs) == 0 {
 		t.Errorf("no TriggeredScaleUp event on the buffer (%v)", err)
@@ -189,7 +195,7 @@ metadata: {name: warm-gpus}
 spec:
   podTemplateRef: {name: one-gpu}
   replicas: 3`)
-	b := s.waitBuffer(t, "warm-gpus", "LimitedByQuotas", time.Minute, condition(v1beta1.ConditionLimitedByQuotas, metav1.ConditionTrue, buffers.ReasonQuotaExceeded))
+	b := s.waitBuffer(t, "warm-gpus", "LimitedByQuotas", time.Minute, condition(v1beta1.ConditionLimitedByQuotas, metav1.ConditionTrue, buffers.ReasonQuotasAllocated))
 	if ptr.Deref(b.Status.Replicas, -1) != 1 {
 		t.Errorf("status.replicas %v, want 1", ptr.Deref(b.Status.Replicas, -1))
 	}
@@ -197,7 +203,7 @@ spec:
 		t.Errorf("LimitedByQuotas %q does not name the quota", c.Message)
 	}
 	s.waitNodes(t, g, 1, time.Minute)
-	s.waitBuffer(t, "warm-gpus", "1 pod held", time.Minute, holding(1, buffers.ReasonCapacityAvailable))
+	s.waitBuffer(t, "warm-gpus", "1 pod held", time.Minute, holding(1, buffers.ReasonFitsExisting))
 	s.stayNodes(t, g, 1, 3*time.Second)
 }
 
@@ -221,7 +227,7 @@ metadata: {name: web-headroom}
 spec:
   scalableRef: {apiGroup: apps, kind: Deployment, name: web}
   percentage: 50`)
-	s.waitBuffer(t, "web-headroom", "1 pod held", 2*time.Minute, holding(1, buffers.ReasonCapacityAvailable))
+	s.waitBuffer(t, "web-headroom", "1 pod held", 2*time.Minute, holding(1, buffers.ReasonFitsExisting))
 	s.waitNodes(t, g, 2, time.Minute)
 	framework.Eventually(s.ctx, t, time.Minute, "the Deployment's 2 pods bound", func(ctx context.Context) (bool, string, error) {
 		n, seen, err := s.podsSeen(ctx)
@@ -236,7 +242,7 @@ spec:
 	if _, err := s.c.Client.AppsV1().Deployments(s.ns).Update(s.ctx, d, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	s.waitBuffer(t, "web-headroom", "2 pods held", 2*time.Minute, holding(2, buffers.ReasonCapacityAvailable))
+	s.waitBuffer(t, "web-headroom", "2 pods held", 2*time.Minute, holding(2, buffers.ReasonFitsExisting))
 	s.waitNodes(t, g, 3, time.Minute)
 	framework.Eventually(s.ctx, t, time.Minute, "the Deployment's 4 pods bound", func(ctx context.Context) (bool, string, error) {
 		n, seen, err := s.podsSeen(ctx)
@@ -262,7 +268,7 @@ spec:
   podTemplateRef: {name: one-gpu}
   replicas: 3`)
 	s.waitNodes(t, g, 2, time.Minute)
-	s.waitBuffer(t, "warm-gpus", "3 pods held", time.Minute, holding(3, buffers.ReasonCapacityAvailable))
+	s.waitBuffer(t, "warm-gpus", "3 pods held", time.Minute, holding(3, buffers.ReasonFitsExisting))
 	s.stayNodes(t, g, 2, 8*time.Second)
 
 	patch := []byte(`{"spec":{"replicas":1}}`)
@@ -270,7 +276,7 @@ spec:
 		t.Fatal(err)
 	}
 	s.waitNodes(t, g, 1, time.Minute)
-	s.waitBuffer(t, "warm-gpus", "1 pod held", time.Minute, holding(1, buffers.ReasonCapacityAvailable))
+	s.waitBuffer(t, "warm-gpus", "1 pod held", time.Minute, holding(1, buffers.ReasonFitsExisting))
 	s.stayNodes(t, g, 1, 6*time.Second)
 
 	if err := s.buffers.Delete(s.ctx, "warm-gpus", metav1.DeleteOptions{}); err != nil {
@@ -309,5 +315,5 @@ spec:
 		t.Fatal(err)
 	}
 	s.waitNodes(t, g, 1, time.Minute)
-	s.waitBuffer(t, "tidal", "1 pod held", time.Minute, holding(1, buffers.ReasonCapacityAvailable))
+	s.waitBuffer(t, "tidal", "1 pod held", time.Minute, holding(1, buffers.ReasonFitsExisting))
 }

@@ -23,7 +23,7 @@ func TestSameSchemaAsV1beta1(t *testing.T) {
 		Spec: v1beta1.CapacityBufferSpec{ProvisioningStrategy: ptr.To(v1beta1.ActiveCapacity),
 			PodTemplateRef: &v1beta1.LocalObjectRef{Name: "t"}, ScalableRef: &v1beta1.ScalableRef{APIGroup: "apps", Kind: "Deployment", Name: "d"},
 			Replicas: ptr.To[int32](1), Percentage: ptr.To[int32](2), Limits: &l},
-		Status: v1beta1.CapacityBufferStatus{PodTemplateRef: &v1beta1.LocalObjectRef{Name: "t"}, Replicas: ptr.To[int32](3),
+		Status: v1beta1.CapacityBufferStatus{PodTemplateRef: &v1beta1.LocalObjectRef{Name: "t"}, Replicas: ptr.To[int32](3), ReadyReplicas: ptr.To[int32](2),
 			PodTemplateGeneration: ptr.To[int64](4), ProvisioningStrategy: ptr.To(v1beta1.ActiveCapacity),
 			Conditions: []metav1.Condition{{Type: "Provisioning", Status: "True", Reason: "R", Message: "m",
 				LastTransitionTime: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), ObservedGeneration: 5}}},

@@ -37,6 +37,7 @@ const (
 // +kubebuilder:storageversion
 // +kubebuilder:printcolumn:name="Strategy",type=string,JSONPath=`.spec.provisioningStrategy`
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.status.replicas`
+// +kubebuilder:printcolumn:name="Ready",type=integer,JSONPath=`.status.readyReplicas`
 // +kubebuilder:printcolumn:name="PodTemplate",type=string,JSONPath=`.status.podTemplateRef.name`
 // +kubebuilder:printcolumn:name="Provisioning",type=string,JSONPath=`.status.conditions[?(@.type=='Provisioning')].reason`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -55,12 +56,15 @@ type LocalObjectRef struct {
 	Name string `json:"name"`
 }
 
-// ScalableRef names a workload with replicas and a pod template.
+// ScalableRef names an object with a scale subresource: a workload whose
+// replicas and pod shape the buffer follows.
 type ScalableRef struct {
-	// APIGroup of the workload; empty for the core group.
+	// APIGroup of the object; empty (or "core") for the core group.
 	// +optional
 	APIGroup string `json:"apiGroup,omitempty"`
-	// Kind of the workload (Deployment, ReplicaSet, StatefulSet, Job).
+	// Kind of the object: any kind served with a scale subresource
+	// (Deployment, ReplicaSet, StatefulSet, ReplicationController, a
+	// custom resource with scale), or a Job.
 	// +kubebuilder:validation:MinLength=1
 	Kind string `json:"kind"`
 	// Name of the workload.
@@ -76,7 +80,7 @@ type ResourceList map[ResourceName]resource.Quantity
 
 // CapacityBufferSpec is the capacity wanted.
 //
-// +kubebuilder:validation:XValidation:rule="has(self.podTemplateRef) != has(self.scalableRef)",message="exactly one of podTemplateRef and scalableRef must be set"
+// +kubebuilder:validation:XValidation:rule="!(has(self.podTemplateRef) && has(self.scalableRef))",message="at most one of podTemplateRef and scalableRef may be set"
 // +kubebuilder:validation:XValidation:rule="!has(self.podTemplateRef) || has(self.replicas) || has(self.limits)",message="a buffer with podTemplateRef needs replicas or limits"
 type CapacityBufferSpec struct {
 	// ProvisioningStrategy says how the buffer is used; this autoscaler
@@ -85,12 +89,15 @@ type CapacityBufferSpec struct {
 	// +optional
 	ProvisioningStrategy *string `json:"provisioningStrategy,omitempty"`
 	// PodTemplateRef names a PodTemplate in the buffer's namespace: the
-	// shape of one chunk of the buffer. Exactly one of podTemplateRef and
-	// scalableRef.
+	// shape of one chunk of the buffer. At most one of podTemplateRef and
+	// scalableRef; with neither (as upstream's schema allows), the chunk's
+	// shape is the PodTemplate status.podTemplateRef names, written by a
+	// controller of the user's, and the buffer holds as many chunks as
+	// limits allow.
 	// +optional
 	PodTemplateRef *LocalObjectRef `json:"podTemplateRef,omitempty"`
-	// ScalableRef names a workload whose pod template is the chunk's
-	// shape and whose replicas percentage counts from.
+	// ScalableRef names an object with a scale subresource whose pods'
+	// shape is the chunk's and whose replicas percentage counts from.
 	// +optional
 	ScalableRef *ScalableRef `json:"scalableRef,omitempty"`
 	// Replicas is the number of chunks. With percentage too, the larger
@@ -115,6 +122,11 @@ type CapacityBufferStatus struct {
 	// Replicas is the number of chunks held.
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
+	// ReadyReplicas is how many of the chunks fit capacity that exists
+	// and is ready now (registered Ready nodes), not nodes still coming:
+	// the readyReplicas of upstream's accepted proposal.
+	// +optional
+	ReadyReplicas *int32 `json:"readyReplicas,omitempty"`
 	// PodTemplateGeneration is the generation of the template the chunks
 	// were made from.
 	// +optional

@@ -40,10 +40,9 @@ func (b *CapacityBuffer) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	s := b.Spec
-	switch {
-	case s.PodTemplateRef == nil && s.ScalableRef == nil:
-		add("one of spec.podTemplateRef and spec.scalableRef must be set")
-	case s.PodTemplateRef != nil && s.ScalableRef != nil:
+	// Neither ref is allowed, as upstream's schema allows it (the shape
+	// then comes from status.podTemplateRef); both are not.
+	if s.PodTemplateRef != nil && s.ScalableRef != nil {
 		add("only one of spec.podTemplateRef and spec.scalableRef may be set")
 	}
 	if s.PodTemplateRef != nil {

@@ -21,7 +21,10 @@ func TestValidate(t *testing.T) {
 		{"template with replicas", CapacityBufferSpec{PodTemplateRef: tmpl, Replicas: ptr.To[int32](2)}, ""},
 		{"template with limits", CapacityBufferSpec{PodTemplateRef: tmpl, Limits: &ResourceList{"cpu": resource.MustParse("4")}}, ""},
 		{"scalable with percentage", CapacityBufferSpec{ScalableRef: dep, Percentage: ptr.To[int32](50)}, ""},
-		{"neither ref", CapacityBufferSpec{Replicas: ptr.To[int32](1)}, "one of spec.podTemplateRef"},
+		// Upstream's schema allows neither ref: the shape then comes
+		// from the status (the buffers package says so when it cannot).
+		{"limits only", CapacityBufferSpec{Limits: &ResourceList{"cpu": resource.MustParse("4")}}, ""},
+		{"neither ref nor count", CapacityBufferSpec{}, ""},
 		{"both refs", CapacityBufferSpec{PodTemplateRef: tmpl, ScalableRef: dep, Replicas: ptr.To[int32](1)}, "only one of"},
 		{"template without a count", CapacityBufferSpec{PodTemplateRef: tmpl}, "needs spec.replicas or spec.limits"},
 		{"negative replicas", CapacityBufferSpec{PodTemplateRef: tmpl, Replicas: ptr.To[int32](-1)}, "must not be negative"},
@@ -56,6 +59,7 @@ spec:
 status:
   podTemplateRef: {name: web-template}
   replicas: 2
+  readyReplicas: 1
   podTemplateGeneration: 3
   provisioningStrategy: buffer.x-k8s.io/active-capacity
   conditions:
@@ -77,7 +81,7 @@ status:
 		(*s.Limits)["memory"] != resource.MustParse("16Gi") {
 		t.Errorf("spec converted wrongly: %+v", s)
 	}
-	if st.PodTemplateRef.Name != "web-template" || *st.Replicas != 2 || *st.PodTemplateGeneration != 3 ||
+	if st.PodTemplateRef.Name != "web-template" || *st.Replicas != 2 || *st.ReadyReplicas != 1 || *st.PodTemplateGeneration != 3 ||
 		len(st.Conditions) != 1 || st.Conditions[0].Type != ConditionReadyForProvisioning {
 		t.Errorf("status converted wrongly: %+v", st)
 	}
