@@ -55,6 +55,9 @@ import (
 func BenchmarkLoopPass(b *testing.B) {
 	b.Run("L1", func(b *testing.B) { benchPass(b, func() scale.Scenario { return scale.ScaleFromZero(4000) }) })
 	b.Run("L2", func(b *testing.B) { benchPass(b, func() scale.Scenario { return scale.Busy(scale.L2) }) })
+	// Issue 39: L2 whose new groups all differ, and L2 doubled.
+	b.Run("L2-distinct", func(b *testing.B) { benchPass(b, func() scale.Scenario { return scale.Busy(scale.L2Distinct) }) })
+	b.Run("L4", func(b *testing.B) { benchPass(b, func() scale.Scenario { return scale.Busy(scale.L4) }) })
 	// L2 without the shadow check (its default samples cost at most 5%:
 	// compare with benchstat over alternated runs, docs/performance.md).
 	b.Run("L2-noshadow", func(b *testing.B) {

@@ -163,11 +163,24 @@ type Layout struct {
 	Shapes, FitEvery int
 	// Used is how many GPUs of each existing node running pods hold.
 	Used int
+	// Distinct makes every new group unlike every other to the filters
+	// (issue 39's L2-distinct): group i of the pools offers 64+i CPUs and
+	// 512+i Gi, which no pending pod's placement depends on (the GPUs
+	// bind first) but every Filter reads, so no two groups share an
+	// estimate.
+	Distinct bool
 }
 
 // L2 is the issue-16 cluster: 5,000 nodes × 8 GPUs with 20,000 allocated
 // claims, 100 node groups, 10,000 pending pods in 50 shapes.
 var L2 = Layout{Nodes: 5000, Pending: 10000, Groups: 100, ExistingGroups: 10, Pools: 9, Shapes: 50, FitEvery: 5, Used: 4}
+
+// L2Distinct is L2 whose 90 new groups all differ (issue 39).
+var L2Distinct = func() Layout { l := L2; l.Distinct = true; return l }()
+
+// L4 is L2 doubled (issue 39): 10,000 nodes, 40,000 allocated claims,
+// 20,000 pending pods in 100 shapes, 200 groups.
+var L4 = Layout{Nodes: 10000, Pending: 20000, Groups: 200, ExistingGroups: 20, Pools: 9, Shapes: 100, FitEvery: 5, Used: 4}
 
 // shape is one kind of pending pod.
 type shape struct {
@@ -220,7 +233,13 @@ func Busy(l Layout) Scenario {
 	perPool := (l.Groups - l.ExistingGroups) / l.Pools
 	for k := range l.Pools {
 		for g := range perPool {
-			cfg.NodeGroups = append(cfg.NodeGroups, Group(fmt.Sprintf("%s-%d", poolName(k), g), poolName(k), Kind(k%int(kinds)), maxSize))
+			ng := Group(fmt.Sprintf("%s-%d", poolName(k), g), poolName(k), Kind(k%int(kinds)), maxSize)
+			if l.Distinct {
+				i := int64(k*perPool + g)
+				ng.Template.Capacity[corev1.ResourceCPU] = *resource.NewQuantity(64+i, resource.DecimalSI)
+				ng.Template.Capacity[corev1.ResourceMemory] = *resource.NewQuantity((512+i)<<30, resource.BinarySI)
+			}
+			cfg.NodeGroups = append(cfg.NodeGroups, ng)
 		}
 	}
 	objs := Classes()
