@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -411,4 +413,38 @@ func (s *kueueScenario) approve(t *testing.T, job, check string) {
 		}
 		return true, "", nil
 	})
+}
+
+// watchAllocations records the device each claim of the namespace was
+// allocated (driver/pool/device), from a watch: kwok completes a Job's
+// pods at once, and the claims made from templates go with them.
+func (s *kueueScenario) watchAllocations(t *testing.T) func() map[string][]string {
+	t.Helper()
+	var mu sync.Mutex
+	got := map[string][]string{}
+	w, err := s.c.Client.ResourceV1().ResourceClaims(s.ns).Watch(s.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("watching ResourceClaims: %v", err)
+	}
+	t.Cleanup(w.Stop)
+	go func() {
+		for ev := range w.ResultChan() {
+			c, ok := ev.Object.(*resourceapi.ResourceClaim)
+			if !ok || c.Status.Allocation == nil {
+				continue
+			}
+			var devs []string
+			for _, r := range c.Status.Allocation.Devices.Results {
+				devs = append(devs, r.Driver+"/"+r.Pool+"/"+r.Device)
+			}
+			mu.Lock()
+			got[c.Name] = devs
+			mu.Unlock()
+		}
+	}()
+	return func() map[string][]string {
+		mu.Lock()
+		defer mu.Unlock()
+		return maps.Clone(got)
+	}
 }

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	v1 "k8s.io/autoscaler/cluster-autoscaler/apis/provisioningrequest/autoscaling.x-k8s.io/v1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
@@ -92,39 +92,37 @@ func TestKueueDRACheckCapacity(t *testing.T) {
 	node := s.staticNode(t, "n1", "16", kueueGPUDriver, 2)
 	s.c.Create(s.ctx, t, builder.ClaimTemplate(s.ns, "kgpu").Request(builder.Request("gpu", framework.KueueGPUClass)).Obj())
 	log := s.watchRequests(t)
+	allocations := s.watchAllocations(t)
 	queue, check := s.queue(t, queueOpts{class: v1.ProvisioningClassCheckCapacity, gpus: 4})
 	s.job(t, "train", queue, 2, s.pod("x").CPU("1").ClaimFromTemplate("gpu", "kgpu").Obj())
 	w := s.waitWorkload(t, "train", "admitted", time.Minute, func(w workload) bool { return w.is("Admitted") })
 	pr := requestName(w.name, check, 1)
 	wantReason(t, log.waitHad(t, s.ctx, pr, v1.Provisioned, time.Second), provreq.ReasonCapacityIsFound, "")
 	for _, p := range s.waitJobBound(t, "train", 2, time.Minute) {
-		if p.Spec.NodeName != node {
-			t.Errorf("pod %s on %q, want %s", p.Name, p.Spec.NodeName, node)
+		if p.Spec.NodeName != node || !consumes(&p, pr, v1.ProvisioningClassCheckCapacity) {
+			t.Errorf("pod %s on %q with annotations %v, want it on %s consuming %s", p.Name, p.Spec.NodeName, p.Annotations, node, pr)
 		}
 	}
-	claims, err := s.c.Client.ResourceV1().ResourceClaims(s.ns).List(s.ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	devices := map[string]bool{}
-	for _, c := range claims.Items {
-		if c.Status.Allocation == nil || len(c.Status.Allocation.Devices.Results) != 1 {
-			t.Errorf("claim %s: allocation %+v, want one device", c.Name, c.Status.Allocation)
-			continue
+	// Each pod's claim got one of the node's two GPUs.
+	framework.Eventually(s.ctx, t, 10*time.Second, "two claims on two GPUs of "+node, func(context.Context) (bool, string, error) {
+		got := allocations()
+		devices := map[string]bool{}
+		for _, devs := range got {
+			for _, d := range devs {
+				if strings.HasPrefix(d, kueueGPUDriver+"/"+node+"/") {
+					devices[d] = true
+				}
+			}
 		}
-		r := c.Status.Allocation.Devices.Results[0]
-		devices[r.Driver+"/"+r.Pool+"/"+r.Device] = true
-	}
-	if len(claims.Items) != 2 || len(devices) != 2 {
-		t.Errorf("%d claims on %d devices %v, want 2 on 2", len(claims.Items), len(devices), devices)
-	}
+		return len(got) == 2 && len(devices) == 2, fmt.Sprint(got), nil
+	})
 	s.noGroupNodes(t, g.Name, 3*time.Second)
 }
 
 // Failed, as Kueue retries it: a request larger than
 // --max-pods-per-provisioning-request is Failed (TooManyPods); Kueue
 // retries once (backoffLimitCount 1) with attempt 2, which fails too, then
-// rejects the check and deactivates the Workload. A request that does not
+// rejects the check and deactivates the Workload, saying why. A request that does not
 // fit is not Failed: it stays Provisioned=False, Kueue keeps the check
 // Pending with the autoscaler's reason and makes no second attempt.
 func TestKueueFailedRetries(t *testing.T) {
@@ -137,7 +135,12 @@ func TestKueueFailedRetries(t *testing.T) {
 	s.job(t, "big", queue, 3, s.pod("x").CPU("1").Obj())
 	s.job(t, "huge", queue, 1, s.pod("x").CPU("100").Obj())
 
-	w := s.waitWorkload(t, "big", "rejected by "+check, 2*time.Minute, func(w workload) bool { return w.checks[check].State == "Rejected" })
+	// Rejected is brief: Kueue deactivates the Workload at once and resets
+	// the check to Pending; the deactivation stays, and says why.
+	w := s.waitWorkload(t, "big", "deactivated by "+check, 2*time.Minute, func(w workload) bool {
+		c := apimeta.FindStatusCondition(w.conditions, "Evicted")
+		return !w.active && c != nil && c.Reason == "DeactivatedDueToAdmissionCheck"
+	})
 	for attempt := 1; attempt <= 2; attempt++ {
 		c, ok := log.had(requestName(w.name, check, attempt), v1.Failed)
 		if !ok {
@@ -146,10 +149,12 @@ func TestKueueFailedRetries(t *testing.T) {
 		}
 		wantReason(t, c, provreq.ReasonTooManyPods, "3")
 	}
-	if msg := w.checks[check].Message; !strings.Contains(msg, "3") {
-		t.Errorf("the rejected check says %q, want the autoscaler's reason", msg)
+	if third := requestName(w.name, check, 3); slices.Contains(log.names(), third) {
+		t.Errorf("Kueue made a third attempt %s with backoffLimitCount 1: %s", third, log)
 	}
-	s.waitWorkload(t, "big", "deactivated", 30*time.Second, func(w workload) bool { return !w.active })
+	if c := apimeta.FindStatusCondition(w.conditions, "Evicted"); !strings.Contains(c.Message, "Rejected") || !strings.Contains(c.Message, check) || !strings.Contains(c.Message, "--max-pods-per-provisioning-request") {
+		t.Errorf("the Workload was deactivated with %q, want it to name the rejected check and the autoscaler's reason", c.Message)
+	}
 	if pods, err := s.jobPods(s.ctx, "big"); err != nil || len(pods) != 0 {
 		t.Errorf("Job big has %d pods (%v), want none: it was never admitted", len(pods), err)
 	}
