@@ -36,8 +36,9 @@ build:
 	$(GO) build -o $(BIN)/externalgrpc-kwok ./cmd/externalgrpc-kwok
 
 # The control plane (kube-apiserver, kube-controller-manager, kube-scheduler
-# from this module; kwok from its own) — the e2e tests build it too — and the
-# Cluster API manager from hack/capi (~6 minutes the first time, then ~1s).
+# from this module; kwok from its own) — the e2e tests build it too — the
+# Cluster API manager from hack/capi (~6 minutes the first time, then ~1s)
+# and the Kueue manager from hack/kueue (~15 minutes the first time, then ~1s).
 binaries:
 	$(GO) run ./hack/localcluster build --bin-dir $(BIN)
 

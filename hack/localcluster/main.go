@@ -4,7 +4,7 @@
 //	localcluster up      build what is missing, start (or find running), wait until ready
 //	localcluster down    stop it; no process or listening port is left behind
 //	localcluster status  say whether it runs and where its kubeconfig is
-//	localcluster build   only build the control-plane binaries (and the Cluster API manager the e2e tests run)
+//	localcluster build   only build the control-plane binaries (and the Cluster API and Kueue managers the e2e tests run)
 //
 // `up` starts `localcluster serve` detached: that process hosts etcd in
 // process and supervises the other components.
@@ -59,10 +59,14 @@ func main() {
 	var err error
 	switch os.Args[1] {
 	case "build":
-		// The e2e tests run the Cluster API manager too; built here so the
-		// test binaries that start it do not build it side by side.
+		// The e2e tests run the Cluster API and Kueue managers too; built
+		// here so the test binaries that start them do not build them side
+		// by side.
 		if err = controlplane.EnsureBinaries(context.Background(), o.binDir); err == nil {
 			err = controlplane.EnsureCAPIManager(context.Background(), o.binDir)
+		}
+		if err == nil {
+			err = controlplane.EnsureKueueManager(context.Background(), o.binDir)
 		}
 	case "up":
 		err = up(o)
