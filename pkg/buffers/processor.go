@@ -37,6 +37,7 @@ type Manager struct {
 	dyn      dynamic.Interface    // nil: no status written (explain)
 	recorder record.EventRecorder // nil: no events
 	admit    *admissions          // nil: no admission check
+	shots    latches              // what one-shot buffers reached
 }
 
 // New returns a processor reading from src; dyn writes the buffers'
@@ -75,7 +76,10 @@ type RunInput struct {
 	// ClassOf groups equivalent pods (estimator.ClassKey); nil: none.
 	ClassOf        func(*corev1.Pod) string
 	ClaimTemplates []*resourceapi.ResourceClaimTemplate
-	Now            time.Time
+	// Pods are the cluster's pods: the bound ones matching a one-shot
+	// buffer fill it.
+	Pods []*corev1.Pod
+	Now  time.Time
 }
 
 // PassOutcome is what a pass did for the buffers.
@@ -105,6 +109,7 @@ func (p *Manager) Run(ctx context.Context, in RunInput) (*PassOutcome, error) {
 	ev := newEvaluators(deviceClasses(in.Runner))
 	pq := &passQuotas{src: p.src, ev: ev, byNS: map[string]*quotas{}, errs: map[string]error{}}
 	seen := map[types.UID]bool{}
+	var podsOf map[string][]*corev1.Pod // by namespace, made when a one-shot buffer needs it
 	for _, obj := range sorted(objs) {
 		b := p.one(ctx, obj, in.Now)
 		if b == nil {
@@ -113,12 +118,26 @@ func (p *Manager) Run(ctx context.Context, in RunInput) (*PassOutcome, error) {
 		seen[b.Obj.UID] = true
 		out.Buffers = append(out.Buffers, b)
 		ns := b.Obj.Namespace
-		p.size(ctx, b, pq, func(name string) *resourceapi.ResourceClaimTemplate { return templates[ns+"/"+name] }, in.Now)
+		claimTemplate := func(name string) *resourceapi.ResourceClaimTemplate { return templates[ns+"/"+name] }
+		if b.NotReady == "" && b.OneShot == nil && b.Obj.OneShot() {
+			if podsOf == nil {
+				podsOf = byNamespace(in.Pods)
+			}
+			latched, _ := p.shots.get(b.Obj.UID)
+			if err := b.measure(podsOf[ns], latched, ev, claimTemplate, in.Now); err != nil {
+				b.NotReady, b.Message = ReasonInvalid, err.Error()
+			}
+		}
+		if b.OneShot != nil {
+			p.shots.put(b.Obj.UID, *b.OneShot)
+		}
+		p.size(ctx, b, pq, claimTemplate, in.Now)
 		out.Pods = append(out.Pods, b.Pods...)
 	}
 	if p.admit != nil {
 		p.admit.forget(seen)
 	}
+	p.shots.forget(seen)
 	if len(out.Pods) == 0 {
 		return out, nil
 	}
@@ -138,7 +157,7 @@ func (p *Manager) Run(ctx context.Context, in RunInput) (*PassOutcome, error) {
 // nothing unless it is ready, inside its windows, admitted, and its
 // namespace's quotas are known; then what the quotas leave.
 func (p *Manager) size(ctx context.Context, b *Buffer, pq *passQuotas, claimTemplate func(name string) *resourceapi.ResourceClaimTemplate, now time.Time) {
-	if b.NotReady != "" || !b.Active {
+	if b.NotReady != "" || !b.Active || (b.OneShot != nil && b.OneShot.Terminal != "") {
 		return
 	}
 	if p.admit != nil {
@@ -160,7 +179,7 @@ func (p *Manager) size(ctx context.Context, b *Buffer, pq *passQuotas, claimTemp
 		// The API server's quota admission refused one pod: none fit.
 		b.Replicas, b.Quota = 0, b.AdmissionQuota
 	} else {
-		b.Replicas, b.Quota = q.take(b.Wanted, c)
+		b.Replicas, b.Quota = q.take(b.remaining(), c)
 	}
 	b.Pods = podsFor(b.Obj, b.Template, b.Replicas)
 }
@@ -209,7 +228,22 @@ func (p *Manager) one(ctx context.Context, u *unstructured.Unstructured, now tim
 		klog.FromContext(ctx).V(4).Info("CapacityBuffer of another strategy; left alone", "capacityBuffer", klog.KObj(obj), "strategy", s)
 		return nil
 	}
+	if obj.OneShot() {
+		// Terminal for the object's lifetime: not resolved again.
+		if latched, _ := p.shots.get(obj.UID); terminalOf(obj, latched) != "" {
+			return ended(obj, latched)
+		}
+	}
 	return resolve(obj, p.src, now)
+}
+
+// byNamespace groups pods by namespace.
+func byNamespace(pods []*corev1.Pod) map[string][]*corev1.Pod {
+	out := map[string][]*corev1.Pod{}
+	for _, p := range pods {
+		out[p.Namespace] = append(out[p.Namespace], p)
+	}
+	return out
 }
 
 // sorted orders the buffers oldest first (they take quota room in turn),

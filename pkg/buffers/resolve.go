@@ -86,6 +86,9 @@ type Buffer struct {
 	Unplaced, Infeasible   int
 	Why                    string
 	ScaleUps               []string
+	// OneShot is what the pass learned of a one-shot buffer (nil for
+	// one that refills).
+	OneShot *oneShot
 }
 
 // fromPodTemplate takes the shape from the namespace's PodTemplate name

@@ -53,13 +53,14 @@ func (p *Manager) Stage(parts StageParts) pass.Stage {
 				}
 			}
 			built := pass.Get(st, load.Built)
+			cluster := pass.Get(st, observe.Cluster)
 			notYet := make(map[string]bool, len(built.GroupOf))
 			for n := range built.GroupOf {
 				notYet[n] = true // upcoming or booting
 			}
 			out, err := p.Run(ctx, RunInput{Runner: parts.Runner, Candidates: built.Candidates(), NotYet: notYet,
 				Planner: parts.Planner.ForCount(pass.Get(st, reservations.Counted)), Groups: pass.Get(st, nodegroups.Groups),
-				Usage: usage, ClassOf: parts.ClassOf, ClaimTemplates: pass.Get(st, observe.Cluster).ResourceClaimTemplates, Now: st.Started})
+				Usage: usage, ClassOf: parts.ClassOf, ClaimTemplates: cluster.ResourceClaimTemplates, Pods: cluster.Pods, Now: st.Started})
 			if parts.Observe != nil {
 				parts.Observe("capacityBuffers", start)
 			}

@@ -53,6 +53,9 @@ const ReasonQuotaListFailed = "QuotaListFailed"
 // node groups whose scale-up failed in the pass; unsafe says why the pass
 // made no scale-up at all ("" when it could).
 func (b *Buffer) Status(failed map[string]error, unsafe string) v1beta1.CapacityBufferStatus {
+	if b.OneShot != nil && b.OneShot.Terminal != "" {
+		return b.terminalStatus()
+	}
 	st := *b.Obj.Status.DeepCopy()
 	gen := b.Obj.Generation
 	set := func(typ string, status metav1.ConditionStatus, reason, msg string) {
@@ -70,29 +73,44 @@ func (b *Buffer) Status(failed map[string]error, unsafe string) v1beta1.Capacity
 		return st
 	}
 	st.PodTemplateRef, st.PodTemplateGeneration = b.TemplateRef, b.Generation
-	st.Replicas = ptr.To(b.Replicas)
-	st.ReadyReplicas = ptr.To(int32(b.ReadyFit))
+	// A one-shot buffer counts what its pods consumed as its own: its
+	// replicas stay its target while it fills (as the proposal reads
+	// them), and consumed chunks are there, so ready.
+	var consumed int32
+	if b.OneShot != nil {
+		consumed = b.OneShot.Consumed
+		st.ConsumedReplicas = ptr.To(consumed)
+	}
+	st.Replicas = ptr.To(consumed + b.Replicas)
+	st.ReadyReplicas = ptr.To(consumed + int32(b.ReadyFit))
 	shape := "the pod template of " + b.source()
-	set(v1beta1.ConditionReadyForProvisioning, metav1.ConditionTrue, ReasonResolved, fmt.Sprintf("%d pod(s) of %s", b.Wanted, shape))
+	ready := metav1.Condition{Type: v1beta1.ConditionReadyForProvisioning, Status: metav1.ConditionTrue, Reason: ReasonResolved,
+		Message: trim(fmt.Sprintf("%d pod(s) of %s%s", b.Wanted, shape, b.fillNote())), ObservedGeneration: gen}
+	if b.OneShot != nil {
+		// The fill deadline counts from this transition: the time the
+		// pass measured with.
+		ready.LastTransitionTime = metav1.NewTime(b.OneShot.FillStart)
+	}
+	apimeta.SetStatusCondition(&st.Conditions, ready)
 	if !b.Active {
 		msg := "outside the buffer's active windows; it holds nothing"
 		if !b.Until.IsZero() {
 			msg += " until " + b.Until.UTC().Format(time.RFC3339)
 		}
 		set(v1beta1.ConditionProvisioning, metav1.ConditionFalse, ReasonOutsideWindows, msg)
-		st.Replicas, st.ReadyReplicas = ptr.To[int32](0), ptr.To[int32](0)
+		st.Replicas, st.ReadyReplicas = ptr.To(consumed), ptr.To(consumed)
 		return st
 	}
 	if b.QuotaErr != "" {
 		msg := "the namespace's ResourceQuotas could not be read, so the buffer holds no capacity: " + b.QuotaErr
 		set(v1beta1.ConditionLimitedByQuotas, metav1.ConditionTrue, ReasonQuotaListFailed, msg)
 		set(v1beta1.ConditionProvisioning, metav1.ConditionFalse, ReasonQuotaListFailed, msg)
-		st.Replicas, st.ReadyReplicas = ptr.To[int32](0), ptr.To[int32](0)
+		st.Replicas, st.ReadyReplicas = ptr.To(consumed), ptr.To(consumed)
 		return st
 	}
 	if b.Quota != "" {
 		set(v1beta1.ConditionLimitedByQuotas, metav1.ConditionTrue, ReasonQuotasAllocated,
-			fmt.Sprintf("%d of %d pod(s) within the namespace's ResourceQuotas: %s", b.Replicas, b.Wanted, b.Quota))
+			fmt.Sprintf("%d of %d pod(s) within the namespace's ResourceQuotas: %s", b.Replicas, b.remaining(), b.Quota))
 	} else {
 		set(v1beta1.ConditionLimitedByQuotas, metav1.ConditionFalse, ReasonQuotasAllocated, "the namespace's ResourceQuotas leave room for every pod")
 	}
@@ -116,6 +134,9 @@ func (b *Buffer) provisioning(failed map[string]error, unsafe string) (string, m
 	switch {
 	case b.Replicas == 0 && b.Quota != "":
 		return ReasonBufferEmpty, metav1.ConditionFalse, "the namespace's ResourceQuotas leave room for no pod: " + b.Quota
+	case b.Replicas == 0 && b.OneShot != nil:
+		return ReasonBufferEmpty, metav1.ConditionFalse, fmt.Sprintf("nothing left to hold: %d of %d chunk(s) consumed, %d taken by pending pods about to bind",
+			b.OneShot.Consumed, b.Wanted, b.OneShot.InFlight)
 	case b.Replicas == 0:
 		return ReasonBufferEmpty, metav1.ConditionFalse, "the buffer resolves to 0 pods"
 	case b.Infeasible > 0:
@@ -194,6 +215,8 @@ func (p *Manager) Write(ctx context.Context, out *PassOutcome, results []act.Lau
 			p.event(b, corev1.EventTypeWarning, reason, prov.Message)
 		case ReasonQuotaListFailed:
 			p.event(b, corev1.EventTypeWarning, ReasonQuotaListFailed, prov.Message)
+		case ReasonBufferFilled, ReasonDeadlineExceed:
+			p.event(b, corev1.EventTypeNormal, prov.Reason, prov.Message)
 		}
 	}
 }

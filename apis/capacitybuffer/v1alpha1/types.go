@@ -90,6 +90,23 @@ type CapacityBufferSpec struct {
 	// Limits cap the chunks by their summed resource requests.
 	// +optional
 	Limits *ResourceList `json:"limits,omitempty"`
+	// RefillStrategy says what happens to capacity real pods consume:
+	// recreate (the default) holds the buffer's size again, none makes
+	// the buffer one-shot: consumed capacity is not recreated, and the
+	// buffer ends Fulfilled once consumedReplicas reaches replicas. A
+	// one-shot buffer needs podTemplateRef and replicas, and no limits.
+	// (Open proposal: kubernetes/autoscaler#10108.)
+	// +kubebuilder:validation:Enum=recreate;none
+	// +kubebuilder:default=recreate
+	// +optional
+	RefillStrategy *string `json:"refillStrategy,omitempty"`
+	// FillDeadlineSeconds bounds how long a one-shot buffer holds capacity
+	// unfilled, counted from when it became ReadyForProvisioning; then it
+	// ends Expired (FillDeadlineExceeded) and holds nothing. Ignored
+	// unless refillStrategy is none.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	FillDeadlineSeconds *int32 `json:"fillDeadlineSeconds,omitempty"`
 }
 
 // CapacityBufferStatus is what the autoscaler resolved and holds.
@@ -105,11 +122,18 @@ type CapacityBufferStatus struct {
 	// the readyReplicas of upstream's accepted proposal.
 	// +optional
 	ReadyReplicas *int32 `json:"readyReplicas,omitempty"`
+	// ConsumedReplicas (one-shot buffers) is the high-water mark of the
+	// chunks the buffer's bound pods have taken; it never decreases, and
+	// only replicas minus it are held.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ConsumedReplicas *int32 `json:"consumedReplicas,omitempty"`
 	// PodTemplateGeneration is the generation of the template the chunks
 	// were made from.
 	// +optional
 	PodTemplateGeneration *int64 `json:"podTemplateGeneration,omitempty"`
-	// Conditions: ReadyForProvisioning, Provisioning, LimitedByQuotas.
+	// Conditions: ReadyForProvisioning, Provisioning, LimitedByQuotas;
+	// a one-shot buffer ends with Fulfilled or Expired.
 	// +optional
 	// +listType=map
 	// +listMapKey=type

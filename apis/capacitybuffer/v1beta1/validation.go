@@ -34,6 +34,18 @@ func (b *CapacityBuffer) Strategy() string {
 	return *b.Spec.ProvisioningStrategy
 }
 
+// Refill is the buffer's refill strategy, defaulted as the CRD defaults
+// it.
+func (b *CapacityBuffer) Refill() string {
+	if b.Spec.RefillStrategy == nil || *b.Spec.RefillStrategy == "" {
+		return RefillRecreate
+	}
+	return *b.Spec.RefillStrategy
+}
+
+// OneShot says consumed capacity is not recreated (refillStrategy none).
+func (b *CapacityBuffer) OneShot() bool { return b.Refill() == RefillNone }
+
 // Validate is the CRD's schema checked again, for objects stored without
 // it (an older or hand-made CRD).
 func (b *CapacityBuffer) Validate() error {
@@ -68,6 +80,23 @@ func (b *CapacityBuffer) Validate() error {
 				add("spec.limits[%s] (%s) must not be negative", name, q.String())
 			}
 		}
+	}
+	switch b.Refill() {
+	case RefillRecreate:
+	case RefillNone:
+		// The proposal's first scope: the target is exactly replicas and
+		// fixed, so replicas - consumedReplicas is what remains.
+		if s.PodTemplateRef == nil || s.Replicas == nil {
+			add("a one-shot buffer (spec.refillStrategy none) needs spec.podTemplateRef and spec.replicas")
+		}
+		if s.Limits != nil || s.Percentage != nil {
+			add("a one-shot buffer (spec.refillStrategy none) takes neither spec.limits nor spec.percentage: its size is spec.replicas")
+		}
+	default:
+		add("spec.refillStrategy %q is not one of recreate, none", b.Refill())
+	}
+	if d := s.FillDeadlineSeconds; d != nil && *d < 1 {
+		add("spec.fillDeadlineSeconds (%d) must be at least 1", *d)
 	}
 	return errors.Join(errs...)
 }

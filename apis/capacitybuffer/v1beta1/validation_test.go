@@ -30,6 +30,14 @@ func TestValidate(t *testing.T) {
 		{"negative replicas", CapacityBufferSpec{PodTemplateRef: tmpl, Replicas: ptr.To[int32](-1)}, "must not be negative"},
 		{"negative limit", CapacityBufferSpec{PodTemplateRef: tmpl, Limits: &ResourceList{"cpu": resource.MustParse("-1")}}, "spec.limits[cpu]"},
 		{"scalable without kind", CapacityBufferSpec{ScalableRef: &ScalableRef{Name: "d"}}, "kind and name"},
+		{"recreate, said", CapacityBufferSpec{PodTemplateRef: tmpl, Replicas: ptr.To[int32](2), RefillStrategy: ptr.To(RefillRecreate)}, ""},
+		{"one-shot", CapacityBufferSpec{PodTemplateRef: tmpl, Replicas: ptr.To[int32](2), RefillStrategy: ptr.To(RefillNone), FillDeadlineSeconds: ptr.To[int32](60)}, ""},
+		{"unknown refill strategy", CapacityBufferSpec{PodTemplateRef: tmpl, Replicas: ptr.To[int32](2), RefillStrategy: ptr.To("recreateUpToLimit")}, `"recreateUpToLimit" is not one of recreate, none`},
+		{"one-shot of a workload", CapacityBufferSpec{ScalableRef: dep, Replicas: ptr.To[int32](2), RefillStrategy: ptr.To(RefillNone)}, "needs spec.podTemplateRef and spec.replicas"},
+		{"one-shot without replicas", CapacityBufferSpec{PodTemplateRef: tmpl, Limits: &ResourceList{"cpu": resource.MustParse("4")}, RefillStrategy: ptr.To(RefillNone)}, "needs spec.podTemplateRef and spec.replicas"},
+		{"one-shot with limits", CapacityBufferSpec{PodTemplateRef: tmpl, Replicas: ptr.To[int32](2), Limits: &ResourceList{"cpu": resource.MustParse("4")}, RefillStrategy: ptr.To(RefillNone)}, "neither spec.limits nor spec.percentage"},
+		{"zero deadline", CapacityBufferSpec{PodTemplateRef: tmpl, Replicas: ptr.To[int32](2), RefillStrategy: ptr.To(RefillNone), FillDeadlineSeconds: ptr.To[int32](0)}, "at least 1"},
+		{"negative deadline", CapacityBufferSpec{PodTemplateRef: tmpl, Replicas: ptr.To[int32](2), RefillStrategy: ptr.To(RefillNone), FillDeadlineSeconds: ptr.To[int32](-5)}, "spec.fillDeadlineSeconds (-5)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := (&CapacityBuffer{Spec: tc.spec}).Validate()
