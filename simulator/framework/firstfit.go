@@ -26,22 +26,27 @@ func (r *Runner) chunks(nodes []string, first int, fn func(chunk []string) (stop
 
 // chunksPast is chunks whose sizes count only the nodes known does not
 // name (nil: every node): nodes a memo answers for cost no Filter, so a
-// run of them does not grow the chunks that follow it.
+// run of them neither grows the chunks that follow it nor enters the
+// slice scope (a chunk may span thousands of them; the DRA PreFilter
+// would index all their slices).
 func (r *Runner) chunksPast(nodes []string, first int, known func(node string) bool, fn func(chunk []string) (stop bool, err error)) error {
 	prev := r.snap.SliceScope()
 	defer r.snap.ScopeSlices(prev)
 	size := max(first, 1)
+	var asked []string
 	for start := 0; start < len(nodes); {
 		end := min(start+size, len(nodes))
+		scope := nodes[start:end]
 		if known != nil {
-			end = start
-			for asked := 0; end < len(nodes) && asked < size; end++ {
+			asked = asked[:0]
+			for end = start; end < len(nodes) && len(asked) < size; end++ {
 				if !known(nodes[end]) {
-					asked++
+					asked = append(asked, nodes[end])
 				}
 			}
+			scope = asked
 		}
-		r.snap.ScopeSlices(nodes[start:end])
+		r.snap.ScopeSlices(scope)
 		stop, err := fn(nodes[start:end])
 		if err != nil || stop {
 			return err
@@ -125,7 +130,8 @@ func (r *Runner) schedulePodFirstFit(ctx context.Context, pod *v1.Pod, info fwk.
 
 // schedulePodFirstFitIn is schedulePodFirstFit with each chunk's cycle
 // state made by newState: a pod group cycle's carry its group and
-// placement states.
+// placement states. Nodes known answers for are passed over without
+// counting them in the chunks' sizes (chunksPast).
 func (r *Runner) schedulePodFirstFitIn(ctx context.Context, newState func() *schedframework.CycleState, pod *v1.Pod, info fwk.PodInfo,
 	candidates []string, known *knownRejections) (_ *ScheduleResult, err error) {
 	logger := klog.FromContext(ctx)
