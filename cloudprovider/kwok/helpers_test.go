@@ -3,7 +3,9 @@ package kwok
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/klog/v2/ktesting"
 	testclock "k8s.io/utils/clock/testing"
 
@@ -74,13 +77,52 @@ type env struct {
 	cfg    *Config
 	client *fake.Clientset
 	clock  *testclock.FakeClock
+	hooks  *reactions
+}
+
+// reactions are the reactors a test adds while the provider runs: the
+// fake clientset's chain must not change once the provider's node watch
+// calls into it (a data race), so one reactor, installed before the
+// provider starts, hands each action to them, the newest first.
+type reactions struct {
+	mu   sync.Mutex
+	list []reaction
+}
+
+type reaction struct {
+	verb, resource string
+	fn             k8stesting.ReactionFunc
+}
+
+func (r *reactions) dispatch(a k8stesting.Action) (bool, runtime.Object, error) {
+	r.mu.Lock()
+	list := slices.Clone(r.list)
+	r.mu.Unlock()
+	for i := len(list) - 1; i >= 0; i-- {
+		h := list[i]
+		if (h.verb == "*" || h.verb == a.GetVerb()) && (h.resource == "*" || h.resource == a.GetResource().Resource) {
+			if handled, obj, err := h.fn(a); handled {
+				return true, obj, err
+			}
+		}
+	}
+	return false, nil, nil
+}
+
+// react adds a reactor for verb on resource ("*": any), consulted before
+// the earlier ones, as PrependReactor's would be.
+func (e *env) react(verb, resource string, fn k8stesting.ReactionFunc) {
+	e.hooks.mu.Lock()
+	defer e.hooks.mu.Unlock()
+	e.hooks.list = append(e.hooks.list, reaction{verb: verb, resource: resource, fn: fn})
 }
 
 // newEnv starts a provider over a fake clientset holding objs; the
 // provider is cleaned up when the test ends.
 func newEnv(t *testing.T, cfg *Config, objs ...runtime.Object) *env {
 	t.Helper()
-	e := &env{cfg: cfg, client: fake.NewClientset(objs...), clock: testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))}
+	e := &env{cfg: cfg, client: fake.NewClientset(objs...), clock: testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)), hooks: &reactions{}}
+	e.client.PrependReactor("*", "*", e.hooks.dispatch)
 	e.start(t)
 	return e
 }

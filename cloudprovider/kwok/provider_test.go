@@ -8,7 +8,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	testclock "k8s.io/utils/clock/testing"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
@@ -65,13 +68,22 @@ func TestRefreshRebuildsState(t *testing.T) {
 	}
 }
 
-// A node that registers while Refresh lists must not be dropped for being
-// absent from the (older) list.
-func TestRefreshKeepsNodesRegisteredDuringList(t *testing.T) {
+// Refresh reads the nodes from a watch that may lag: a node that
+// registered but that the watch has not delivered yet is kept (the API
+// server is asked), and one the API server no longer has is dropped. The
+// watch here delivers nothing after its first LIST, so the lag is sure.
+func TestRefreshAsksForNodesTheWatchLacks(t *testing.T) {
 	g := gpuGroup("gpu", 0, 10)
 	g.BootDelay = metav1.Duration{Duration: time.Hour}
-	e := newEnv(t, &Config{NodeGroups: []NodeGroupConfig{g}})
+	e := &env{cfg: &Config{NodeGroups: []NodeGroupConfig{g}}, client: fake.NewClientset(), clock: testclock.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC))}
+	e.client.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
+		return true, watch.NewFake(), nil
+	})
+	e.start(t)
 	ng := e.group(t, "gpu")
+	if err := e.p.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := ng.IncreaseSize(t.Context(), 1); err != nil {
 		t.Fatal(err)
 	}
@@ -81,15 +93,25 @@ func TestRefreshKeepsNodesRegisteredDuringList(t *testing.T) {
 		inst = i
 	}
 	e.p.mu.Unlock()
-	e.client.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
-		ng.markRegistered(inst) // the boot goroutine, racing the List
-		return true, &corev1.NodeList{}, nil
-	})
+	// What the boot goroutine does: the Node, then the record.
+	if _, err := e.client.CoreV1().Nodes().Create(t.Context(), g.buildNode(inst.name), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ng.markRegistered(inst)
 	if err := e.p.Refresh(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	if got := targetSize(t, ng); got != 1 {
-		t.Errorf("target = %d, want 1: the instance registered during the List was dropped", got)
+		t.Fatalf("target = %d, want 1: a registered node the watch has not shown was dropped", got)
+	}
+	if err := e.client.CoreV1().Nodes().Delete(t.Context(), inst.name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.p.Refresh(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if got := targetSize(t, ng); got != 0 {
+		t.Errorf("target = %d, want 0: the node is gone from the API server", got)
 	}
 }
 

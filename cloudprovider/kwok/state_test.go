@@ -64,7 +64,7 @@ func nodesOf(t *testing.T, ng cloudprovider.NodeGroup) []cloudprovider.Instance 
 func failOn(e *env, verb, resource string) *atomic.Bool {
 	fail := &atomic.Bool{}
 	fail.Store(true)
-	e.client.PrependReactor(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) {
+	e.react(verb, resource, func(k8stesting.Action) (bool, runtime.Object, error) {
 		if fail.Load() {
 			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: resource}, "", errors.New("injected by the test"))
 		}
@@ -199,7 +199,7 @@ func TestRestartKeepsRecordedRegisteredInstances(t *testing.T) {
 
 	b := a.restart(t)
 	var writes atomic.Int32
-	b.client.PrependReactor("*", "configmaps", func(action k8stesting.Action) (bool, runtime.Object, error) {
+	b.react("*", "configmaps", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		if action.GetVerb() != "get" {
 			writes.Add(1)
 		}
@@ -282,7 +282,7 @@ func TestStateNamespaceCreatedLazily(t *testing.T) {
 	g := cpuGroup("cpu", 0, 10)
 	e := newEnv(t, &Config{NodeGroups: []NodeGroupConfig{g}, StateNamespace: "kwok-state"})
 	namespaces := schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
-	e.client.PrependReactor("create", "configmaps", func(action k8stesting.Action) (bool, runtime.Object, error) {
+	e.react("create", "configmaps", func(action k8stesting.Action) (bool, runtime.Object, error) {
 		// As a real API server: no objects in a namespace that does
 		// not exist. The tracker, not the client: reactors run under
 		// the fake clientset's lock.
