@@ -44,8 +44,8 @@ func TestKueueCheckCapacity(t *testing.T) {
 }
 
 // best-effort-atomic-scale-up: 3 pods of 3 CPUs on 4-CPU nodes are exactly
-// 3 new nodes, requested at once; Kueue admits the Job, its pods bind to
-// those nodes and nothing more is added.
+// 3 new nodes, requested at once (+3); Kueue admits the Job, its pods bind
+// to those nodes and nothing more is added.
 func TestKueueBestEffortAtomic(t *testing.T) {
 	s := newKueueScenario(t)
 	g := s.cpuGroup("cpu", 6)
@@ -56,15 +56,13 @@ func TestKueueBestEffortAtomic(t *testing.T) {
 	w := s.waitWorkload(t, "train", "admitted", 2*time.Minute, func(w workload) bool { return w.is("Admitted") })
 	pr := requestName(w.name, check, 1)
 	wantReason(t, log.waitHad(t, s.ctx, pr, v1.Provisioned, time.Second), provreq.ReasonCapacityIsProvisioned, g.Name+" +3")
-	nodes := map[string]bool{}
+	// Every pod on a node of the group. Not necessarily one per node:
+	// kwok completes a Job's pod as soon as it runs, so a pod bound later
+	// may take the node of one that finished.
 	for _, p := range s.waitJobBound(t, "train", 3, 2*time.Minute) {
 		if !strings.HasPrefix(p.Spec.NodeName, g.Name+"-") || !consumes(&p, pr, v1.ProvisioningClassBestEffortAtomicScaleUp) {
 			t.Errorf("pod %s on %q with annotations %v, want it on a node of %s consuming %s", p.Name, p.Spec.NodeName, p.Annotations, g.Name, pr)
 		}
-		nodes[p.Spec.NodeName] = true
-	}
-	if len(nodes) != 3 {
-		t.Errorf("the pods are on %d nodes, want one each on 3", len(nodes))
 	}
 	framework.Consistently(s.ctx, t, 4*time.Second, "exactly 3 nodes", func(ctx context.Context) (bool, string, error) {
 		got, err := s.groupNodes(ctx, g.Name)
@@ -103,18 +101,18 @@ func TestKueueDRACheckCapacity(t *testing.T) {
 			t.Errorf("pod %s on %q with annotations %v, want it on %s consuming %s", p.Name, p.Spec.NodeName, p.Annotations, node, pr)
 		}
 	}
-	// Each pod's claim got one of the node's two GPUs.
-	framework.Eventually(s.ctx, t, 10*time.Second, "two claims on two GPUs of "+node, func(context.Context) (bool, string, error) {
+	// Each pod's claim got a GPU of the node. Not necessarily two
+	// different ones: kwok completes a Job's pod as soon as it runs, and
+	// the second pod may get the GPU the first one's claim gave back.
+	framework.Eventually(s.ctx, t, 10*time.Second, "two claims on GPUs of "+node, func(context.Context) (bool, string, error) {
 		got := allocations()
-		devices := map[string]bool{}
+		onNode := 0
 		for _, devs := range got {
-			for _, d := range devs {
-				if strings.HasPrefix(d, kueueGPUDriver+"/"+node+"/") {
-					devices[d] = true
-				}
+			if slices.ContainsFunc(devs, func(d string) bool { return strings.HasPrefix(d, kueueGPUDriver+"/"+node+"/") }) {
+				onNode++
 			}
 		}
-		return len(got) == 2 && len(devices) == 2, fmt.Sprint(got), nil
+		return len(got) == 2 && onNode == 2, fmt.Sprint(got), nil
 	})
 	s.noGroupNodes(t, g.Name, 3*time.Second)
 }
