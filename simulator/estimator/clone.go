@@ -128,15 +128,7 @@ func (r *run) templatePool(driver, pool, node string) (string, bool) {
 // pinnedTo reports the node selector the allocator gives allocations of
 // node-local devices: exactly the node, by name.
 func pinnedTo(sel *v1.NodeSelector, node string) bool {
-	if sel == nil || len(sel.NodeSelectorTerms) != 1 {
-		return false
-	}
-	t := sel.NodeSelectorTerms[0]
-	if len(t.MatchExpressions) != 0 || len(t.MatchFields) != 1 {
-		return false
-	}
-	f := t.MatchFields[0]
-	return f.Key == metav1.ObjectNameField && f.Operator == v1.NodeSelectorOpIn && len(f.Values) == 1 && f.Values[0] == node
+	return snapshot.PinnedNode(sel) == node && node != ""
 }
 
 // pendingCopy is a copied placement not written yet.

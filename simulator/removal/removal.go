@@ -21,6 +21,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
 
 // Candidate is a node to try and the pods that must find another node
@@ -267,17 +268,9 @@ func (p *Session) release(pod *corev1.Pod, moving map[types.UID]bool, unit map[s
 }
 
 // localTo reports an allocation's node selector as the scheduler writes
-// it for devices of one node (metadata.name In [node]), that node in unit.
+// it for devices of one node, that node in unit.
 func localTo(sel *corev1.NodeSelector, unit map[string]bool) bool {
-	if sel == nil || len(sel.NodeSelectorTerms) != 1 {
-		return false
-	}
-	t := sel.NodeSelectorTerms[0]
-	if len(t.MatchExpressions) != 0 || len(t.MatchFields) != 1 {
-		return false
-	}
-	f := t.MatchFields[0]
-	return f.Key == "metadata.name" && f.Operator == corev1.NodeSelectorOpIn && len(f.Values) == 1 && unit[f.Values[0]]
+	return unit[snapshot.PinnedNode(sel)]
 }
 
 // antiAffinityLeaves reports a pod with required anti-affinity among the

@@ -49,11 +49,16 @@ func (s *Snapshot) touchAllocation(alloc *resourceapi.AllocationResult) {
 	s.touch(allocationNode(alloc))
 }
 
-// allocationNode is the node an allocation is bound to: the allocator
-// sets a selector on metadata.name alone when every device is local to
-// one node. "" for anything else.
+// allocationNode is the node an allocation is bound to (PinnedNode of its
+// selector), "" for anything else.
 func allocationNode(alloc *resourceapi.AllocationResult) string {
-	sel := alloc.NodeSelector
+	return PinnedNode(alloc.NodeSelector)
+}
+
+// PinnedNode is the node a selector pins by name: the allocator sets a
+// selector on metadata.name alone when every device of an allocation is
+// local to one node. "" for any other selector.
+func PinnedNode(sel *v1.NodeSelector) string {
 	if sel == nil || len(sel.NodeSelectorTerms) != 1 {
 		return ""
 	}
