@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -39,41 +38,17 @@ const capiModule = "sigs.k8s.io/cluster-api"
 // ours, so our build cache does not help); later calls find the binary up to
 // date and return in about a second.
 func EnsureCAPIManager(ctx context.Context, binDir string) error {
-	binDir, err := filepath.Abs(binDir)
-	if err != nil {
-		return err
-	}
-	dir, err := capiToolsDir(ctx)
-	if err != nil {
-		return err
-	}
-	if _, err := goCmd(ctx, dir, []string{"GOFLAGS=", "GOWORK=off"}, "build", "-o",
-		filepath.Join(binDir, CAPIManagerBinary), capiModule+"/core"); err != nil {
-		return fmt.Errorf("building the Cluster API manager: %w", err)
-	}
-	return nil
-}
-
-func capiToolsDir(ctx context.Context) (string, error) {
-	root, err := ModuleRoot(ctx)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(root, "hack", "capi"), nil
+	return capiTool.build(ctx, binDir, "/core", CAPIManagerBinary, "Cluster API manager")
 }
 
 // CAPICRDDir is the folder of Cluster API's core CRDs (plain YAML, 13 files)
 // in the module cache; EnsureCAPIManager has downloaded the module.
 func CAPICRDDir(ctx context.Context) (string, error) {
-	dir, err := capiToolsDir(ctx)
+	dir, err := capiTool.moduleDir(ctx)
 	if err != nil {
 		return "", err
 	}
-	out, err := goCmd(ctx, dir, []string{"GOFLAGS=", "GOWORK=off"}, "list", "-m", "-f", "{{.Dir}}", capiModule)
-	if err != nil {
-		return "", err
-	}
-	crds := filepath.Join(strings.TrimSpace(out), "core", "config", "crd", "bases")
+	crds := filepath.Join(dir, "core", "config", "crd", "bases")
 	if _, err := os.Stat(crds); err != nil {
 		return "", fmt.Errorf("the Cluster API CRDs: %w", err)
 	}

@@ -60,42 +60,14 @@ const (
 // and k8s.io/kubernetes v1.36.0, none of which our build cache holds); later
 // calls find it up to date in about a second.
 func EnsureKueueManager(ctx context.Context, binDir string) error {
-	binDir, err := filepath.Abs(binDir)
-	if err != nil {
-		return err
-	}
-	dir, err := kueueToolsDir(ctx)
-	if err != nil {
-		return err
-	}
-	if _, err := goCmd(ctx, dir, []string{"GOFLAGS=", "GOWORK=off"}, "build", "-o",
-		filepath.Join(binDir, KueueManagerBinary), kueueModule+"/cmd/kueue"); err != nil {
-		return fmt.Errorf("building the Kueue manager: %w", err)
-	}
-	return nil
-}
-
-func kueueToolsDir(ctx context.Context) (string, error) {
-	root, err := ModuleRoot(ctx)
-	if err != nil {
-		return "", err
-	}
-	return filepath.Join(root, "hack", "kueue"), nil
+	return kueueTool.build(ctx, binDir, "/cmd/kueue", KueueManagerBinary, "Kueue manager")
 }
 
 // KueueModuleDir is the Kueue module in the module cache (its CRDs under
 // config/components/crd, its webhooks under config/components/webhook);
 // EnsureKueueManager has downloaded it.
 func KueueModuleDir(ctx context.Context) (string, error) {
-	dir, err := kueueToolsDir(ctx)
-	if err != nil {
-		return "", err
-	}
-	out, err := goCmd(ctx, dir, []string{"GOFLAGS=", "GOWORK=off"}, "list", "-m", "-f", "{{.Dir}}", kueueModule)
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(out), nil
+	return kueueTool.moduleDir(ctx)
 }
 
 // KueueConfig says how the Kueue manager runs against a control plane.
