@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	goruntime "runtime"
 	"sort"
 	"strings"
@@ -383,7 +384,11 @@ func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, o
 	goruntime.GC()
 	before := len(client.Actions())
 	t.StartTimer()
-	st, err := l.RunOnce(ctx)
+	// Labelled so that a profile can keep the timed pass alone
+	// (`go tool pprof -tagfocus pass=timed`): setup and the untimed
+	// pass before it would otherwise mix in.
+	var st *pass.State
+	pprof.Do(ctx, pprof.Labels("pass", "timed"), func(ctx context.Context) { st, err = l.RunOnce(ctx) })
 	t.StopTimer()
 	for _, a := range client.Actions()[before:] {
 		switch a.GetVerb() {

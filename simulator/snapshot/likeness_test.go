@@ -130,3 +130,46 @@ func waiting(w *SliceWarmer) int {
 	defer w.mu.Unlock()
 	return len(w.facts)
 }
+
+// A slice's facts outlive resets whose builds do not read them, as a
+// pass's first build (load.Prepare: the templates only) does not read the
+// nodes' slices, and are made again only once keepResets builds in a
+// row left them unread.
+func TestSliceFactsKeptAcrossAPass(t *testing.T) {
+	const driver = "gpu.example.com"
+	kept := builder.ResourceSlice("n1-gpus", "n1", driver, "n1").Devices(builder.Device("gpu-0")).Obj()
+	s := newTestSnapshot(t)
+	build := func(read bool) {
+		t.Helper()
+		mustOK(t, s.Reset())
+		mustOK(t, s.AddNode(builder.Node("n1").Obj()))
+		mustOK(t, s.SetResourceSlice(kept))
+		if !read {
+			return
+		}
+		if _, ok := s.LocalDevices("n1"); !ok {
+			t.Fatal("LocalDevices not ok")
+		}
+	}
+	tests := []struct {
+		name     string
+		reads    []bool // builds in turn: whether each reads the node
+		wantMade int
+	}{
+		{name: "read by every build", reads: []bool{true, true, true}, wantMade: 1},
+		{name: "passes of two builds, the second reading", reads: []bool{true, false, true, false, true}, wantMade: 1},
+		{name: "unread by one build", reads: []bool{true, false, true}, wantMade: 1},
+		{name: "unread by keepResets builds", reads: []bool{true, false, false, true}, wantMade: 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s.facts.facts, s.facts.made = nil, 0
+			for _, read := range tc.reads {
+				build(read)
+			}
+			if s.facts.made != tc.wantMade {
+				t.Errorf("facts made %d times, want %d", s.facts.made, tc.wantMade)
+			}
+		})
+	}
+}

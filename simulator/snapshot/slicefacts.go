@@ -14,13 +14,30 @@ import (
 // its devices' ids, which cost a protobuf encoding and an interned
 // string per device to make, for every node key made again after a
 // placement. Slices are never modified in place, so they are kept by
-// pointer, and across Reset for the slices the next build adds again (an
-// informer hands out the same object while a slice is unchanged): what a
-// build does not use is dropped at the Reset after it. Slices new to a
-// build take the facts their SliceWarmer made as they arrived.
+// pointer, and across Reset for the slices the next builds add again (an
+// informer hands out the same object while a slice is unchanged): a fact
+// no build read since the last keepResets resets is dropped. Slices new
+// to a build take the facts their SliceWarmer made as they arrived.
 type sliceFacts struct {
-	cur, prev map[*resourceapi.ResourceSlice]sliceFact
-	arrived   *SliceWarmer
+	facts map[*resourceapi.ResourceSlice]keptFact
+	// resets counts Reset calls: the age of a fact is how many ago it
+	// was last read.
+	resets  uint64
+	arrived *SliceWarmer
+	// made counts the facts made here rather than taken (tests).
+	made int
+}
+
+// keepResets is how many resets a fact outlives unread. A pass resets
+// twice (load.Prepare before the templates are made, load.Build after),
+// and the first of its builds reads only the templates' slices: keeping
+// only what the build just before read dropped the nodes' facts every
+// pass, and every pass made them again.
+const keepResets = 2
+
+type keptFact struct {
+	sliceFact
+	read uint64
 }
 
 type sliceFact struct {
@@ -34,27 +51,37 @@ type sliceFact struct {
 // of returns slice's facts; ok is false when the slice cannot be
 // digested.
 func (m *sliceFacts) of(slice *resourceapi.ResourceSlice, node string) (sliceFact, bool) {
-	if f, ok := m.cur[slice]; ok {
-		return f, true
+	if f, ok := m.facts[slice]; ok {
+		if f.read != m.resets {
+			f.read = m.resets
+			m.facts[slice] = f
+		}
+		return f.sliceFact, true
 	}
-	f, ok := m.prev[slice]
-	if !ok {
-		f, ok = m.arrived.take(slice, node)
-	}
+	f, ok := m.arrived.take(slice, node)
 	if !ok {
 		if f, ok = makeFact(slice, node); !ok {
 			return sliceFact{}, false
 		}
+		m.made++
 	}
-	if m.cur == nil {
-		m.cur = map[*resourceapi.ResourceSlice]sliceFact{}
+	if m.facts == nil {
+		m.facts = map[*resourceapi.ResourceSlice]keptFact{}
 	}
-	m.cur[slice] = f
+	m.facts[slice] = keptFact{f, m.resets}
 	return f, true
 }
 
-// reset starts a new build: what the last one used is kept for this one.
-func (m *sliceFacts) reset() { m.prev, m.cur = m.cur, nil }
+// reset starts a new build: facts read within the last keepResets
+// resets are kept for it.
+func (m *sliceFacts) reset() {
+	m.resets++
+	for slice, f := range m.facts {
+		if m.resets-f.read > keepResets {
+			delete(m.facts, slice)
+		}
+	}
+}
 
 func makeFact(slice *resourceapi.ResourceSlice, node string) (f sliceFact, ok bool) {
 	if f.digest, ok = sliceDigest(slice, node); !ok {
