@@ -91,6 +91,12 @@ func BenchmarkLoopPass(b *testing.B) {
 	})
 	// Upstream's RunOnceScaleDownDRA: 800 nodes, 480 removable.
 	b.Run("D1", func(b *testing.B) { benchPass(b, func() scale.Scenario { return scale.ScaleDownDRA(800) }) })
+	// D2: 5,000 GPU nodes after a job ended, PDBs and gangs (the gates
+	// let the autoscaler read PodGroups): 2,250 removable.
+	b.Run("D2", func(b *testing.B) {
+		gangGates(b)
+		passes(b, b, func() scale.Scenario { return scale.Consolidation(5000) }, []string{"--feature-gates=" + gangFeatureGates})
+	})
 	// L2 plus 200 gangs of 8 over two topology levels (CompositePodGroup
 	// trees planned by the scheduler's pod group cycle).
 	b.Run("G1", func(b *testing.B) {

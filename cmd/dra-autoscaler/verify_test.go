@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/pass"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/test/scale"
 )
@@ -48,6 +49,39 @@ func TestLoopPassGangs(t *testing.T) {
 	// and verify mode tried each for real.
 	if n := testutil.ToFloat64(r.metrics.ShadowChecks.WithLabelValues("placement")); n == 0 {
 		t.Error("no copied placement was checked")
+	}
+}
+
+// TestLoopPassConsolidation is D2 at a fiftieth of its size in verify
+// mode, with the gates that let the autoscaler read PodGroups: exactly
+// the nodes the pods can leave start going (check), no node whose pod a
+// PodDisruptionBudget holds, and each gang's two nodes together or
+// neither.
+func TestLoopPassConsolidation(t *testing.T) {
+	gangGates(t)
+	r := passes(t, nil, func() scale.Scenario { return scale.Consolidation(100) },
+		[]string{"--simulation-verify", "--feature-gates=" + gangFeatureGates})
+	removed := map[string]bool{}
+	for _, n := range pass.Get(r.pass, scaledown.Done).Started {
+		removed[n] = true
+	}
+	const full = 40
+	for u := range 60 {
+		node := fmt.Sprintf("node-%d", full+u)
+		switch u % 10 {
+		case 0:
+			if removed[node] {
+				t.Errorf("%s is being removed: its pod's PodDisruptionBudget allows no disruption", node)
+			}
+		case 1:
+			other := fmt.Sprintf("node-%d", full+u+1)
+			if removed[node] != removed[other] {
+				t.Errorf("gang nodes %s (removed: %v) and %s (removed: %v) split: the gang leaves only together", node, removed[node], other, removed[other])
+			}
+		}
+	}
+	if n := testutil.ToFloat64(r.metrics.ShadowChecks.WithLabelValues("removal")); n == 0 {
+		t.Error("no removal was checked")
 	}
 }
 

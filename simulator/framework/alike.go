@@ -254,6 +254,16 @@ func (k *knownRejections) has(r *Runner) func(node string) bool {
 	}
 }
 
+// Rejection is the memo's verdict "does not fit" on node for class at
+// the node's present generation, if it holds one (Verify or not).
+func (a *Alike) Rejection(r *Runner, class, node string) (NodeResult, bool) {
+	if a == nil || a.Rejected == nil {
+		return NodeResult{}, false
+	}
+	v, ok := a.Rejected.no[rejection{node: node, gen: r.snap.NodeGen(node), class: class}]
+	return v, ok
+}
+
 // filterKnown is filter over nodes that reads the nodes known to turn
 // the class down from the memo instead of asking the plugins (k nil:
 // plain filter), and remembers those the Filter plugins turn down. The

@@ -10,6 +10,7 @@ package removal
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -44,21 +45,72 @@ type CandidateVerdict struct {
 // Session is one series of removals tried against one snapshot. It holds a
 // fork open from Begin to End; nothing it does outlives End.
 type Session struct {
-	runner       *framework.Runner
+	runner *framework.Runner
+	// destinations are the nodes pods may move to, in order of
+	// preference; the first staying of them stay for the pass.
 	destinations []string
+	staying      int
 	removed      map[string]bool
 	received     map[string]bool
 	closed       bool
 	// memo, when set, keeps the Filter verdicts "does not fit" of
 	// memoizable classes for the pass (the removalMemo shortcut).
 	memo *framework.Alike
+	// passed counts, per memoizable class, the leading destinations that
+	// are gone or that the memo says turn the class down at their
+	// present generation: a pod of the class is placed from there on,
+	// without a lookup per node it passes (the nodes that stay come
+	// first, and once full every later pod walked past them). pos and
+	// gone are by destination; gens lists the nodes whose generation
+	// changed, whose verdicts a count may no longer stand for.
+	passed map[string]int
+	pos    map[string]int
+	gone   []bool
+	gens   snapshot.GenLog
 }
 
-// Begin opens a pass. destinations are the nodes pods may move to, in
-// order of preference (the framework takes the first that fits).
-func Begin(runner *framework.Runner, destinations []string) *Session {
+// Begin opens a pass. Pods may move to the nodes of stay (nodes that are
+// not removed in this pass) and of maybe (nodes that may be), each in
+// order of preference; the framework takes the first that fits, stay's
+// before maybe's, so that moved pods fill the nodes that stay anyway
+// rather than spend more nodes as destinations.
+func Begin(runner *framework.Runner, stay, maybe []string) *Session {
 	runner.Snapshot().Fork()
-	return &Session{runner: runner, destinations: slices.Clone(destinations), removed: map[string]bool{}, received: map[string]bool{}}
+	p := &Session{runner: runner, destinations: slices.Concat(stay, maybe), staying: len(stay),
+		removed: map[string]bool{}, received: map[string]bool{}}
+	p.pos = make(map[string]int, len(p.destinations))
+	for i, d := range p.destinations {
+		p.pos[d] = i
+	}
+	p.gone = make([]bool, len(p.destinations))
+	return p
+}
+
+// Stays says that node, one of maybe, is not removed in this pass (a
+// budget or a gang keeps it, or it could not go): pods now go to it after
+// the nodes known to stay before it and before every node that may still
+// go. A node moved there already, or not a destination, is left alone.
+func (p *Session) Stays(node string) {
+	i, ok := p.pos[node]
+	if !ok || i < p.staying {
+		return
+	}
+	at := p.staying
+	gone := p.gone[i]
+	copy(p.destinations[at+1:i+1], p.destinations[at:i])
+	copy(p.gone[at+1:i+1], p.gone[at:i])
+	p.destinations[at], p.gone[at] = node, gone
+	for j := at; j <= i; j++ {
+		p.pos[p.destinations[j]] = j
+	}
+	// Counts past at now span a node they did not judge unless it was
+	// among those they spanned already.
+	for c, k := range p.passed {
+		if k > at && i >= k {
+			p.passed[c] = at
+		}
+	}
+	p.staying++
 }
 
 // UseMemo lets the pass keep the Filter verdicts "does not fit" of the
@@ -69,7 +121,11 @@ func Begin(runner *framework.Runner, destinations []string) *Session {
 // removed nodes, pods with required anti-affinity, which turn pods away
 // from a whole domain) starts it anew, since a verdict it holds may no
 // longer be the framework's while the judged node's generation is.
-func (p *Session) UseMemo(a *framework.Alike) { p.memo = a }
+func (p *Session) UseMemo(a *framework.Alike) {
+	p.memo = a
+	p.passed = map[string]int{}
+	p.runner.Snapshot().LogGens(&p.gens)
+}
 
 // End drops every change of the pass.
 func (p *Session) End() error {
@@ -77,6 +133,7 @@ func (p *Session) End() error {
 		return nil
 	}
 	p.closed = true
+	p.runner.Snapshot().LogGens(nil)
 	return p.runner.Snapshot().Revert()
 }
 
@@ -127,10 +184,22 @@ func (p *Session) TryAll(ctx context.Context, cs []Candidate) (res CandidateVerd
 	}
 	snap.Fork()
 	keep := false
+	passed, memoAnew := maps.Clone(p.passed), false
+	p.markGone(unit, true)
 	defer func() {
 		end := snap.Revert
-		if keep {
+		switch {
+		case keep:
 			end = snap.Commit
+		case memoAnew:
+			// The verdicts the counts stood for are gone.
+			clear(p.passed)
+			p.markGone(unit, false)
+		default:
+			// The revert gives back the generations the counts were
+			// made at.
+			p.passed = passed
+			p.markGone(unit, false)
 		}
 		if eerr := end(); eerr != nil && err == nil {
 			err = fmt.Errorf("close fork of node %s: %w", res.Node, eerr)
@@ -150,6 +219,8 @@ func (p *Session) TryAll(ctx context.Context, cs []Candidate) (res CandidateVerd
 	}
 	if widens && p.memo != nil {
 		p.memo.Rejected = framework.NewRejections()
+		clear(p.passed)
+		memoAnew = true
 	}
 	for _, c := range cs {
 		if err := snap.RemoveNode(c.Node); err != nil {
@@ -168,6 +239,7 @@ func (p *Session) TryAll(ctx context.Context, cs []Candidate) (res CandidateVerd
 	}
 	for _, pod := range pods {
 		placement, err := p.place(ctx, unbound(pod), targets)
+		p.forget()
 		if err != nil {
 			return res, fmt.Errorf("node %s: re-place pod %s/%s: %w", pod.Spec.NodeName, pod.Namespace, pod.Name, err)
 		}
@@ -204,7 +276,7 @@ func (p *Session) place(ctx context.Context, pod *corev1.Pod, targets []string) 
 	snap := p.runner.Snapshot()
 	defer snap.ScopeSlices(nil)
 	if p.memo != nil {
-		return p.runner.SchedulePodFirstFitKnown(ctx, pod, targets, p.memo)
+		return p.placeKnown(ctx, pod, targets)
 	}
 	all := &framework.ScheduleResult{}
 	for start := 0; start < len(targets); start += window {
@@ -220,6 +292,116 @@ func (p *Session) place(ctx context.Context, pod *corev1.Pod, targets []string) 
 		all.Results = append(all.Results, pl.Results...)
 	}
 	return all, nil
+}
+
+// placeKnown is place with the memo: a pod of a memoizable class starts
+// past the destinations its class's count spans (verify mode checks the
+// count and starts from the first).
+func (p *Session) placeKnown(ctx context.Context, pod *corev1.Pod, targets []string) (*framework.ScheduleResult, error) {
+	class := ""
+	if p.memo.Class != nil {
+		class = p.memo.Class(pod)
+	}
+	if class == "" {
+		return p.runner.SchedulePodFirstFitKnown(ctx, pod, targets, p.memo)
+	}
+	p.forget()
+	start := p.advance(class)
+	if p.memo.Verify {
+		p.check(pod, class, start)
+		start = 0
+	}
+	// A window of live destinations at a time: most pods fit one of the
+	// first, and listing all for each pod cost more than placing it.
+	res := &framework.ScheduleResult{}
+	live := make([]string, 0, window)
+	for i := start; i < len(p.destinations); {
+		live = live[:0]
+		for ; i < len(p.destinations) && len(live) < window; i++ {
+			if !p.gone[i] {
+				live = append(live, p.destinations[i])
+			}
+		}
+		pl, err := p.runner.SchedulePodFirstFitKnown(ctx, pod, live, p.memo)
+		if err != nil || pl.Node != "" {
+			return pl, err
+		}
+		res.Results = append(res.Results, pl.Results...)
+	}
+	if start == 0 {
+		return res, nil
+	}
+	// Unplaced: the nodes passed count in the reasons too.
+	var known []framework.NodeResult
+	for i := range start {
+		if v, ok := p.memo.Rejection(p.runner, class, p.destinations[i]); ok && !p.gone[i] {
+			known = append(known, v)
+		}
+	}
+	res.Results = append(known, res.Results...)
+	return res, nil
+}
+
+// advance moves class's count past the destinations the memo answers
+// for and returns it.
+func (p *Session) advance(class string) int {
+	k := p.passed[class]
+	for k < len(p.destinations) {
+		if !p.gone[k] {
+			if _, ok := p.memo.Rejection(p.runner, class, p.destinations[k]); !ok {
+				break
+			}
+		}
+		k++
+	}
+	p.passed[class] = k
+	return k
+}
+
+// forget takes back every count past a destination whose generation
+// changed since (all of them when the shared part's did).
+func (p *Session) forget() {
+	for _, n := range p.gens.Take() {
+		if n == "" {
+			clear(p.passed)
+			continue
+		}
+		i, ok := p.pos[n]
+		if !ok {
+			continue
+		}
+		for c, k := range p.passed {
+			if k > i {
+				p.passed[c] = i
+			}
+		}
+	}
+}
+
+// check is verify mode's look at class's count: every destination it
+// spans must be gone or known to turn the class down now.
+func (p *Session) check(pod *corev1.Pod, class string, count int) {
+	for i := range count {
+		if p.gone[i] {
+			continue
+		}
+		if p.memo.Checked != nil {
+			p.memo.Checked()
+		}
+		if _, ok := p.memo.Rejection(p.runner, class, p.destinations[i]); !ok && p.memo.Found != nil {
+			p.memo.Found(pod.Namespace+"/"+pod.Name, p.destinations[i], "passed by the removal's count", "not known to reject")
+		}
+	}
+}
+
+// markGone marks unit's nodes as destinations no pod may go to (to), or
+// back.
+func (p *Session) markGone(unit map[string]bool, to bool) {
+	for n := range unit {
+		if i, ok := p.pos[n]; ok {
+			p.gone[i] = to
+		}
+	}
 }
 
 // release prepares a moving pod's claims for a new allocation: the pod

@@ -3,6 +3,7 @@ package removal
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -85,7 +86,7 @@ func TestTry(t *testing.T) {
 		for _, memo := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/memo=%v", tc.name, memo), func(t *testing.T) {
 				r, ctx := newRunner(t, tc.objs...)
-				pass := Begin(r, tc.dests)
+				pass := Begin(r, tc.dests, nil)
 				if memo {
 					pass.UseMemo(verifiedMemo(t))
 				}
@@ -148,7 +149,7 @@ func TestMemoStartsAnewWhenARemovalWidens(t *testing.T) {
 	for _, memo := range []bool{false, true} {
 		t.Run(fmt.Sprintf("memo=%v", memo), func(t *testing.T) {
 			r, ctx := newRunner(t, objs...)
-			pass := Begin(r, []string{"n1", "n2"})
+			pass := Begin(r, []string{"n1", "n2"}, nil)
 			defer func() { _ = pass.End() }()
 			var a *framework.Alike
 			if memo {
@@ -172,6 +173,56 @@ func TestMemoStartsAnewWhenARemovalWidens(t *testing.T) {
 					t.Fatalf("%s: moves %v, want %s on %s", tr.c.Node, res.Moves, tr.c.Pods[0].Name, tr.want)
 				}
 			}
+		})
+	}
+}
+
+// With the memo, pods of a class start past the destinations known to
+// turn the class down, until one of those changes: then it is asked
+// again. Verify mode finds every count true.
+func TestCountsForgetChangedNodes(t *testing.T) {
+	objs := []any{builder.Node("a").CPU("2").Obj(), builder.Node("b").CPU("4").Obj(),
+		builder.Node("from1").CPU("1").Obj(), builder.Node("from2").CPU("1").Obj(), builder.Node("from3").CPU("1").Obj(),
+		cpuPod("fill", "a", "2")}
+	tests := []struct {
+		name string
+		// freeA takes the pod filling a off it between the two removals.
+		freeA, verify bool
+		want          string
+	}{
+		{name: "a still full", want: "b"},
+		{name: "a freed", freeA: true, want: "a"},
+		{name: "a freed, verify", freeA: true, verify: true, want: "a"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ctx := newRunner(t, objs...)
+			pass := Begin(r, []string{"a", "b"}, nil)
+			defer func() { _ = pass.End() }()
+			a := &framework.Alike{Class: cpuClass, Rejected: framework.NewRejections()}
+			if tc.verify {
+				a = verifiedMemo(t)
+			}
+			pass.UseMemo(a)
+			try := func(from, want string) {
+				t.Helper()
+				pod := cpuPod("p-"+from, from, "1")
+				res, err := pass.Try(ctx, Candidate{Node: from, Pods: []*corev1.Pod{pod}})
+				if err != nil || res.Moves[ns+"/"+pod.Name] != want {
+					t.Fatalf("%s: %+v, %v; want its pod on %s", from, res, err, want)
+				}
+			}
+			try("from1", "b") // a turns the class down: the memo learns it
+			try("from2", "b") // the count passes a
+			if got := pass.passed[cpuClass(cpuPod("p", "from1", "1"))]; got != 1 {
+				t.Fatalf("count %d, want 1 (a passed)", got)
+			}
+			if tc.freeA {
+				if err := r.Snapshot().RemovePod(ns, "fill"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			try("from3", tc.want)
 		})
 	}
 }
@@ -221,7 +272,7 @@ func TestTryReallocatesClaims(t *testing.T) {
 				}
 			}
 			claimName := *p.Pod.Status.ResourceClaimStatuses[0].ResourceClaimName
-			pass := Begin(r, []string{"n2"})
+			pass := Begin(r, []string{"n2"}, nil)
 			res, err := pass.Try(ctx, Candidate{Node: "n1", Pods: []*corev1.Pod{p.Pod}})
 			if err != nil {
 				t.Fatal(err)
@@ -258,7 +309,7 @@ func TestTryBeyondOneWindow(t *testing.T) {
 		dests = append(dests, name)
 	}
 	r, ctx := newRunner(t, append(objs, builder.Node("big").CPU("4").Obj())...)
-	pass := Begin(r, append(dests, "big"))
+	pass := Begin(r, append(dests, "big"), nil)
 	res, err := pass.Try(ctx, Candidate{Node: "from", Pods: []*corev1.Pod{cpuPod("p", "from", "2")}})
 	if err != nil || !res.Removable || res.Moves[ns+"/p"] != "big" {
 		t.Fatalf("result %+v (%v), want p moved to big", res, err)
@@ -266,7 +317,7 @@ func TestTryBeyondOneWindow(t *testing.T) {
 	if err := pass.End(); err != nil {
 		t.Fatal(err)
 	}
-	pass = Begin(r, dests)
+	pass = Begin(r, dests, nil)
 	defer func() { _ = pass.End() }()
 	res, err = pass.Try(ctx, Candidate{Node: "from", Pods: []*corev1.Pod{cpuPod("p", "from", "2")}})
 	if err != nil || res.Removable || !strings.Contains(res.Reason, fmt.Sprintf("%d×", len(dests))) {
@@ -281,7 +332,7 @@ func TestTryAll(t *testing.T) {
 		cpuPod("pa", "a", "1"), cpuPod("pb", "b", "1")}
 	unit := []Candidate{{Node: "a", Pods: []*corev1.Pod{cpuPod("pa", "a", "1")}}, {Node: "b", Pods: []*corev1.Pod{cpuPod("pb", "b", "1")}}}
 	r, ctx := newRunner(t, objs...)
-	pass := Begin(r, []string{"b", "a", "c"})
+	pass := Begin(r, []string{"b", "a", "c"}, nil)
 	res, err := pass.TryAll(ctx, unit)
 	if err != nil || !res.Removable || res.Moves[ns+"/pa"] != "c" || res.Moves[ns+"/pb"] != "c" {
 		t.Fatalf("result %+v (%v), want both pods on c", res, err)
@@ -294,11 +345,53 @@ func TestTryAll(t *testing.T) {
 	}
 	// With c too small for both, neither goes.
 	r, ctx = newRunner(t, append(objs[:2:2], builder.Node("c").CPU("1").Obj(), objs[3], objs[4])...)
-	pass = Begin(r, []string{"b", "a", "c"})
+	pass = Begin(r, []string{"b", "a", "c"}, nil)
 	defer func() { _ = pass.End() }()
 	res, err = pass.TryAll(ctx, unit)
 	if err != nil || res.Removable || len(pass.Removed()) != 0 || !r.Snapshot().HasNode("a") {
 		t.Fatalf("result %+v (%v), removed %v: want the unit kept whole", res, err, pass.Removed())
+	}
+}
+
+// Pods fill the nodes that stay before any that may still go, and a node
+// found to stay joins them: after the nodes known to stay before it,
+// ahead of every node that may go.
+func TestStays(t *testing.T) {
+	node := func(name string) any { return builder.Node(name).CPU("2").Obj() }
+	objs := []any{node("s"), node("m1"), node("m2"), node("m3"), node("from1"), node("from2"), node("from3"),
+		cpuPod("full", "s", "2")}
+	tests := []struct {
+		name  string
+		stays []string
+		// want is where the pods of from1, from2 and from3 go, in turn.
+		want []string
+	}{
+		{name: "maybe in order", want: []string{"m1", "m1", "m2"}},
+		{name: "one found to stay", stays: []string{"m3"}, want: []string{"m3", "m3", "m1"}},
+		{name: "two, in the order found", stays: []string{"m3", "m2"}, want: []string{"m3", "m3", "m2"}},
+		{name: "known already, or no destination", stays: []string{"s", "from1", "m2", "m2"}, want: []string{"m2", "m2", "m1"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ctx := newRunner(t, objs...)
+			pass := Begin(r, []string{"s"}, []string{"m1", "m2", "m3"})
+			defer func() { _ = pass.End() }()
+			for _, n := range tc.stays {
+				pass.Stays(n)
+			}
+			var got []string
+			for _, from := range []string{"from1", "from2", "from3"} {
+				p := cpuPod("p-"+from, from, "1")
+				res, err := pass.Try(ctx, Candidate{Node: from, Pods: []*corev1.Pod{p}})
+				if err != nil || !res.Removable {
+					t.Fatalf("%s: %+v (%v), want removable", from, res, err)
+				}
+				got = append(got, res.Moves[ns+"/p-"+from])
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("pods went to %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
 

@@ -38,6 +38,9 @@ func (s *Snapshot) Epoch() uint64 { return s.epoch }
 func (s *Snapshot) touch(node string) {
 	s.genSeq++
 	put(&s.j, s.gens, node, s.genSeq)
+	if s.genLog != nil {
+		s.genLog.nodes = append(s.genLog.nodes, node)
+	}
 }
 
 // touchAllocation gives a new generation to the node whose devices alloc
@@ -79,3 +82,20 @@ func (s *Snapshot) applyAllocation(alloc *resourceapi.AllocationResult, sign int
 	s.alloc.apply(&s.j, alloc, sign, s.gates.consumableCapacity)
 	s.touchAllocation(alloc)
 }
+
+// GenLog lists the nodes given a new generation while the snapshot logs
+// into it ("" for the shared part), for a caller that keeps what it
+// learnt of nodes by their order rather than by Gen and must know which
+// to forget. A revert, which gives nodes back generations they had, is
+// not listed.
+type GenLog struct{ nodes []string }
+
+// Take returns the nodes listed since the last Take.
+func (l *GenLog) Take() []string {
+	out := l.nodes
+	l.nodes = nil
+	return out
+}
+
+// LogGens starts logging into l; nil stops. Reset stops too.
+func (s *Snapshot) LogGens(l *GenLog) { s.genLog = l }

@@ -93,6 +93,8 @@ type Snapshot struct {
 	// epoch (see Epoch) outlive Reset.
 	gens   map[string]uint64
 	genSeq uint64
+	// genLog, when set, lists the nodes touched (LogGens).
+	genLog *GenLog
 	epoch  uint64
 
 	// facts memoises what LocalDevices reads of slices (not content); it

@@ -24,18 +24,21 @@ func (p *RemovalPlanner) simulate(ctx context.Context, plan *RemovalPlan, cands 
 	for _, c := range cands {
 		byName[c.node.Name] = c
 	}
-	// Pods go to nodes that stay first; among candidates, to those tried
-	// last, which are the least likely to be removed.
-	dest := make([]string, 0, len(in.Destinations))
+	// Pods go to nodes that stay first (those no candidate, then the
+	// candidates found to stay, as they are); among the other
+	// candidates, to those tried last, which are the least likely to be
+	// removed.
+	stay := make([]string, 0, len(in.Destinations))
 	for _, d := range in.Destinations {
 		if byName[d] == nil {
-			dest = append(dest, d)
+			stay = append(stay, d)
 		}
 	}
+	maybe := make([]string, 0, len(cands))
 	for i := len(cands) - 1; i >= 0; i-- {
-		dest = append(dest, cands[i].node.Name)
+		maybe = append(maybe, cands[i].node.Name)
 	}
-	pass := removal.Begin(p.runner, dest)
+	pass := removal.Begin(p.runner, stay, maybe)
 	if memo := p.memo(); memo != nil {
 		pass.UseMemo(memo)
 	}
@@ -66,6 +69,7 @@ func (p *RemovalPlanner) simulate(ctx context.Context, plan *RemovalPlan, cands 
 			for _, u := range unit {
 				plan.Unremovable[u.node.Name] = Unremovable{Reason: reason, Detail: detail}
 				settled[u.node.Name] = true
+				pass.Stays(u.node.Name)
 			}
 		}
 		if reason != "" {
