@@ -1,6 +1,8 @@
 package cloudprovider
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -51,6 +53,41 @@ func (t *NodeTemplate) DeepCopy() *NodeTemplate {
 // value earlier nodes have. The template itself carries no value for
 // them. Any provider may set it (docs/gangs.md).
 const AnnotationTopologyPerRequest = "autoscaling.dra-autoscaler.io/topology-per-request"
+
+// AnnotationUnitSize, on a template's Node, is the group's unit size N
+// (issue 41, docs/design/units-of-scale.md): its nodes come and go N at a
+// time, in requests of whole units, and each unit is one request as far
+// as AnnotationTopologyPerRequest goes (its N nodes share one fresh
+// value; two units never share one). Absent: 1, every node alone. Any
+// provider may set it.
+const AnnotationUnitSize = "autoscaling.dra-autoscaler.io/unit-size"
+
+// UnitSize is the template's unit size (AnnotationUnitSize): 1 when unset.
+// A value that is not a positive integer is an error, for the provider to
+// refuse the group with.
+func (t *NodeTemplate) UnitSize() (int, error) {
+	if t == nil || t.Node == nil {
+		return 1, nil
+	}
+	v, ok := t.Node.Annotations[AnnotationUnitSize]
+	if !ok {
+		return 1, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 1 {
+		return 1, fmt.Errorf("annotation %s=%q: want a positive integer", AnnotationUnitSize, v)
+	}
+	return n, nil
+}
+
+// Units is n nodes rounded up to whole units of the template's size.
+func (t *NodeTemplate) Units(n int) int {
+	size, err := t.UnitSize()
+	if err != nil || size <= 1 {
+		return n
+	}
+	return (n + size - 1) / size * size
+}
 
 // TopologyPerRequest reports whether the template's provider chooses a
 // fresh value of label per request (AnnotationTopologyPerRequest); a

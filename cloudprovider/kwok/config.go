@@ -64,12 +64,20 @@ type NodeGroupConfig struct {
 	// picks per scale-up request: the nodes of one request share one
 	// fresh value (a placement group, a capacity block). The template
 	// says so (cloudprovider.AnnotationTopologyPerRequest).
-	PerRequestTopology []string     `json:"perRequestTopology,omitempty"`
-	Faults             FaultsConfig `json:"faults,omitempty"`
+	PerRequestTopology []string `json:"perRequestTopology,omitempty"`
+	// UnitSize N > 1 makes the group's nodes come and go N at a time (a
+	// rack, an NVLink domain sold whole): requests are whole units, each
+	// unit draws its own value of the per-request labels, and minSize and
+	// maxSize must be multiples of N. 0 or 1: every node alone.
+	UnitSize int          `json:"unitSize,omitempty"`
+	Faults   FaultsConfig `json:"faults,omitempty"`
 	// Options are the group's own autoscaling options (upstream's
 	// per-group options); what is unset is the flag's value.
 	Options *GroupOptionsConfig `json:"options,omitempty"`
 }
+
+// unitSize is the group's unit size, at least 1.
+func (g *NodeGroupConfig) unitSize() int { return max(g.UnitSize, 1) }
 
 // GroupOptionsConfig overrides, for one group, the flags of the same
 // names (--scale-down-utilization-threshold, ...).

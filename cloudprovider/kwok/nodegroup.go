@@ -163,6 +163,9 @@ func (g *nodeGroup) request(delta int, atomic bool) ([]string, error) {
 		return nil, fmt.Errorf("node group %s: provider is shut down", g.cfg.Name)
 	}
 	live := g.liveLocked()
+	if n := g.cfg.unitSize(); delta%n != 0 {
+		return nil, fmt.Errorf("node group %s: size increase by %d refused: the group grows in whole units of %d nodes", g.cfg.Name, delta, n)
+	}
 	if live+delta > g.cfg.MaxSize {
 		return nil, fmt.Errorf("node group %s: size increase too large: target %d + %d exceeds maxSize %d", g.cfg.Name, live, delta, g.cfg.MaxSize)
 	}
@@ -170,6 +173,7 @@ func (g *nodeGroup) request(delta int, atomic bool) ([]string, error) {
 	if limit := g.cfg.Faults.OutOfResourcesAfter; limit != nil {
 		granted = max(0, min(delta, *limit-live))
 	}
+	granted -= granted % g.cfg.unitSize() // a unit comes whole or not at all
 	if atomic && granted < delta {
 		return nil, fmt.Errorf("node group %s: atomic increase by %d refused, only %d available, nothing created: %w", g.cfg.Name, delta, granted, ErrOutOfResources)
 	}
@@ -185,11 +189,12 @@ func (g *nodeGroup) request(delta int, atomic bool) ([]string, error) {
 		return nil, fmt.Errorf("node group %s: atomic increase by %d refused, %d would fail, nothing created: %w", g.cfg.Name, delta, failed, ErrInjectedFailure)
 	}
 	created := make([]string, 0, granted)
-	domain := ""
-	if len(g.cfg.PerRequestTopology) > 0 {
-		domain = g.cfg.Name + "-req-" + utilrand.String(5) // one request, one fresh domain
-	}
-	for _, s := range struck {
+	domain, unit := "", g.cfg.unitSize()
+	for i, s := range struck {
+		if (i == 0 || unit > 1 && i%unit == 0) && len(g.cfg.PerRequestTopology) > 0 {
+			// One request, or one unit of it, one fresh domain.
+			domain = g.cfg.Name + "-req-" + utilrand.String(5)
+		}
 		if s && atRequest {
 			g.newInstanceLocked().failure = injectedFailureInfo(g.cfg.Name, g.cfg.Faults.FailureRate)
 			continue

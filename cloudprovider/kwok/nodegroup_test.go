@@ -238,3 +238,67 @@ func TestPerRequestTopologyValidation(t *testing.T) {
 		t.Error("Validate accepted an invalid label name")
 	}
 }
+
+// A group of units of 3: the template says so, requests are whole units
+// (else refused, nothing created), each unit draws its own value of the
+// per-request label, and a request of two units two values.
+func TestUnits(t *testing.T) {
+	const block = "example.com/block"
+	g := cpuGroup("racks", 0, 9)
+	g.PerRequestTopology, g.UnitSize = []string{block}, 3
+	e := newEnv(t, &Config{NodeGroups: []NodeGroupConfig{g}})
+	ng := e.group(t, "racks")
+	tmpl, err := ng.TemplateNodeInfo()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := tmpl.UnitSize(); n != 3 || err != nil || tmpl.Units(4) != 6 || tmpl.Units(3) != 3 {
+		t.Errorf("template unit size %d (%v), Units(4) %d, Units(3) %d; want 3, 6, 3", n, err, tmpl.Units(4), tmpl.Units(3))
+	}
+	for _, n := range []int{1, 4} {
+		if _, err := ng.AtomicIncreaseSize(t.Context(), n); err == nil || !strings.Contains(err.Error(), "whole units of 3") {
+			t.Errorf("increase by %d: %v, want refused", n, err)
+		}
+	}
+	if size, _ := ng.TargetSize(); size != 0 {
+		t.Fatalf("target %d after refused increases, want 0", size)
+	}
+	for _, n := range []int{3, 6} {
+		if _, err := ng.AtomicIncreaseSize(t.Context(), n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "9 nodes registered", func() bool { return len(e.nodes(t)) == 9 })
+	perValue := map[string]int{}
+	for _, node := range e.nodes(t) {
+		perValue[node.Labels[block]]++
+	}
+	if len(perValue) != 3 {
+		t.Errorf("nodes per %s value %v, want 3 units of 3", block, perValue)
+	}
+	for v, n := range perValue {
+		if v == "" || n != 3 {
+			t.Errorf("%s=%q on %d nodes, want a value on each unit's 3", block, v, n)
+		}
+	}
+}
+
+func TestUnitsValidation(t *testing.T) {
+	for _, tc := range []struct {
+		min, max, unit int
+		want           string
+	}{
+		{0, 8, 4, ""},
+		{0, 6, 4, "multiples of unitSize (4)"},
+		{2, 8, 4, "multiples of unitSize (4)"},
+		{0, 5, -1, "unitSize (-1) must not be negative"},
+		{0, 5, 1, ""},
+	} {
+		g := cpuGroup("racks", tc.min, tc.max)
+		g.UnitSize = tc.unit
+		err := (&Config{NodeGroups: []NodeGroupConfig{g}}).Validate()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("min %d max %d unit %d: %v, want %q", tc.min, tc.max, tc.unit, err, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package kwok
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -155,6 +156,9 @@ func (g *NodeGroupConfig) buildTemplateNode() *corev1.Node {
 	node.Spec.ProviderID = ""
 	if len(g.PerRequestTopology) > 0 {
 		node.Annotations[cloudprovider.AnnotationTopologyPerRequest] = strings.Join(g.PerRequestTopology, ",")
+	}
+	if n := g.unitSize(); n > 1 {
+		node.Annotations[cloudprovider.AnnotationUnitSize] = strconv.Itoa(n)
 	}
 	node.Status.Conditions = []corev1.NodeCondition{{
 		Type:   corev1.NodeReady,

@@ -98,6 +98,12 @@ func (g *NodeGroupConfig) validate() []error {
 	if g.MaxSize < g.MinSize {
 		add("maxSize (%d) is less than minSize (%d)", g.MaxSize, g.MinSize)
 	}
+	switch n := g.UnitSize; {
+	case n < 0:
+		add("unitSize (%d) must not be negative", n)
+	case n > 1 && (g.MinSize%n != 0 || g.MaxSize%n != 0):
+		add("minSize (%d) and maxSize (%d) must be multiples of unitSize (%d): the group grows and shrinks in whole units", g.MinSize, g.MaxSize, n)
+	}
 	if g.Price != nil && *g.Price < 0 {
 		add("price (%g) must not be negative", *g.Price)
 	}

@@ -27,7 +27,8 @@ import (
 func (p *Planner) spread(g *nodegroups.Info, best *expander.Option, options []expander.Option, groups []*nodegroups.Info, nodes [][]*corev1.Pod,
 	planned map[string]int) []act.ScaleUp {
 	one := []act.ScaleUp{{Group: g, Delta: best.NodeCount, Pods: best.Pods, Nodes: nodes}}
-	if p.opts.Balance == nil || best.ReservedNodes > 0 {
+	if n, _ := g.Template.UnitSize(); p.opts.Balance == nil || best.ReservedNodes > 0 || n > 1 {
+		// Units are not split: each share would be padded to a unit.
 		return one
 	}
 	members := []*nodegroups.Info{g}

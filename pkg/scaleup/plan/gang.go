@@ -192,7 +192,7 @@ func (p *Planner) planGangIn(ctx context.Context, runner *framework.Runner, g *g
 	}
 	var whole []expander.Option
 	for _, opt := range options {
-		if len(opt.Pods) >= need {
+		if len(opt.Pods) >= need && !overUnit(groupByID(groups, opt.NodeGroup), domain, opt.NodeCount) {
 			whole = append(whole, opt)
 		}
 	}
@@ -216,6 +216,9 @@ func (p *Planner) planGangIn(ctx context.Context, runner *framework.Runner, g *g
 		}
 		// Groups sharing a reservation: what earlier parts took is gone.
 		maxNodes := p.reservedRoom(groupByID(groups, opt.NodeGroup), rest, opt.NodeCount)
+		if unit, _ := groupByID(groups, opt.NodeGroup).Template.UnitSize(); unit > 1 && domain == newDomain(opt.NodeGroup) {
+			maxNodes = min(maxNodes, unit)
+		}
 		if maxNodes == 0 {
 			continue
 		}
@@ -263,7 +266,7 @@ func (p *Planner) keep(ctx context.Context, pods []*corev1.Pod, g *nodegroups.In
 	for _, pl := range res.Placements {
 		up.Pods = append(up.Pods, pl.Pod)
 	}
-	return up, len(res.Placements), nil
+	return toUnits(up), len(res.Placements), nil
 }
 
 // topologyDomains are the values of key on candidate nodes and group
@@ -302,6 +305,14 @@ func topologyDomains(runner *framework.Runner, key string, candidates []string, 
 // newDomain names the domain one new request of group id makes: no label
 // value can be spelt so (a value has no spaces).
 func newDomain(id string) string { return "new request of " + id }
+
+// overUnit says whether n new nodes of g in domain would span more than
+// one of g's units while domain is one new request of g: a unit is one
+// domain, two units two.
+func overUnit(g *nodegroups.Info, domain string, n int) bool {
+	unit, _ := g.Template.UnitSize()
+	return unit > 1 && domain == newDomain(g.Id) && n > unit
+}
 
 func nodesIn(runner *framework.Runner, key, value string, candidates []string) []string {
 	var out []string

@@ -205,7 +205,7 @@ func (p *Planner) keepGangCycle(ctx context.Context, runner *framework.Runner, t
 		}
 		i += set.count
 		if up.Delta > 0 {
-			o.ScaleUps = append(o.ScaleUps, up)
+			o.ScaleUps = append(o.ScaleUps, toUnits(up))
 		}
 	}
 	kept = true
@@ -237,6 +237,7 @@ next:
 			continue
 		}
 		tmpl := grp.Template
+		perRequest := false
 		for _, key := range keys {
 			if _, ok := tmpl.Node.Labels[key]; ok {
 				continue
@@ -248,8 +249,13 @@ next:
 				tmpl = tmpl.DeepCopy()
 			}
 			tmpl.Node.Labels[key] = newDomain(grp.Id)
+			perRequest = true
 		}
 		n := p.reservedRoom(grp, opt.Pods, opt.NodeCount)
+		if unit, _ := grp.Template.UnitSize(); perRequest && unit > 1 {
+			// One new domain is one unit: no more of its nodes share it.
+			n = min(n, unit)
+		}
 		if n <= 0 {
 			continue
 		}

@@ -192,3 +192,31 @@ func TestGangIntoANewDomainPerRequest(t *testing.T) {
 		t.Errorf("domains tried %+v, want b1 infeasible with its reason, then the new request with 3 nodes", o.Tried)
 	}
 }
+
+// A group of units of 4 whose provider picks the domain per unit: a gang
+// of 3 constrained to the domain takes one whole unit (the 4th node
+// empty); a gang of 5 fits no unit, and nothing is planned. With the
+// scheduler's cycle and with the planner's loop.
+func TestGangIntoOneUnit(t *testing.T) {
+	units := func() []*nodegroups.Info {
+		g := group("racks", "4", 16, 0)
+		g.Template.Node.Annotations = map[string]string{cloudprovider.AnnotationTopologyPerRequest: rack, cloudprovider.AnnotationUnitSize: "4"}
+		return []*nodegroups.Info{g}
+	}
+	for _, cycle := range []bool{true, false} {
+		for _, tc := range []struct {
+			members int
+			want    []string
+		}{
+			{3, []string{"+4 racks: [train-0] [train-1] [train-2] []"}},
+			{5, nil},
+		} {
+			t.Run(fmt.Sprintf("cycle=%v/members=%d", cycle, tc.members), func(t *testing.T) {
+				got, o := planGang(t, cycle, gangScenario{members: tc.members, cpu: "3", topologyKey: rack, groups: units})
+				if diff := cmp.Diff(tc.want, got.ScaleUps); diff != "" {
+					t.Errorf("scale-ups (-want +got):\n%s\n%s", diff, o.Message)
+				}
+			})
+		}
+	}
+}

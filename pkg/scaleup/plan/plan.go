@@ -36,6 +36,9 @@ const (
 	// ReasonZeroOrMax: the group scales to its max at once
 	// (zeroOrMaxNodeScaling) and the limits do not allow that many.
 	ReasonZeroOrMax = "zero-or-max-node-scaling"
+	// ReasonUnitSize: the group grows in units (the template's UnitSize)
+	// and the limits allow less than one.
+	ReasonUnitSize = "unit-size"
 )
 
 // Options configure the planner.
@@ -138,6 +141,9 @@ func (p *Planner) plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegr
 		if g.Options.ZeroOrMaxNodeScaling {
 			ups = []act.ScaleUp{toMax(act.ScaleUp{Group: g, Delta: best.NodeCount, Pods: best.Pods, Nodes: byNode(kept, best.NodeCount)}, usage.Planned[g.Id])}
 		}
+		for i := range ups {
+			ups[i] = toUnits(ups[i])
+		}
 		for _, up := range ups {
 			used[up.Group.Id] = true
 			p.take(up.Group, up.Delta, up.Pods)
@@ -236,6 +242,13 @@ func (p *Planner) gate(g *nodegroups.Info, usage limits.Usage, now time.Time) (*
 	if p.opts.MaxNodesPerScaleUp > 0 && p.opts.MaxNodesPerScaleUp < room {
 		room, reason = p.opts.MaxNodesPerScaleUp, "max-nodes-per-scaleup"
 	}
+	if n, _ := g.Template.UnitSize(); n > 1 && room > 0 && room%n != 0 {
+		// Scale-ups come in whole units (toUnits): what is less than one
+		// is no room.
+		if room = room / n * n; room == 0 {
+			return nil, ReasonUnitSize, fmt.Sprintf("the group grows in units of %d nodes; %s allows fewer", n, reason)
+		}
+	}
 	if room <= 0 {
 		if planned > 0 {
 			return nil, reason, fmt.Sprintf("node group at %d of max %d with %d more planned in this pass", g.Size(), g.Max, planned)
@@ -332,6 +345,23 @@ func (g GroupReason) String() string {
 		s += " (fits without " + g.Constraint + ")"
 	}
 	return s
+}
+
+// toUnits is up for a group whose nodes come in units (the template's
+// UnitSize): whole units in one all-or-nothing request, the nodes the
+// plan placed pods on first, the rest of the last unit empty (room for
+// other work once it runs). gate rounded the group's room down to whole
+// units, so the padded request stays within it.
+func toUnits(up act.ScaleUp) act.ScaleUp {
+	if n, _ := up.Group.Template.UnitSize(); n <= 1 {
+		return up
+	}
+	whole := up.Group.Template.Units(up.Delta)
+	if up.Nodes != nil {
+		up.Nodes = append(up.Nodes, make([][]*corev1.Pod, whole-up.Delta)...)
+	}
+	up.Delta, up.Atomic = whole, true
+	return up
 }
 
 // toMax is up for a group that scales to its max size at once

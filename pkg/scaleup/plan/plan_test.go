@@ -320,3 +320,47 @@ func TestPlanZeroOrMax(t *testing.T) {
 		})
 	}
 }
+
+// A group of units of 4 grows in whole units, in one all-or-nothing
+// request, the pods on the first nodes and the rest of the unit empty;
+// room of less than a unit is none.
+func TestPlanWholeUnits(t *testing.T) {
+	tests := []struct {
+		name   string
+		max    int
+		total  int // --max-nodes-total (0: none)
+		pods   int
+		want   []string
+		reason string
+	}{
+		{name: "one unit for two nodes", max: 8, pods: 2, want: []string{"racks+4: web-0 web-1"}},
+		{name: "two units for five nodes", max: 8, pods: 5, want: []string{"racks+8: web-0 web-1 web-2 web-3 web-4"}},
+		{name: "the limits allow less than a unit", max: 8, total: 3, pods: 2, reason: plan.ReasonUnitSize},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.conf.MaxNodesTotal = tc.total
+			g := group("racks", "4", tc.max, 0)
+			g.Template.Node.Annotations = map[string]string{cloudprovider.AnnotationUnitSize: "4"}
+			p := e.plan(t, cpuPods("web", "3", tc.pods), []*nodegroups.Info{g}, limits.Usage{})
+			if diff := cmp.Diff(tc.want, scaleUps(p)); diff != "" {
+				t.Errorf("scale-ups (-want +got):\n%s", diff)
+			}
+			for _, up := range p.ScaleUps {
+				if !up.Atomic || len(up.Nodes) != up.Delta || len(up.Nodes[up.Delta-1]) != 0 {
+					t.Errorf("atomic %v, nodes %v; want atomic, the pods first, the unit's last node empty", up.Atomic, up.Nodes)
+				}
+			}
+			if tc.reason != "" {
+				var got []string
+				for _, r := range p.Reasons[p.NotHelped[0].UID] {
+					got = append(got, r.Reason)
+				}
+				if !slices.Contains(got, tc.reason) {
+					t.Errorf("reasons %v, want %s", got, tc.reason)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
+	"github.com/dra-autoscaler/dra-autoscaler/test/e2e/framework"
+)
+
+// cliqueLabel is the label NVIDIA's GPU feature discovery puts the
+// multi-node NVLink domain of a node in.
+const cliqueLabel = "nvidia.com/gpu.clique"
+
+// unitGroup is a group of units (issue 41): nodes of 4 GPUs that come 4
+// at a time, each unit one fresh clique the provider picks, at most max
+// nodes.
+func (s *scenario) unitGroup(name string, max int) kwok.NodeGroupConfig {
+	g := s.gpuGroup(name, max, 4)
+	g.UnitSize, g.PerRequestTopology = 4, []string{cliqueLabel}
+	return g
+}
+
+// wholeNodeGang creates a PodGroup (gang, minCount = size, topology the
+// clique) of size pods that each claim all 4 GPUs of a node.
+func (s *scenario) wholeNodeGang(t *testing.T, name string, size int) {
+	s.c.Create(s.ctx, t, builder.PodGroup(s.ns, name).MinCount(int32(size)).TopologyKey(cliqueLabel).Obj(),
+		builder.ClaimTemplate(s.ns, name+"-gpus").Request(builder.Request("gpu", s.ns+"-gpu").Count(4)).Obj())
+	for i := range size {
+		s.c.Create(s.ctx, t, s.pod(fmt.Sprintf("%s-%d", name, i)).CPU("1").PodGroup(name).ClaimFromTemplate("gpu", name+"-gpus").Obj())
+	}
+}
+
+// A gang of 3 pods × 4 GPUs in one clique takes one new unit of 4 nodes,
+// in one request, its members on 3 nodes of one clique; the 4th node is
+// left free, and a later pod wanting 4 GPUs in a clique lands on it with
+// no new unit. A gang of 5 × 4 GPUs fits no unit (a clique has 4 nodes):
+// nothing is added, and its pods are told why.
+func TestUnitsOfScale(t *testing.T) {
+	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
+		s := newScenario(t)
+		g := s.unitGroup("nvl", 8)
+		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, planner...)
+		s.wholeNodeGang(t, "train", 3)
+		framework.Eventually(s.ctx, t, 3*time.Minute, "the gang's 3 members bound", func(ctx context.Context) (bool, string, error) {
+			n, seen, err := s.podsSeen(ctx)
+			return n == 3, seen, err
+		})
+		nodes, err := s.groupNodes(s.ctx, g.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cliques := map[string]bool{}
+		for _, n := range nodes {
+			cliques[n.Labels[cliqueLabel]] = true
+		}
+		if len(nodes) != 4 || len(cliques) != 1 || cliques[""] {
+			t.Fatalf("%d nodes in cliques %v, want one unit: 4 nodes of one clique", len(nodes), cliques)
+		}
+
+		// One pod wanting a whole node's 4 GPUs in some clique: the
+		// unit's free node takes it.
+		s.c.Create(s.ctx, t, builder.ClaimTemplate(s.ns, "four").Request(builder.Request("gpu", s.ns+"-gpu").Count(4)).Obj())
+		single := s.pod("single").CPU("1").ClaimFromTemplate("gpu", "four").Obj()
+		single.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: cliqueLabel, Operator: corev1.NodeSelectorOpExists}}}}}}}
+		s.c.Create(s.ctx, t, single)
+		framework.Eventually(s.ctx, t, 2*time.Minute, "the single pod bound", func(ctx context.Context) (bool, string, error) {
+			n, seen, err := s.podsSeen(ctx)
+			return n == 4, seen, err
+		})
+
+		// Too big for a unit: nothing comes.
+		s.wholeNodeGang(t, "big", 5)
+		s.waitEvent(t, "big-0", "NotTriggerScaleUp", time.Minute, "minCount 5")
+		framework.Consistently(s.ctx, t, 5*time.Second, "no node added for the gang no unit holds", func(ctx context.Context) (bool, string, error) {
+			counts, seen, err := s.nodeCounts(ctx, g)
+			return err == nil && counts[0] == 4, seen, err
+		})
+		if n, seen, err := s.podsSeen(s.ctx); err != nil || n != 4 {
+			t.Errorf("%d pods bound (%v): %s; want the gang of 3 and the single pod only", n, err, seen)
+		}
+		return as
+	})
+}
