@@ -89,6 +89,55 @@ func (t *NodeTemplate) Units(n int) int {
 	return (n + size - 1) / size * size
 }
 
+// KeepLaunchChoices makes t, a template read off a running node of a
+// group, say what the group's provider decides per launch as from, the
+// provider's own template, says it: the unit size and the per-request
+// labels, whose values on the node are that node's request's, not the
+// group's (left on t, a later request would be planned into that
+// node's domain).
+func (t *NodeTemplate) KeepLaunchChoices(from *NodeTemplate) {
+	if t == nil || t.Node == nil || from == nil || from.Node == nil {
+		return
+	}
+	for _, a := range []string{AnnotationTopologyPerRequest, AnnotationUnitSize} {
+		v, ok := from.Node.Annotations[a]
+		if !ok {
+			continue
+		}
+		if t.Node.Annotations == nil {
+			t.Node.Annotations = map[string]string{}
+		}
+		t.Node.Annotations[a] = v
+	}
+	for k := range strings.SplitSeq(t.Node.Annotations[AnnotationTopologyPerRequest], ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			delete(t.Node.Labels, k)
+		}
+	}
+}
+
+// UnitOf names the unit node belongs to in a group of units: the values
+// its provider chose per unit for the template's per-request labels
+// (nodes with equal names are one unit). "" when the template has no
+// units. Without per-request labels units cannot be told apart, and every
+// node of the group is named alike: the group then counts as one unit,
+// which only goes whole.
+func (t *NodeTemplate) UnitOf(node *corev1.Node) string {
+	if n, _ := t.UnitSize(); n <= 1 || node == nil {
+		return ""
+	}
+	var parts []string
+	for k := range strings.SplitSeq(t.Node.Annotations[AnnotationTopologyPerRequest], ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			parts = append(parts, k+"="+node.Labels[k])
+		}
+	}
+	if len(parts) == 0 {
+		return "the group"
+	}
+	return strings.Join(parts, ",")
+}
+
 // TopologyPerRequest reports whether the template's provider chooses a
 // fresh value of label per request (AnnotationTopologyPerRequest); a
 // label the template fixes a value for is never chosen per request.

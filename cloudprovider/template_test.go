@@ -43,3 +43,25 @@ func TestUnitSize(t *testing.T) {
 		})
 	}
 }
+
+// A template read off a running node keeps what the provider decides per
+// launch: the unit size and the per-request labels, whose value on the
+// node was its own request's.
+func TestKeepLaunchChoices(t *testing.T) {
+	fromNode := &NodeTemplate{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "t",
+		Labels: map[string]string{"clique": "req-1", "zone": "a"}}}}
+	declared := &NodeTemplate{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "t",
+		Annotations: map[string]string{AnnotationTopologyPerRequest: "clique", AnnotationUnitSize: "4", "other": "x"}}}}
+	fromNode.KeepLaunchChoices(declared)
+	if _, has := fromNode.Node.Labels["clique"]; has || fromNode.Node.Labels["zone"] != "a" || !fromNode.TopologyPerRequest("clique") {
+		t.Errorf("labels %v, annotations %v: want the request's clique dropped, chosen per request, the zone kept", fromNode.Node.Labels, fromNode.Node.Annotations)
+	}
+	if n, err := fromNode.UnitSize(); n != 4 || err != nil || fromNode.Node.Annotations["other"] != "" {
+		t.Errorf("unit size %d (%v), annotations %v: want 4 and only the launch choices taken", n, err, fromNode.Node.Annotations)
+	}
+	plain := &NodeTemplate{Node: &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "t", Labels: map[string]string{"clique": "c"}}}}
+	plain.KeepLaunchChoices(&NodeTemplate{Node: &corev1.Node{}})
+	if plain.Node.Labels["clique"] != "c" {
+		t.Errorf("labels %v: a provider choosing nothing per launch leaves the node's labels", plain.Node.Labels)
+	}
+}

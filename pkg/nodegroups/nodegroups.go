@@ -252,6 +252,7 @@ func (i *Info) buildTemplate(ctx context.Context, in CollectInput, templates Tem
 		tmpl, err := templates.FromNode(ctx, node, in.SlicesByNode[node.Name], in.PodsByNode[node.Name])
 		if err == nil {
 			tmpl.CSINode = template.CSINodeOf(in.CSINodes[node.Name])
+			tmpl.KeepLaunchChoices(i.declared)
 			i.Template, i.TemplateSource = tmpl, "node/"+node.Name
 			return
 		}

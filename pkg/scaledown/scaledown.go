@@ -8,6 +8,7 @@ package scaledown
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -173,6 +174,12 @@ func (s *Controller) Run(ctx context.Context, in ControllerInput) (*PassResult, 
 			}
 		}
 		rg := planner.RemovalGroup{Id: g.Id, Min: g.Min, Size: g.Size(), Nodes: nodes}
+		if n, _ := g.Template.UnitSize(); n > 1 {
+			rg.Units = map[string]string{}
+			for _, node := range slices.Concat(g.Ready, g.Booting) {
+				rg.Units[node.Name] = g.Template.UnitOf(node)
+			}
+		}
 		s.groupOptions(g, &rg)
 		pin.Groups = append(pin.Groups, rg)
 	}

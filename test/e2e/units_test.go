@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
@@ -45,7 +46,10 @@ func TestUnitsOfScale(t *testing.T) {
 	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
 		s := newScenario(t)
 		g := s.unitGroup("nvl", 8)
-		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, planner...)
+		// Idle nodes are unneeded after 2 s: the unit's free node must
+		// stay all the same while its unit mates work.
+		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}},
+			append(planner, "--scale-down-unneeded-time=2s", "--scale-down-delay-after-add=0s")...)
 		s.wholeNodeGang(t, "train", 3)
 		framework.Eventually(s.ctx, t, 3*time.Minute, "the gang's 3 members bound", func(ctx context.Context) (bool, string, error) {
 			n, seen, err := s.podsSeen(ctx)
@@ -62,6 +66,11 @@ func TestUnitsOfScale(t *testing.T) {
 		if len(nodes) != 4 || len(cliques) != 1 || cliques[""] {
 			t.Fatalf("%d nodes in cliques %v, want one unit: 4 nodes of one clique", len(nodes), cliques)
 		}
+
+		framework.Consistently(s.ctx, t, 6*time.Second, "the unit's idle node kept while the rest of its unit works", func(ctx context.Context) (bool, string, error) {
+			counts, seen, err := s.nodeCounts(ctx, g)
+			return err == nil && counts[0] == 4, seen, err
+		})
 
 		// One pod wanting a whole node's 4 GPUs in some clique: the
 		// unit's free node takes it.
@@ -85,6 +94,15 @@ func TestUnitsOfScale(t *testing.T) {
 		if n, seen, err := s.podsSeen(s.ctx); err != nil || n != 4 {
 			t.Errorf("%d pods bound (%v): %s; want the gang of 3 and the single pod only", n, err, seen)
 		}
+
+		// All work gone: the whole unit goes.
+		if err := s.c.Client.CoreV1().Pods(s.ns).DeleteCollection(s.ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		framework.Eventually(s.ctx, t, 2*time.Minute, "the idle unit removed whole", func(ctx context.Context) (bool, string, error) {
+			counts, seen, err := s.nodeCounts(ctx, g)
+			return err == nil && counts[0] == 0, seen, err
+		})
 		return as
 	})
 }

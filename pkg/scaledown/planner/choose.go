@@ -113,7 +113,7 @@ func (p *RemovalPlanner) unit(plan *RemovalPlan, byName map[string]*candidate, n
 }
 
 // closure is the nodes that must go with the named node: its gang's
-// (unitOf) and, for a group that shrinks to zero at once
+// (unitOf), its unit's (RemovalGroup.Units) and, for a group that shrinks to zero at once
 // (zeroOrMaxNodeScaling, RemovalGroup.Whole), every node of the group,
 // and theirs in turn. ok is false when a whole group has nodes that are
 // not registered yet (they would stay) or one that is not a candidate.
@@ -136,6 +136,7 @@ func (p *RemovalPlanner) closure(plan *RemovalPlan, byName map[string]*candidate
 		if c == nil {
 			return nil, false
 		}
+		queue = append(queue, c.group.unitMates(n)...)
 		if g := c.group; g.Whole {
 			if len(g.Nodes) != g.Size {
 				return nil, false

@@ -34,8 +34,11 @@ import (
 const (
 	NodeGroupMinSizeReached = "NodeGroupMinSizeReached"
 	NoPlaceToMovePods       = "NoPlaceToMovePods"
-	NotEvaluated            = "NotUnneededOtherReason"
-	UnexpectedError         = "UnexpectedError"
+	// UnitNotWhole: the node's group comes in units (racks, NVLink
+	// domains) and not every node of its unit can go now.
+	UnitNotWhole    = "UnitNotWhole"
+	NotEvaluated    = "NotUnneededOtherReason"
+	UnexpectedError = "UnexpectedError"
 	// PodsNominated: a pending pod is nominated for the node (by the
 	// scheduler's preemption or by this autoscaler's plan), so the
 	// scheduler means to bind it there.
@@ -87,6 +90,27 @@ type RemovalGroup struct {
 	// Whole: the group shrinks to zero at once or not at all
 	// (zeroOrMaxNodeScaling): its nodes go together, all of them.
 	Whole bool
+	// Units names, for a group whose nodes come in units (issue 41), the
+	// unit of each of its registered nodes (cloudprovider's UnitOf): the
+	// nodes of one unit go together, all of them, or none. nil: no units.
+	Units map[string]string
+}
+
+// unitMates are the nodes of node's unit, node included; nil without
+// units.
+func (g *RemovalGroup) unitMates(node string) []string {
+	u, ok := g.Units[node]
+	if !ok {
+		return nil
+	}
+	var out []string
+	for n, v := range g.Units {
+		if v == u {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // RemovalInput is what one pass looks at. The runner's snapshot holds the

@@ -57,10 +57,14 @@ func (p *RemovalPlanner) simulate(ctx context.Context, plan *RemovalPlan, cands 
 			continue
 		}
 		unit := []*candidate{c}
+		mates, whole := unitOfScale(c, byName, settled)
+		if mates != nil {
+			unit = mates
+		}
 		reason := gangCheck(unit, gangs, removing)
 		// alone: why the node cannot go without the rest of its groups.
 		alone := reason
-		if reason != "" {
+		if reason != "" && mates == nil {
 			if u := unitFor(c, byName, gangs, removing, settled); u != nil && gangCheck(u, gangs, removing) == "" {
 				unit, reason = u, ""
 			}
@@ -71,6 +75,10 @@ func (p *RemovalPlanner) simulate(ctx context.Context, plan *RemovalPlan, cands 
 				settled[u.node.Name] = true
 				pass.Stays(u.node.Name)
 			}
+		}
+		if whole != "" {
+			fail(UnitNotWhole, whole)
+			continue
 		}
 		if reason != "" {
 			fail(drainability.RunningGangMember, reason)
@@ -169,6 +177,28 @@ func unitFor(c *candidate, byName map[string]*candidate, gangs *drainability.Gan
 		return nil
 	}
 	return unit
+}
+
+// unitOfScale is c's unit when its group comes in units (issue 41): the
+// candidates of every node of it, tried together, or why they cannot be
+// (a node that is no candidate, or decided already). nil, "": no units.
+func unitOfScale(c *candidate, byName map[string]*candidate, settled map[string]bool) ([]*candidate, string) {
+	mates := c.group.unitMates(c.node.Name)
+	if mates == nil {
+		return nil, ""
+	}
+	unit := make([]*candidate, 0, len(mates))
+	for _, n := range mates {
+		other := byName[n]
+		switch {
+		case other == nil:
+			return []*candidate{c}, fmt.Sprintf("node %s of its unit (%s) cannot go now", n, c.group.Units[c.node.Name])
+		case settled[n] && n != c.node.Name:
+			return []*candidate{c}, fmt.Sprintf("node %s of its unit (%s) stays", n, c.group.Units[c.node.Name])
+		}
+		unit = append(unit, other)
+	}
+	return unit, ""
 }
 
 // memo is the pass's removalMemo, nil when the shortcut is off.
