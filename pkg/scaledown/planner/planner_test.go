@@ -148,7 +148,7 @@ func TestPlan(t *testing.T) {
 		{
 			name: "units: a unit's pods move out of it or it stays (never half of it, its pods on the other half)",
 			w: world{nodes: []*corev1.Node{node("a1"), node("a2"), node("b1"), node("b2")},
-				pods: []*corev1.Pod{movable("m1", "a1", "1"), movable("m2", "a2", "1"), pinned("full-b1", "b1", "4"), pinned("full-b2", "b2", "4")},
+				pods:  []*corev1.Pod{movable("m1", "a1", "1"), movable("m2", "a2", "1"), pinned("full-b1", "b1", "4"), pinned("full-b2", "b2", "4")},
 				group: func(g *RemovalGroup) { g.Units = map[string]string{"a1": "a", "a2": "a", "b1": "b", "b2": "b"} }},
 			reasons: map[string]string{"a1": NoPlaceToMovePods, "a2": NoPlaceToMovePods, "b1": eligibility.NotUnderutilized,
 				"b2": eligibility.NotUnderutilized},
