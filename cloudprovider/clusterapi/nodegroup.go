@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -164,6 +165,11 @@ func (g *nodeGroup) increase(ctx context.Context, delta int) error {
 	st, err := g.current()
 	if err != nil {
 		return err
+	}
+	if v, ok := st.obj.GetAnnotations()[cloudprovider.AnnotationUnitSize]; ok {
+		if unit, err := strconv.Atoi(v); err == nil && unit > 1 && delta%unit != 0 {
+			return fmt.Errorf("node group %s: size increase by %d refused: %s says it grows in whole units of %d", g.id, delta, cloudprovider.AnnotationUnitSize, unit)
+		}
 	}
 	g.scaleMu.Lock()
 	defer g.scaleMu.Unlock()
@@ -395,6 +401,11 @@ func (g *nodeGroup) DecreaseTargetSize(ctx context.Context, delta int) error {
 	st, err := g.current()
 	if err != nil {
 		return err
+	}
+	if v, ok := st.obj.GetAnnotations()[cloudprovider.AnnotationUnitSize]; ok {
+		if unit, err := strconv.Atoi(v); err == nil && unit > 1 && delta%unit != 0 {
+			return fmt.Errorf("node group %s: size increase by %d refused: %s says it grows in whole units of %d", g.id, delta, cloudprovider.AnnotationUnitSize, unit)
+		}
 	}
 	g.scaleMu.Lock()
 	defer g.scaleMu.Unlock()

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
@@ -23,8 +24,11 @@ func TestIncreaseSize(t *testing.T) {
 		want    int64
 		err     string
 		failing bool
+		unit    string // the unit-size annotation, if any
 	}{
 		{name: "grows through the scale subresource", from: 1, delta: 2, want: 3},
+		{name: "units: whole units", unit: "2", atomic: true, from: 0, delta: 4, want: 4},
+		{name: "units: part of a unit refused, nothing written", unit: "2", atomic: true, from: 0, delta: 3, want: 0, err: "whole units of 2"},
 		{name: "from zero", from: 0, delta: 1, want: 1},
 		{name: "atomic: the whole delta in one write", atomic: true, from: 1, delta: 4, want: 5},
 		{name: "above max refused, nothing written", from: 4, delta: 2, want: 4, err: "size increase too large - desired:6 max:5"},
@@ -33,7 +37,11 @@ func TestIncreaseSize(t *testing.T) {
 		{name: "write fails", from: 1, delta: 1, want: 1, err: "setting replicas", failing: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newEnv(t, nil, md("gpu").size(0, 5).replicas(tc.from))
+			group := md("gpu").size(0, 5).replicas(tc.from)
+			if tc.unit != "" {
+				group = group.ann(cloudprovider.AnnotationUnitSize, tc.unit)
+			}
+			e := newEnv(t, nil, group)
 			if tc.failing {
 				e.failPatch["machinedeployments/scale"] = errors.New("boom")
 			}

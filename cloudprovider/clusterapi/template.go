@@ -97,11 +97,45 @@ func (p *Provider) buildTemplate(ctx context.Context, st *groupState) (*cloudpro
 	}
 	node.Status.NodeInfo.Architecture = node.Labels[corev1.LabelArchStable]
 	node.Status.NodeInfo.OperatingSystem = node.Labels[corev1.LabelOSStable]
+	if err := launchChoices(ann, node); err != nil {
+		return nil, fmt.Errorf("%s: %w", ref, err)
+	}
 	slices, err := p.templateSlices(u, ann, name)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", ref, err)
 	}
 	return &cloudprovider.NodeTemplate{Node: node, ResourceSlices: slices}, nil
+}
+
+// launchChoices copies onto the template Node what the scalable
+// resource's annotations say the infrastructure decides per launch
+// (issue 41, docs/providers/clusterapi.md): the topology labels it gives
+// each request (or unit) a fresh value of, and the unit size. A unit
+// size that is not a positive integer is an error; a per-request label
+// the Machine template fixes a value for is one too (the two cannot both
+// hold).
+func launchChoices(ann map[string]string, node *corev1.Node) error {
+	for _, k := range []string{cloudprovider.AnnotationTopologyPerRequest, cloudprovider.AnnotationUnitSize} {
+		if v, ok := ann[k]; ok {
+			if node.Annotations == nil {
+				node.Annotations = map[string]string{}
+			}
+			node.Annotations[k] = v
+		}
+	}
+	t := &cloudprovider.NodeTemplate{Node: node}
+	if _, err := t.UnitSize(); err != nil {
+		return err
+	}
+	for k := range strings.SplitSeq(ann[cloudprovider.AnnotationTopologyPerRequest], ",") {
+		if k = strings.TrimSpace(k); k == "" {
+			continue
+		}
+		if v, fixed := node.Labels[k]; fixed {
+			return fmt.Errorf("annotation %s names %s, which the Machine template fixes (%q)", cloudprovider.AnnotationTopologyPerRequest, k, v)
+		}
+	}
+	return nil
 }
 
 // annotationCapacity reads upstream's capacity annotations: cpu, memory,

@@ -36,6 +36,9 @@ func TestTemplateFromAnnotations(t *testing.T) {
 		taints   []corev1.Taint
 		err      string
 		noCap    bool
+		// unit and perRequest: the launch choices the template says.
+		unit       int
+		perRequest string
 	}{
 		{name: "readme: cpu, memory, disk, maxPods, GPUs", group: md("gpu").ann(p+"memory", "128G", p+"cpu", "16", p+"ephemeral-disk", "100Gi",
 			p+"maxPods", "200", p+"gpu-type", "nvidia.com/gpu", p+"gpu-count", "2"),
@@ -69,6 +72,13 @@ func TestTemplateFromAnnotations(t *testing.T) {
 		{name: "malformed gpu-count: upstream's message", group: md("gpu").ann(p+"cpu", "1", p+"memory", "1G", p+"gpu-count", "2.5"),
 			err: `value "2.5" from annotation "` + p + `gpu-count" expected to be an integer`},
 		{name: "malformed maxPods", group: md("gpu").ann(p+"cpu", "1", p+"memory", "1G", p+"maxPods", "many"), err: "maxPods"},
+		{name: "units of 4, one clique each", group: md("gpu").ann(p+"cpu", "1", p+"memory", "1G",
+			cloudprovider.AnnotationUnitSize, "4", cloudprovider.AnnotationTopologyPerRequest, "nvidia.com/gpu.clique"),
+			capacity: rl("cpu", "1", "memory", "1G", "pods", "110"), unit: 4, perRequest: "nvidia.com/gpu.clique"},
+		{name: "malformed unit size", group: md("gpu").ann(p+"cpu", "1", p+"memory", "1G", cloudprovider.AnnotationUnitSize, "rack"),
+			err: cloudprovider.AnnotationUnitSize},
+		{name: "a per-request label the template fixes", group: md("gpu").ann(p+"cpu", "1", p+"memory", "1G", p+"labels", "clique=a",
+			cloudprovider.AnnotationTopologyPerRequest, "clique"), err: "fixes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, nil, tc.group.size(0, 3))
@@ -103,6 +113,9 @@ func TestTemplateFromAnnotations(t *testing.T) {
 			}
 			if diff := cmp.Diff(tc.taints, n.Spec.Taints); diff != "" {
 				t.Errorf("taints (-want +got):\n%s", diff)
+			}
+			if unit, _ := tmpl.UnitSize(); unit != max(tc.unit, 1) || tc.perRequest != "" && !tmpl.TopologyPerRequest(tc.perRequest) {
+				t.Errorf("unit size %d, annotations %v; want %d, %q chosen per request", unit, n.Annotations, max(tc.unit, 1), tc.perRequest)
 			}
 			if n.Name != "gpu-template" || len(tmpl.ResourceSlices) != 0 {
 				t.Errorf("name %s, %d slices", n.Name, len(tmpl.ResourceSlices))
