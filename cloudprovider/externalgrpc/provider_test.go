@@ -314,3 +314,29 @@ func TestConnectWaitsForTheServer(t *testing.T) {
 		t.Fatalf("Connect to nothing = %v, want a start-up error", err)
 	}
 }
+
+// What a server's cloud decides at launch (units, per-request domains)
+// reaches the client as its template Node's annotations, with and
+// without the extension.
+func TestLaunchChoicesOverTheWire(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+	}{{"extension", Config{}}, {"upstream only", Config{Extension: ExtensionOff}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			cp := &fakeCP{}
+			tmpl := gpuTemplate("t")
+			tmpl.Node.Annotations = map[string]string{cloudprovider.AnnotationUnitSize: "4", cloudprovider.AnnotationTopologyPerRequest: "nvidia.com/gpu.clique"}
+			cp.add("gpu", 0, 8).template = tmpl
+			e := start(t, cp, tc.cfg)
+			e.refresh(t)
+			got, err := e.group(t, "gpu").TemplateNodeInfo()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, err := got.UnitSize(); n != 4 || err != nil || !got.TopologyPerRequest("nvidia.com/gpu.clique") {
+				t.Errorf("unit size %d (%v), annotations %v: want 4 and the clique chosen per request", n, err, got.Node.Annotations)
+			}
+		})
+	}
+}
