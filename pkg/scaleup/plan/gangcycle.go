@@ -95,8 +95,8 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 		return o, true, err
 	}
 	if res.Best() == nil {
-		o.Message = fmt.Sprintf("gang %s needs %d more member(s) placed to reach minCount %d; the scheduler's pod group cycle finds no placement: %s",
-			g.Key(), g.Need(), g.MinCount, res.Message)
+		o.Message = fmt.Sprintf("gang %s needs %d more member(s) placed to reach minCount %d; the scheduler's pod group cycle finds no placement: %s%s",
+			g.Key(), g.Need(), g.MinCount, res.Message, unitNotes(all))
 		reasons := p.resolve(ctx, []*reasonLog{log}, g.Pending)
 		for _, pod := range g.Pending {
 			o.Reasons = append(o.Reasons, reasons[pod.UID]...)
@@ -218,6 +218,23 @@ type instanceSet struct {
 	group *nodegroups.Info
 	tmpl  *cloudprovider.NodeTemplate
 	count int
+	// unitNote, when the group's estimate wanted more nodes than a unit
+	// has, says so: the gang's new domain of this group is one unit.
+	unitNote string
+}
+
+// unitNotes are the sets' unit notes, for a gang no placement takes.
+func unitNotes(sets []instanceSet) string {
+	var notes []string
+	for _, set := range sets {
+		if set.unitNote != "" {
+			notes = append(notes, set.unitNote)
+		}
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return "; " + strings.Join(notes, "; ")
 }
 
 // instanceSets are the instances the options call for, in their rank
@@ -252,15 +269,18 @@ next:
 			perRequest = true
 		}
 		n := p.reservedRoom(grp, opt.Pods, opt.NodeCount)
-		if unit, _ := grp.Template.UnitSize(); perRequest && unit > 1 {
+		note := ""
+		if unit, _ := grp.Template.UnitSize(); perRequest && unit > 1 && n > unit {
 			// One new domain is one unit: no more of its nodes share it.
-			n = min(n, unit)
+			note = fmt.Sprintf("a new unit of %s is %d nodes, one domain of %s, and the members would need %d", grp.Id, unit,
+				strings.Join(keys, ","), opt.NodeCount)
+			n = unit
 		}
 		if n <= 0 {
 			continue
 		}
 		p.take(grp, n, opt.Pods)
-		out = append(out, instanceSet{group: grp, tmpl: tmpl, count: n})
+		out = append(out, instanceSet{group: grp, tmpl: tmpl, count: n, unitNote: note})
 	}
 	return out
 }

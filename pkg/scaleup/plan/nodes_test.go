@@ -2,6 +2,7 @@ package plan_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -215,6 +216,9 @@ func TestGangIntoOneUnit(t *testing.T) {
 				got, o := planGang(t, cycle, gangScenario{members: tc.members, cpu: "3", topologyKey: rack, groups: units})
 				if diff := cmp.Diff(tc.want, got.ScaleUps); diff != "" {
 					t.Errorf("scale-ups (-want +got):\n%s\n%s", diff, o.Message)
+				}
+				if want := "a new unit of racks is 4 nodes, one domain of " + rack + ", and the members would need 5"; tc.want == nil && !strings.Contains(o.Message, want) {
+					t.Errorf("message %q, want it to say %q", o.Message, want)
 				}
 			})
 		}
