@@ -2,6 +2,7 @@ package cloudprovider
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -109,10 +110,8 @@ func (t *NodeTemplate) KeepLaunchChoices(from *NodeTemplate) {
 		}
 		t.Node.Annotations[a] = v
 	}
-	for k := range strings.SplitSeq(t.Node.Annotations[AnnotationTopologyPerRequest], ",") {
-		if k = strings.TrimSpace(k); k != "" {
-			delete(t.Node.Labels, k)
-		}
+	for _, k := range t.PerRequestLabels() {
+		delete(t.Node.Labels, k)
 	}
 }
 
@@ -127,15 +126,28 @@ func (t *NodeTemplate) UnitOf(node *corev1.Node) string {
 		return ""
 	}
 	var parts []string
-	for k := range strings.SplitSeq(t.Node.Annotations[AnnotationTopologyPerRequest], ",") {
-		if k = strings.TrimSpace(k); k != "" {
-			parts = append(parts, k+"="+node.Labels[k])
-		}
+	for _, k := range t.PerRequestLabels() {
+		parts = append(parts, k+"="+node.Labels[k])
 	}
 	if len(parts) == 0 {
 		return "the group"
 	}
 	return strings.Join(parts, ",")
+}
+
+// PerRequestLabels are the labels AnnotationTopologyPerRequest lists, in
+// its order, whether or not the template also fixes them.
+func (t *NodeTemplate) PerRequestLabels() []string {
+	if t == nil || t.Node == nil {
+		return nil
+	}
+	var out []string
+	for k := range strings.SplitSeq(t.Node.Annotations[AnnotationTopologyPerRequest], ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // TopologyPerRequest reports whether the template's provider chooses a
@@ -148,10 +160,5 @@ func (t *NodeTemplate) TopologyPerRequest(label string) bool {
 	if _, fixed := t.Node.Labels[label]; fixed {
 		return false
 	}
-	for k := range strings.SplitSeq(t.Node.Annotations[AnnotationTopologyPerRequest], ",") {
-		if strings.TrimSpace(k) == label {
-			return true
-		}
-	}
-	return false
+	return slices.Contains(t.PerRequestLabels(), label)
 }

@@ -17,6 +17,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/observe"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
@@ -198,7 +199,7 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 	for _, node := range state.Nodes {
 		if g := booting[node.Name]; g != nil && g.Template != nil {
 			// Not ready yet: simulate it as its template, under its name.
-			if err := addTemplateNode(snap, g, node.Name, node); err != nil {
+			if err := addTemplateNode(snap, g.Template, node.Name, node); err != nil {
 				skip("node/"+node.Name, err)
 				continue
 			}
@@ -264,13 +265,13 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 		if g.Template == nil || g.Upcoming() == 0 {
 			continue
 		}
-		for i := range g.Upcoming() {
+		for i, tmpl := range upcomingTemplates(g, g.Upcoming()) {
 			name := fmt.Sprintf("%s-upcoming-%d", g.Id, i)
 			var err error
 			if opts.Runner != nil {
-				err = template.AddInstance(ctx, opts.Runner, g.Template, name)
+				err = template.AddInstance(ctx, opts.Runner, tmpl, name)
 			} else {
-				err = addTemplateNode(snap, g, name, nil)
+				err = addTemplateNode(snap, tmpl, name, nil)
 			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("upcoming node of %s: %w", g.Id, err))
@@ -289,14 +290,14 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 // a registered node that is still booting, real keeps its labels (the
 // scheduler sees those), while devices and start-up pods come from the
 // template.
-func addTemplateNode(snap *simsnapshot.Snapshot, g *nodegroups.Info, name string, real *corev1.Node) error {
-	node, slices, pods := template.Instantiate(g.Template, name)
+func addTemplateNode(snap *simsnapshot.Snapshot, tmpl *cloudprovider.NodeTemplate, name string, real *corev1.Node) error {
+	node, slices, pods := template.Instantiate(tmpl, name)
 	if real != nil {
 		node = real.DeepCopy()
 		// Booting nodes carry not-ready taints the scheduler would reject;
 		// they are about to go away, so the template's taints stand.
-		node.Spec.Taints = g.Template.Node.Spec.Taints
-		node.Status = *g.Template.Node.Status.DeepCopy()
+		node.Spec.Taints = tmpl.Node.Spec.Taints
+		node.Status = *tmpl.Node.Status.DeepCopy()
 		pods = nil // the DaemonSet pods will be real pods once it runs
 	}
 	if err := snap.AddNode(node); err != nil {

@@ -38,22 +38,36 @@ func (s *scenario) wholeNodeGang(t *testing.T, name string, size int) {
 }
 
 // A gang of 3 pods × 4 GPUs in one clique takes one new unit of 4 nodes,
-// in one request, its members on 3 nodes of one clique; the 4th node is
-// left free, and a later pod wanting 4 GPUs in a clique lands on it with
-// no new unit. A gang of 5 × 4 GPUs fits no unit (a clique has 4 nodes):
-// nothing is added, and its pods are told why.
+// in one request, its members on 3 nodes of one clique. A pod wanting 4
+// GPUs in a clique, arriving while the unit boots, takes the unit's
+// fourth node: no new unit. A gang of 5 × 4 GPUs fits no unit (a clique
+// has 4 nodes): nothing is added, and its pods are told why. Scale-down
+// keeps the unit's idle node while its mates work, and removes the idle
+// unit whole.
 func TestUnitsOfScale(t *testing.T) {
 	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
 		s := newScenario(t)
 		g := s.unitGroup("nvl", 12) // room for two units
+		// Booting takes long enough for the single pod to arrive while the
+		// unit boots.
+		g.BootDelay = metav1.Duration{Duration: 10 * time.Second}
 		// Idle nodes are unneeded after 2 s: the unit's free node must
 		// stay all the same while its unit mates work.
 		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}},
 			append(planner, "--scale-down-unneeded-time=2s", "--scale-down-delay-after-add=0s")...)
 		s.wholeNodeGang(t, "train", 3)
-		framework.Eventually(s.ctx, t, 3*time.Minute, "the gang's 3 members bound", func(ctx context.Context) (bool, string, error) {
+		s.waitEvent(t, "train-0", "TriggeredScaleUp", time.Minute)
+
+		// One pod wanting a whole node's 4 GPUs in some clique, while the
+		// unit boots: its free node is that room.
+		s.c.Create(s.ctx, t, builder.ClaimTemplate(s.ns, "four").Request(builder.Request("gpu", s.ns+"-gpu").Count(4)).Obj())
+		single := s.pod("single").CPU("1").ClaimFromTemplate("gpu", "four").Obj()
+		single.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: cliqueLabel, Operator: corev1.NodeSelectorOpExists}}}}}}}
+		s.c.Create(s.ctx, t, single)
+		framework.Eventually(s.ctx, t, 3*time.Minute, "the gang's 3 members and the single pod bound", func(ctx context.Context) (bool, string, error) {
 			n, seen, err := s.podsSeen(ctx)
-			return n == 3, seen, err
+			return n == 4, seen, err
 		})
 		nodes, err := s.groupNodes(s.ctx, g.Name)
 		if err != nil {
@@ -66,23 +80,6 @@ func TestUnitsOfScale(t *testing.T) {
 		if len(nodes) != 4 || len(cliques) != 1 || cliques[""] {
 			t.Fatalf("%d nodes in cliques %v, want one unit: 4 nodes of one clique", len(nodes), cliques)
 		}
-
-		framework.Consistently(s.ctx, t, 6*time.Second, "the unit's idle node kept while the rest of its unit works", func(ctx context.Context) (bool, string, error) {
-			counts, seen, err := s.nodeCounts(ctx, g)
-			return err == nil && counts[0] == 4, seen, err
-		})
-
-		// One pod wanting a whole node's 4 GPUs in some clique: the
-		// unit's free node takes it.
-		s.c.Create(s.ctx, t, builder.ClaimTemplate(s.ns, "four").Request(builder.Request("gpu", s.ns+"-gpu").Count(4)).Obj())
-		single := s.pod("single").CPU("1").ClaimFromTemplate("gpu", "four").Obj()
-		single.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
-			NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: cliqueLabel, Operator: corev1.NodeSelectorOpExists}}}}}}}
-		s.c.Create(s.ctx, t, single)
-		framework.Eventually(s.ctx, t, 2*time.Minute, "the single pod bound", func(ctx context.Context) (bool, string, error) {
-			n, seen, err := s.podsSeen(ctx)
-			return n == 4, seen, err
-		})
 
 		// Too big for a unit: nothing comes.
 		s.wholeNodeGang(t, "big", 5)
@@ -100,6 +97,15 @@ func TestUnitsOfScale(t *testing.T) {
 		if n, seen, err := s.podsSeen(s.ctx); err != nil || n != 4 {
 			t.Errorf("%d pods bound (%v): %s; want the gang of 3 and the single pod only", n, err, seen)
 		}
+
+		// The single pod gone, its node idles; its unit mates work.
+		if err := s.c.Client.CoreV1().Pods(s.ns).Delete(s.ctx, "single", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			t.Fatal(err)
+		}
+		framework.Consistently(s.ctx, t, 8*time.Second, "the unit's idle node kept while the rest of its unit works", func(ctx context.Context) (bool, string, error) {
+			counts, seen, err := s.nodeCounts(ctx, g)
+			return err == nil && counts[0] == 4, seen, err
+		})
 
 		// All work gone: the whole unit goes.
 		if err := s.c.Client.CoreV1().Pods(s.ns).DeleteCollection(s.ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
