@@ -3,12 +3,16 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 
+	"github.com/dra-autoscaler/dra-autoscaler/apis/autoscaling/v1alpha1"
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 	"github.com/dra-autoscaler/dra-autoscaler/test/e2e/framework"
@@ -47,7 +51,31 @@ func (s *scenario) wholeNodeGang(t *testing.T, name string, size int) {
 func TestUnitsOfScale(t *testing.T) {
 	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
 		s := newScenario(t)
+		s.c.InstallCRD(s.ctx, t, nodeGroupCRD)
+		dyn, err := dynamic.NewForConfig(s.c.Config)
+		if err != nil {
+			t.Fatal(err)
+		}
 		g := s.unitGroup("nvl", 12) // room for two units
+		// unitsAre waits for g's NodeGroup to list one unit of 4 nodes
+		// with idle nodes and GPUs free (its 16 NICs are never claimed).
+		unitsAre := func(idle, gpus int32) {
+			t.Helper()
+			want := []v1alpha1.DriverDevices{{Driver: s.gpu, Devices: gpus}, {Driver: s.nic, Devices: 16}}
+			if gpus == 0 {
+				want = want[1:]
+			}
+			slices.SortFunc(want, func(a, b v1alpha1.DriverDevices) int { return strings.Compare(a.Driver, b.Driver) })
+			framework.Eventually(s.ctx, t, time.Minute, fmt.Sprintf("NodeGroup: one unit of 4 nodes, %d idle, free devices %v", idle, want), func(ctx context.Context) (bool, string, error) {
+				ngs, err := nodeGroups(ctx, dyn)
+				if err != nil {
+					return false, "", err
+				}
+				st := ngs[g.Name].Status
+				return st.UnitSize == 4 && len(st.Units) == 1 && st.Units[0].Nodes == 4 && st.Units[0].IdleNodes == idle &&
+					slices.Equal(st.Units[0].FreeDevices, want) && strings.HasPrefix(st.Units[0].Domain, cliqueLabel+"="), fmt.Sprintf("%+v", st.Units), nil
+			})
+		}
 		// Booting takes long enough for the single pod to arrive while the
 		// unit boots.
 		g.BootDelay = metav1.Duration{Duration: 10 * time.Second}
@@ -73,6 +101,7 @@ func TestUnitsOfScale(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		unitsAre(0, 0)
 		cliques := map[string]bool{}
 		for _, n := range nodes {
 			cliques[n.Labels[cliqueLabel]] = true
@@ -106,6 +135,7 @@ func TestUnitsOfScale(t *testing.T) {
 			counts, seen, err := s.nodeCounts(ctx, g)
 			return err == nil && counts[0] == 4, seen, err
 		})
+		unitsAre(1, 4)
 
 		// All work gone: the whole unit goes.
 		if err := s.c.Client.CoreV1().Pods(s.ns).DeleteCollection(s.ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {

@@ -94,6 +94,34 @@ type NodeGroupStatus struct {
 	ProvisioningTime *ProvisioningTime `json:"provisioningTime,omitempty"`
 	// Provisionable is how much more can be added now, and what stops it.
 	Provisionable Provisionable `json:"provisionable"`
+	// UnitSize is how many nodes the group adds and removes at a time
+	// when they come in units (racks, NVLink domains); unset: one.
+	// +optional
+	UnitSize int32 `json:"unitSize,omitempty"`
+	// Units are the group's registered units and the room each has left,
+	// by domain (at most maxUnits of them, fullest room first).
+	// +optional
+	// +listType=map
+	// +listMapKey=domain
+	Units []NodeGroupUnit `json:"units,omitempty"`
+}
+
+// NodeGroupUnit is one registered unit of a group whose nodes come in
+// units.
+type NodeGroupUnit struct {
+	// Domain is the unit's values of the labels its provider picks per
+	// unit ("label=value,...").
+	Domain string `json:"domain"`
+	// Nodes are the unit's registered nodes; IdleNodes those of them
+	// running no pod but DaemonSet and mirror pods.
+	Nodes     int32 `json:"nodes"`
+	IdleNodes int32 `json:"idleNodes"`
+	// FreeDevices counts, per DRA driver, the devices on the unit's
+	// nodes that no claim holds.
+	// +optional
+	// +listType=map
+	// +listMapKey=driver
+	FreeDevices []DriverDevices `json:"freeDevices,omitempty"`
 }
 
 // NodeGroupTemplate is what one new node of the group brings.

@@ -45,6 +45,9 @@ type PublishInput struct {
 	DeviceClasses []*resourceapi.DeviceClass
 	// Unsafe says why the cluster was too unhealthy to scale ("" if not).
 	Unsafe string
+	// Rooms are the nodes of groups of units, what each has left
+	// (NodeRooms); nil: none.
+	Rooms map[string]NodeRoom
 }
 
 // Sources are where the status comes from besides the pass.
@@ -121,6 +124,9 @@ func (s *Sources) Status(ctx context.Context, g *nodegroups.Info, in PublishInpu
 		}
 	}
 	st.Provisionable = Provisionable(l)
+	if g.Template != nil {
+		st.UnitSize, st.Units = units(g, in.Rooms)
+	}
 	return st
 }
 

@@ -36,7 +36,8 @@ func (p *Publisher) Stage(exist func() []string) pass.Stage {
 				}
 			}
 			res := p.Publish(ctx, PublishInput{Now: st.Started, Groups: groups, Exist: exist(), Added: added, Usage: usage,
-				Reservations: pass.Get(st, reservations.Counted), DeviceClasses: cluster.DeviceClasses, Unsafe: pass.Get(st, observe.Unsafe)})
+				Reservations: pass.Get(st, reservations.Counted), DeviceClasses: cluster.DeviceClasses, Unsafe: pass.Get(st, observe.Unsafe),
+				Rooms: NodeRooms(cluster, groups)})
 			klog.FromContext(ctx).V(4).Info("NodeGroup objects", "created", res.Created, "updated", res.Updated, "deleted", res.Deleted, "unchanged", res.Unchanged)
 			return nil
 		}}
