@@ -154,6 +154,13 @@ func TestPlan(t *testing.T) {
 				"b2": eligibility.NotUnderutilized},
 		},
 		{
+			name: "units: a unit one of whose nodes a reservation keeps stays whole",
+			w: world{nodes: []*corev1.Node{node("a1"), node("a2")},
+				group: func(g *RemovalGroup) { g.Units = map[string]string{"a1": "a", "a2": "a"} }},
+			opts:    Options{Policies: []NodePolicy{fakePolicy{keep: map[string]string{"a2": "ActiveReservation"}}}},
+			reasons: map[string]string{"a1": UnitNotWhole, "a2": "ActiveReservation"},
+		},
+		{
 			name: "units: a unit with a node not registered stays",
 			w: world{nodes: []*corev1.Node{node("a1"), node("a2")},
 				group: func(g *RemovalGroup) { g.Units = map[string]string{"a1": "a", "a2": "a", "a3": "a"} }},
