@@ -164,7 +164,14 @@ func (r *Runner) scheduleTree(ctx context.Context, t *GroupTree, parent *schedfr
 	reps := map[string]int{} // a kind of placement: the one tried for it
 	for i, p := range placements {
 		try := func() (PlacementOutcome, *schedframework.CycleState, error) {
-			return r.tryPlacement(ctx, groupState, t, pgi, p, parent == nil, keepNow, alike)
+			out, state, err := r.tryPlacement(ctx, groupState, t, pgi, p, parent == nil, keepNow, alike)
+			if err == nil && ctx.Err() != nil {
+				// Plugins cut short (the DRA allocator stops when asked)
+				// answer "does not fit": an outcome nobody may plan on, or
+				// compare with a copy in verify mode.
+				err = ctx.Err()
+			}
+			return out, state, err
 		}
 		var key string
 		if alike != nil && !keepNow {

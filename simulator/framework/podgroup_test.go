@@ -289,3 +289,20 @@ func TestSchedulePodGroupRejectsStrangers(t *testing.T) {
 		t.Error("an unknown node was accepted")
 	}
 }
+
+// A cycle whose context ends is an error, not an outcome: plugins cut
+// short answer "does not fit" (the DRA allocator stops when asked), which
+// nobody may plan on or compare with a copy.
+func TestSchedulePodGroupCancelled(t *testing.T) {
+	r, ctx := newCycleRunner(t)
+	pg := builder.PodGroup(ns, "g").MinCount(2).TopologyKey(rackKey).Obj()
+	snapshottest.Load(t, r.Snapshot(), rackNode("a1", "rack-a", "2"), rackNode("b1", "rack-b", "2"), pg)
+	if _, err := r.SchedulePodGroup(ctx, pg, members("g", 2), []string{"a1", "b1"}, false); err != nil {
+		t.Fatalf("before the end: %v", err)
+	}
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	if res, err := r.SchedulePodGroup(ended, pg, members("g", 2), []string{"a1", "b1"}, false); err == nil {
+		t.Errorf("after the end: %+v, want an error", res)
+	}
+}
