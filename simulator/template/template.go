@@ -79,7 +79,7 @@ func FromNode(node *v1.Node, resourceSlices []*resourceapi.ResourceSlice, pods [
 	}
 	seen := map[string]bool{}
 	for _, p := range pods {
-		if p == nil || !startsByItself(p) || isTerminal(p) {
+		if p == nil || !StartsByItself(p) || isTerminal(p) {
 			continue
 		}
 		if p.Spec.NodeName != node.Name {
@@ -167,11 +167,11 @@ func sanitiseSlice(s *resourceapi.ResourceSlice, nodeName string) *resourceapi.R
 	return out
 }
 
-// startsByItself reports pods a new node runs without any scheduling
+// StartsByItself reports pods a new node runs without any scheduling
 // decision of ours: DaemonSet pods (the controller creates one per
 // matching node) and mirror pods of static pods (the kubelet starts them
 // from its manifests).
-func startsByItself(p *v1.Pod) bool {
+func StartsByItself(p *v1.Pod) bool {
 	if _, ok := p.Annotations[v1.MirrorPodAnnotationKey]; ok {
 		return true
 	}

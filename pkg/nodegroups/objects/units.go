@@ -6,13 +6,13 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
 
 	"github.com/dra-autoscaler/dra-autoscaler/apis/autoscaling/v1alpha1"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/observe"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
 )
 
 // maxUnits bounds the units a NodeGroup's status lists.
@@ -47,7 +47,7 @@ func NodeRooms(cluster *observe.ClusterState, groups []*nodegroups.Info) map[str
 	}
 	for _, p := range cluster.Pods {
 		r, ok := rooms[p.Spec.NodeName]
-		if !ok || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || startsByItself(p) {
+		if !ok || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || template.StartsByItself(p) {
 			continue
 		}
 		r.Idle = false
@@ -79,15 +79,6 @@ func NodeRooms(cluster *observe.ClusterState, groups []*nodegroups.Info) map[str
 		rooms[node] = r
 	}
 	return rooms
-}
-
-// startsByItself: a DaemonSet's or a mirror pod, which every node runs.
-func startsByItself(p *corev1.Pod) bool {
-	if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-		return true
-	}
-	ref := metav1.GetControllerOfNoCopy(p)
-	return ref != nil && ref.Kind == "DaemonSet"
 }
 
 // units is g's registered units with their room, the roomiest first.

@@ -309,13 +309,7 @@ func TestPlanZeroOrMax(t *testing.T) {
 				}
 			}
 			if tc.reason != "" {
-				var got []string
-				for _, r := range p.Reasons[p.NotHelped[0].UID] {
-					got = append(got, r.Reason)
-				}
-				if !slices.Contains(got, tc.reason) {
-					t.Errorf("reasons %v, want %s", got, tc.reason)
-				}
+				wantReason(t, p, tc.reason)
 			}
 		})
 	}
@@ -353,14 +347,21 @@ func TestPlanWholeUnits(t *testing.T) {
 				}
 			}
 			if tc.reason != "" {
-				var got []string
-				for _, r := range p.Reasons[p.NotHelped[0].UID] {
-					got = append(got, r.Reason)
-				}
-				if !slices.Contains(got, tc.reason) {
-					t.Errorf("reasons %v, want %s", got, tc.reason)
-				}
+				wantReason(t, p, tc.reason)
 			}
 		})
+	}
+}
+
+// wantReason fails t unless the plan's first pod no group helps has
+// reason among its reasons.
+func wantReason(t *testing.T, p *plan.Plan, reason string) {
+	t.Helper()
+	var got []string
+	for _, r := range p.Reasons[p.NotHelped[0].UID] {
+		got = append(got, r.Reason)
+	}
+	if !slices.Contains(got, reason) {
+		t.Errorf("reasons %v, want %s", got, reason)
 	}
 }
