@@ -95,7 +95,8 @@ func (t *NodeTemplate) Units(n int) int {
 // provider's own template, says it: the unit size and the per-request
 // labels, whose values on the node are that node's request's, not the
 // group's (left on t, a later request would be planned into that
-// node's domain).
+// node's domain). Device attributes holding the node's value of such a
+// label become its LaunchValue, for the same reason.
 func (t *NodeTemplate) KeepLaunchChoices(from *NodeTemplate) {
 	if t == nil || t.Node == nil || from == nil || from.Node == nil {
 		return
@@ -110,9 +111,14 @@ func (t *NodeTemplate) KeepLaunchChoices(from *NodeTemplate) {
 		}
 		t.Node.Annotations[a] = v
 	}
+	values := map[string]string{}
 	for _, k := range t.PerRequestLabels() {
+		if v := t.Node.Labels[k]; v != "" {
+			values[v] = k
+		}
 		delete(t.Node.Labels, k)
 	}
+	markLaunchValues(t.ResourceSlices, values)
 }
 
 // UnitOf names the unit node belongs to in a group of units: the values

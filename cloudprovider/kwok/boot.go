@@ -174,8 +174,12 @@ func (g *nodeGroup) failCreation(inst *instance, err error) {
 // publishSlices creates the node's slices, owned by the node as the
 // kubelet's plugin registration would make them, so that the garbage
 // collector removes them with the node. Slices that exist are left alone.
+// Attributes the template fills per unit (cloudprovider.LaunchValue, an
+// IMEX channel's clique) take the node's value, as its driver publishes
+// them.
 func (g *nodeGroup) publishSlices(ctx context.Context, node *corev1.Node, slices []*resourceapi.ResourceSlice) {
 	logger := klog.FromContext(ctx)
+	slices = cloudprovider.FillLaunchValues(slices, func(label string) string { return node.Labels[label] })
 	for _, slice := range slices {
 		slice.OwnerReferences = []metav1.OwnerReference{{
 			APIVersion: "v1",

@@ -3,6 +3,7 @@ package kwok
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
 func TestIncreaseSizeBootAndDriverDelays(t *testing.T) {
@@ -246,6 +248,9 @@ func TestUnits(t *testing.T) {
 	const block = "example.com/block"
 	g := cpuGroup("racks", 0, 9)
 	g.PerRequestTopology, g.UnitSize = []string{block}, 3
+	// IMEX-like channels whose clique is their unit's.
+	g.Template.Drivers = []DriverConfig{{Driver: "compute-domain.example.com", Devices: []resourceapi.Device{
+		builder.Device("channel-0").Attr("clique", cloudprovider.LaunchValue(block)).Attr("kind", "channel").Obj()}}}
 	e := newEnv(t, &Config{NodeGroups: []NodeGroupConfig{g}})
 	ng := e.group(t, "racks")
 	tmpl, err := ng.TemplateNodeInfo()
@@ -281,6 +286,24 @@ func TestUnits(t *testing.T) {
 			t.Errorf("%s=%q on %d nodes, want a value on each unit's 3", block, v, n)
 		}
 	}
+	if got := tmpl.ResourceSlices[0].Spec.Devices[0].Attributes["clique"].StringValue; *got != cloudprovider.LaunchValue(block) {
+		t.Errorf("template channel clique %q, want the launch value", *got)
+	}
+	for _, node := range e.nodes(t) {
+		var got []string
+		eventually(t, "channels of "+node.Name+" published", func() bool {
+			got = nil
+			for _, s := range e.slices(t, node.Name) {
+				for _, d := range s.Spec.Devices {
+					got = append(got, *d.Attributes["clique"].StringValue, *d.Attributes["kind"].StringValue)
+				}
+			}
+			return len(got) > 0
+		})
+		if want := []string{node.Labels[block], "channel"}; !slices.Equal(got, want) {
+			t.Errorf("node %s: channel attributes %v, want %v (its unit's clique)", node.Name, got, want)
+		}
+	}
 }
 
 func TestUnitsValidation(t *testing.T) {
@@ -293,9 +316,14 @@ func TestUnitsValidation(t *testing.T) {
 		{2, 8, 4, "multiples of unitSize (4)"},
 		{0, 5, -1, "unitSize (-1) must not be negative"},
 		{0, 5, 1, ""},
+		{0, 8, 4, "is not in perRequestTopology"},
 	} {
 		g := cpuGroup("racks", tc.min, tc.max)
 		g.UnitSize = tc.unit
+		if strings.Contains(tc.want, "perRequestTopology") {
+			g.Template.Drivers = []DriverConfig{{Driver: "compute-domain.example.com", Devices: []resourceapi.Device{
+				builder.Device("channel-0").Attr("clique", cloudprovider.LaunchValue("example.com/block")).Obj()}}}
+		}
 		err := (&Config{NodeGroups: []NodeGroupConfig{g}}).Validate()
 		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
 			t.Errorf("min %d max %d unit %d: %v, want %q", tc.min, tc.max, tc.unit, err, tc.want)

@@ -202,6 +202,12 @@ func (g *NodeGroupConfig) validateLabels() []error {
 			errs = append(errs, fmt.Errorf("%s: %s has a fixed value already; a per-request label must not", path, k))
 		}
 	}
+	for _, l := range cloudprovider.LaunchLabels(g.buildSlices(templateNodeName(g.Name))) {
+		if !slices.Contains(g.PerRequestTopology, l) {
+			errs = append(errs, fmt.Errorf("template.drivers: a device attribute is %s, but %s is not in perRequestTopology: its value would never be picked",
+				cloudprovider.LaunchValue(l), l))
+		}
+	}
 	for _, reserved := range []string{LabelNodeGroup, LabelCapacityType, corev1.LabelHostname} {
 		if _, ok := g.Template.Labels[reserved]; ok {
 			errs = append(errs, fmt.Errorf("template.labels[%s]: set by the provider, remove it", reserved))

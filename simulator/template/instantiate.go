@@ -19,7 +19,9 @@ import (
 //     pool P becomes "<name>/P" (node names cannot contain "/", so pools of
 //     two hypothetical nodes never collide and the DRA allocator, which
 //     pins an allocation to one node, sees each node's own devices);
-//     devices, counters and attributes are the template's;
+//     devices, counters and attributes are the template's, but for
+//     attributes the provider fills per request (a LaunchValue), which
+//     take the node's value of the label they name;
 //   - pod P is named "P-<name>", bound to the node, with a fresh UID.
 //
 // The simulator calls this for every hypothetical node, so it copies only
@@ -43,11 +45,15 @@ func Instantiate(t *cloudprovider.NodeTemplate, name string) (*v1.Node, []*resou
 
 	var slices []*resourceapi.ResourceSlice
 	if len(t.ResourceSlices) > 0 {
-		slices = make([]*resourceapi.ResourceSlice, len(t.ResourceSlices))
+		from := t.ResourceSlices
+		if _, ok := t.Node.Annotations[cloudprovider.AnnotationTopologyPerRequest]; ok {
+			from = cloudprovider.FillLaunchValues(from, func(label string) string { return launchValue(&node, label) })
+		}
+		slices = make([]*resourceapi.ResourceSlice, len(from))
 		// One backing array for all copies: a single allocation per node.
-		copies := make([]resourceapi.ResourceSlice, len(t.ResourceSlices))
+		copies := make([]resourceapi.ResourceSlice, len(from))
 		nodeName := name
-		for i, s := range t.ResourceSlices {
+		for i, s := range from {
 			c := &copies[i]
 			*c = *s
 			c.Name = fmt.Sprintf("%s-%d", name, i)
@@ -72,6 +78,17 @@ func Instantiate(t *cloudprovider.NodeTemplate, name string) (*v1.Node, []*resou
 		}
 	}
 	return &node, slices, pods
+}
+
+// launchValue is the value a device attribute naming label as a launch
+// value (cloudprovider.LaunchValue) gets on node: the node's own when it
+// has one (the cycle's new domain, a booting unit's), else one no other
+// node has, as the provider will pick a fresh one.
+func launchValue(node *v1.Node, label string) string {
+	if v, ok := node.Labels[label]; ok {
+		return v
+	}
+	return "picked at launch of " + node.Name
 }
 
 // PoolName is the name a template pool gets on the hypothetical node

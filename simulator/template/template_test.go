@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
@@ -168,5 +169,48 @@ func TestInstantiate(t *testing.T) {
 	}
 	if n, s, p := Instantiate(nil, "x"); n != nil || s != nil || p != nil {
 		t.Error("nil template must instantiate to nothing")
+	}
+}
+
+// A channel device whose clique the provider picks per unit gets the
+// clique of the node it is instantiated as: the cycle's or a booting
+// unit's value when the node carries one, else a value of its own.
+func TestInstantiateFillsLaunchValues(t *testing.T) {
+	const clique = "nvidia.com/gpu.clique"
+	node := builder.Node("rack-node").Annotation(cloudprovider.AnnotationTopologyPerRequest, clique).Obj()
+	slices := []*resourceapi.ResourceSlice{
+		builder.ResourceSlice("s-channels", node.Name, "compute-domain.example.com", node.Name).
+			Devices(builder.Device("channel-0").Attr("clique", cloudprovider.LaunchValue(clique))).Obj(),
+		builder.ResourceSlice("s-gpus", node.Name, gpuDriver, node.Name).Devices(builder.Device("gpu-0").Attr("clique", "fixed")).Obj(),
+	}
+	tmpl, err := FromNode(node, slices, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inDomain := tmpl.DeepCopy()
+	inDomain.Node.Labels[clique] = "new request of rack"
+	before := tmpl.DeepCopy()
+	tests := []struct {
+		name string
+		tmpl *cloudprovider.NodeTemplate
+		want string
+	}{
+		{"node with the label", inDomain, "new request of rack"},
+		{"node without it", tmpl, "picked at launch of rack-template-0"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, out, _ := Instantiate(tc.tmpl, "rack-template-0")
+			got := map[string]string{}
+			for _, s := range out {
+				got[s.Spec.Driver] = *s.Spec.Devices[0].Attributes["clique"].StringValue
+			}
+			if got["compute-domain.example.com"] != tc.want || got[gpuDriver] != "fixed" {
+				t.Errorf("cliques %v, want the channel's %q and the GPU's fixed", got, tc.want)
+			}
+		})
+	}
+	if !reflect.DeepEqual(tmpl, before) {
+		t.Error("Instantiate modified the template")
 	}
 }

@@ -353,6 +353,56 @@ func TestPlanWholeUnits(t *testing.T) {
 	}
 }
 
+// A group of racks whose provider picks each rack's clique, its template
+// read off a node of clique "rack-a": a pod whose IMEX channel must be in
+// rack-a (it joins a ComputeDomain running there) gets no new rack, whose
+// channels will carry a clique of their own; a pod wanting a channel of
+// any clique gets one.
+func TestPlanChannelsOfANewUnit(t *testing.T) {
+	const clique, channels = "nvidia.com/gpu.clique", "compute-domain.example.com"
+	running := builder.Node("rack-a-0").CPU("4").Memory("64Gi").Label(clique, "rack-a").Obj()
+	tmpl, err := template.FromNode(running, []*resourceapi.ResourceSlice{
+		builder.ResourceSlice("channels", running.Name, channels, running.Name).
+			Devices(builder.Device("channel-0").Attr("clique", "rack-a"), builder.Device("channel-1").Attr("clique", "rack-a")).Obj(),
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.KeepLaunchChoices(&cloudprovider.NodeTemplate{Node: builder.Node("declared").
+		Annotation(cloudprovider.AnnotationTopologyPerRequest, clique).Annotation(cloudprovider.AnnotationUnitSize, "4").Obj()})
+	tests := []struct {
+		name     string
+		selector string
+		want     []string
+	}{
+		{"a channel of any clique", "", []string{"racks+4: cd-0"}},
+		{"a channel of rack-a", `device.attributes["` + channels + `"].clique == "rack-a"`, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			snap := e.runner.Snapshot()
+			if err := snap.SetDeviceClass(builder.DeviceClass("channel").Driver(channels).Obj()); err != nil {
+				t.Fatal(err)
+			}
+			req := builder.Request("channel", "channel")
+			if tc.selector != "" {
+				req = req.Selector(tc.selector)
+			}
+			if err := snap.SetResourceClaimTemplate(builder.ClaimTemplate("ns", "channel").Request(req).Obj()); err != nil {
+				t.Fatal(err)
+			}
+			g := group("racks", "4", 8, 0)
+			g.Template = tmpl
+			pod := builder.Pod("ns", "cd-0").CPU("1").ClaimFromTemplate("channel", "channel").Obj()
+			p := e.plan(t, []*corev1.Pod{pod}, []*nodegroups.Info{g}, limits.Usage{})
+			if diff := cmp.Diff(tc.want, scaleUps(p)); diff != "" {
+				t.Errorf("scale-ups (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
 // wantReason fails t unless the plan's first pod no group helps has
 // reason among its reasons.
 func wantReason(t *testing.T, p *plan.Plan, reason string) {
