@@ -74,7 +74,7 @@ func (d *Diagnoser) Diagnose(ctx context.Context, pod *v1.Pod, group string, tmp
 	for i := 0; snap.HasNode(name); i++ {
 		name = fmt.Sprintf("%s-diagnose-%d", group, i)
 	}
-	if err := template.AddInstance(ctx, d.runner, tmpl, name); err != nil {
+	if err := template.AddInstance(ctx, d.runner, template.WithLaunchLabels(tmpl, "new request opened by "+name), name); err != nil {
 		return nil, fmt.Errorf("diagnose for group %s: %w", group, err)
 	}
 	d.Calls++

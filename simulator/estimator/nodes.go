@@ -3,6 +3,7 @@ package estimator
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -48,6 +49,10 @@ type run struct {
 	// sharedDrivers are the drivers with slices not bound to a node
 	// (built on first use, see captureSlot).
 	sharedDrivers map[string]bool
+	// requests, for a group whose provider picks labels per request (or
+	// per unit), are the templates of its requests in opening order, each
+	// with values of its own (requestTemplate).
+	requests []*cloudprovider.NodeTemplate
 }
 
 // hnode is one hypothetical node of the estimate.
@@ -69,6 +74,9 @@ type hnode struct {
 	// used lists the template devices placed pods' claims took here
 	// (Estimate.DevicesUsed), each once.
 	used []usedDevice
+	// tmpl is what the node is an instance of: the run's template, or
+	// its request's (requestTemplate).
+	tmpl *cloudprovider.NodeTemplate
 }
 
 // usedDevice is a template device of a new node.
@@ -102,6 +110,7 @@ func (r *run) newNodeName() string {
 // snapshot unless virtual.
 func (r *run) newNode(virtual bool) (*hnode, error) {
 	n := &hnode{name: r.newNodeName(), index: len(r.nodes), state: stateEmpty, virtual: virtual}
+	n.tmpl = r.requestTemplate(n)
 	if virtual {
 		return n, nil
 	}
@@ -111,7 +120,35 @@ func (r *run) newNode(virtual bool) (*hnode, error) {
 // addToSnapshot instantiates the template as n and stores the node, its
 // slices and its own pods (claims included).
 func (r *run) addToSnapshot(n *hnode) error {
-	return template.AddInstance(r.ctx, r.e.runner, r.tmpl, n.name)
+	return template.AddInstance(r.ctx, r.e.runner, n.tmpl, n.name)
+}
+
+// requestTemplate is the template n is an instance of. Where the provider
+// picks labels per request, the nodes of one request (one unit, or the
+// whole scale-up of a group without units) share values that no other
+// request has, named after the node that opens it (names are unique in
+// the snapshot): a pod needing only some value of the label (a node
+// affinity naming it, pods following each other into one NVLink clique)
+// fits there, as it will once the provider has picked one. Without such
+// labels, the run's template.
+func (r *run) requestTemplate(n *hnode) *cloudprovider.NodeTemplate {
+	if len(r.tmpl.PerRequestLabels()) == 0 {
+		return r.tmpl
+	}
+	size, _ := r.tmpl.UnitSize()
+	if size <= 1 {
+		size = math.MaxInt // one request: the whole scale-up
+	}
+	req := n.index / size
+	if n.index%size == 0 {
+		// No kept node in the request yet: n opens it, or opens it anew
+		// (a node tried there and dropped named the last one).
+		r.requests = r.requests[:req]
+	}
+	if req == len(r.requests) {
+		r.requests = append(r.requests, template.WithLaunchLabels(r.tmpl, "new request opened by "+n.name))
+	}
+	return r.requests[req]
 }
 
 // keepNode makes a node part of the estimate.

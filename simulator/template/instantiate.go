@@ -2,6 +2,7 @@ package template
 
 import (
 	"fmt"
+	"maps"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -106,4 +107,35 @@ func hypotheticalUID(kind, namespace, name string) types.UID {
 		return types.UID("hypothetical-" + kind + "-" + name)
 	}
 	return types.UID("hypothetical-" + kind + "-" + namespace + "-" + name)
+}
+
+// WithLaunchLabels is t for a node of one request (or unit) of its group
+// that the planner opens: each label the provider picks per request and t
+// leaves unset (cloudprovider.AnnotationTopologyPerRequest) gets value,
+// so that a pod that only needs some value (affinity naming the label, a
+// ComputeDomain's pods following each other) may go there, and the
+// devices carrying it (LaunchValue) carry it too. t itself when it has no
+// such label. value must be one no other request has.
+func WithLaunchLabels(t *cloudprovider.NodeTemplate, value string) *cloudprovider.NodeTemplate {
+	var out *cloudprovider.NodeTemplate
+	for _, l := range t.PerRequestLabels() {
+		if !t.TopologyPerRequest(l) {
+			continue
+		}
+		if out == nil {
+			c := *t
+			n := *t.Node
+			n.Labels = maps.Clone(t.Node.Labels)
+			if n.Labels == nil {
+				n.Labels = map[string]string{}
+			}
+			c.Node = &n
+			out = &c
+		}
+		out.Node.Labels[l] = value
+	}
+	if out == nil {
+		return t
+	}
+	return out
 }

@@ -131,4 +131,37 @@ func TestComputeDomainChannels(t *testing.T) {
 		counts, seen, err := s.nodeCounts(ctx, g)
 		return err == nil && counts[0] == 4, seen, err
 	})
+
+	// A second domain written as NVIDIA's examples write one, without a
+	// PodGroup: pods that follow each other into one clique (required pod
+	// affinity). No unit has room: one new unit, both pods in it.
+	follow := &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"domain": "second"}}, TopologyKey: cliqueLabel}}}}
+	for i := range 2 {
+		pod := s.pod(fmt.Sprintf("second-%d", i)).CPU("1").Label("domain", "second").ClaimFromTemplate("work", "cd").Obj()
+		pod.Spec.Affinity = follow
+		s.c.Create(s.ctx, t, pod)
+	}
+	framework.Eventually(s.ctx, t, 2*time.Minute, "the second domain's pods bound", func(ctx context.Context) (bool, string, error) {
+		n, seen, err := s.podsSeen(ctx)
+		return n == 6, seen, err
+	})
+	second := map[string]bool{}
+	for i := range 2 {
+		pod, err := s.c.Client.CoreV1().Pods(s.ns).Get(s.ctx, fmt.Sprintf("second-%d", i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		node, err := s.c.Client.CoreV1().Nodes().Get(s.ctx, pod.Spec.NodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		second[node.Labels[cliqueLabel]] = true
+		if got, err := s.channelClique(s.ctx, pod); err != nil || got != node.Labels[cliqueLabel] {
+			t.Errorf("pod %s: channel of clique %q (%v), want its node's %q", pod.Name, got, err, node.Labels[cliqueLabel])
+		}
+	}
+	if counts, seen, err := s.nodeCounts(s.ctx, g); err != nil || counts[0] != 8 || len(second) != 1 || second[clique] {
+		t.Errorf("nodes %v (%v, %s), second domain's cliques %v: want one more unit of 4, both pods in its clique", counts, err, seen, second)
+	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 
@@ -348,6 +349,45 @@ func TestPlanWholeUnits(t *testing.T) {
 			}
 			if tc.reason != "" {
 				wantReason(t, p, tc.reason)
+			}
+		})
+	}
+}
+
+// Pods that need some clique, not a given one, in a group whose provider
+// picks each unit's: a pod whose node affinity only asks that the label
+// exist, and pods that follow each other into one clique (required pod
+// affinity, as a ComputeDomain's pods are written) go onto new units,
+// those following each other into one unit only.
+func TestPlanPodsNeedingAClique(t *testing.T) {
+	const clique = "nvidia.com/gpu.clique"
+	exists := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: clique, Operator: corev1.NodeSelectorOpExists}}}}}}}
+	follow := &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+		LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"domain": "cd"}}, TopologyKey: clique}}}}
+	tests := []struct {
+		name     string
+		affinity *corev1.Affinity
+		pods     int
+		want     []string
+	}{
+		{"the label exists", exists, 2, []string{"racks+4: cd-0 cd-1"}},
+		{"following each other", follow, 3, []string{"racks+4: cd-0 cd-1 cd-2"}},
+		{"more than a unit following each other", follow, 5, []string{"racks+4: cd-0 cd-1 cd-2 cd-3"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			g := group("racks", "4", 16, 0)
+			g.Template.Node.Annotations = map[string]string{cloudprovider.AnnotationTopologyPerRequest: clique, cloudprovider.AnnotationUnitSize: "4"}
+			var pods []*corev1.Pod
+			for i := range tc.pods {
+				pods = append(pods, builder.Pod("ns", fmt.Sprintf("cd-%d", i)).CPU("3").Label("domain", "cd").Obj())
+				pods[i].Spec.Affinity = tc.affinity
+			}
+			p := e.plan(t, pods, []*nodegroups.Info{g}, limits.Usage{})
+			if diff := cmp.Diff(tc.want, scaleUps(p)); diff != "" {
+				t.Errorf("scale-ups (-want +got):\n%s", diff)
 			}
 		})
 	}
