@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/dra-autoscaler/dra-autoscaler/apis/autoscaling/v1alpha1"
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider/kwok"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 	"github.com/dra-autoscaler/dra-autoscaler/test/e2e/framework"
@@ -146,5 +147,38 @@ func TestUnitsOfScale(t *testing.T) {
 			return err == nil && counts[0] == 0, seen, err
 		})
 		return as
+	})
+}
+
+// Units on a reservation (issue 41): two unit groups, one launching only
+// onto a 6-node reservation. The first gang's unit comes from the
+// reservation; the second gang's from on-demand, since the 2 reserved
+// nodes left are less than a unit. With all work gone the on-demand unit
+// goes whole and the reserved unit stays (it saves nothing).
+func TestUnitsOnAReservation(t *testing.T) {
+	t.Parallel()
+	s := newScenario(t)
+	res, ond := s.unitGroup("nvl-res", 8), s.unitGroup("nvl-ond", 8)
+	res.CapacityType, ond.CapacityType = kwok.CapacityReserved, kwok.CapacityOnDemand
+	cfg := kwok.Config{NodeGroups: []kwok.NodeGroupConfig{res, ond},
+		Reservations: []kwok.ReservationConfig{{ID: s.ns + "-block", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{res.Name}, Count: 6}}}
+	s.c.StartAutoscaler(t, cfg, fastScaleDown...)
+	s.wholeNodeGang(t, "first", 3)
+	s.wholeNodeGang(t, "second", 3)
+	framework.Eventually(s.ctx, t, 3*time.Minute, "both gangs bound, one unit in each group", func(ctx context.Context) (bool, string, error) {
+		n, seen, err := s.podsSeen(ctx)
+		counts, nodes, _ := s.nodeCounts(ctx, res, ond)
+		return n == 6 && len(counts) == 2 && counts[0] == 4 && counts[1] == 4, seen + "; " + nodes, err
+	})
+	if err := s.c.Client.CoreV1().Pods(s.ns).DeleteCollection(s.ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	framework.Eventually(s.ctx, t, 2*time.Minute, "the on-demand unit removed whole", func(ctx context.Context) (bool, string, error) {
+		counts, seen, err := s.nodeCounts(ctx, res, ond)
+		return err == nil && counts[1] == 0, seen, err
+	})
+	framework.Consistently(s.ctx, t, 5*time.Second, "the reserved unit kept", func(ctx context.Context) (bool, string, error) {
+		counts, seen, err := s.nodeCounts(ctx, res, ond)
+		return err == nil && counts[0] == 4, seen, err
 	})
 }

@@ -97,6 +97,7 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 			domains = topologyDomains(runner, g.TopologyKey, candidates, groups)
 		}
 		var best, first *GangOutcome
+		var ties []GangOutcome // feasible, as few new nodes as best
 		var tried []DomainTry
 		for _, d := range domains {
 			snap.Fork()
@@ -113,9 +114,15 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 			switch {
 			case o.feasible() && (best == nil || o.newNodes() < best.newNodes()):
 				best = &o
+				ties = []GangOutcome{o}
+			case o.feasible() && o.newNodes() == best.newNodes():
+				ties = append(ties, o)
 			case !o.feasible() && first == nil:
 				first = &o
 			}
+		}
+		if len(ties) > 1 {
+			best = p.preferredOutcome(ties, now)
 		}
 		switch {
 		case best != nil:
@@ -142,6 +149,33 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 		out = append(out, *best)
 	}
 	return out, usage, nil
+}
+
+// preferredOutcome is, of domains needing as many new nodes, the one
+// whose first scale-up the expander chain prefers (a reservation's nodes
+// before on-demand ones, the cheaper group): which of them to buy is the
+// autoscaler's choice, as in the pod group cycle (preferred). The first
+// when none buys anything.
+func (p *Planner) preferredOutcome(ties []GangOutcome, now time.Time) *GangOutcome {
+	var options []expander.Option
+	var of []int
+	for i, o := range ties {
+		if len(o.ScaleUps) == 0 {
+			continue
+		}
+		up := o.ScaleUps[0]
+		options, of = append(options, p.option(up.Group, up.Delta, up.Pods, now)), append(of, i)
+	}
+	best := p.chain.Choose(options)
+	if best == nil {
+		return &ties[0]
+	}
+	for k := range options {
+		if options[k].NodeGroup == best.NodeGroup {
+			return &ties[of[k]]
+		}
+	}
+	return &ties[0]
 }
 
 func (o *GangOutcome) feasible() bool { return o.FitsExisting || len(o.ScaleUps) > 0 }

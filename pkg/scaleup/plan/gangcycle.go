@@ -109,7 +109,11 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	// Every domain's verdict is the first run's, over all the instances
 	// the groups could add; the second run sees only the ones used.
 	tried := triesOf(res)
-	used := usedBy(res, all, names, feasible)
+	keep := feasible
+	if pl := preferred(res, all, names); pl != nil {
+		keep = func(o *framework.PlacementOutcome) bool { return o == pl }
+	}
+	used := usedBy(res, all, names, keep)
 	err = p.forked(runner, func() error {
 		res, names, err = p.runCycle(ctx, runner, tree, candidates, used, alike)
 		return err
@@ -346,6 +350,57 @@ func addInstances(ctx context.Context, runner *framework.Runner, sets []instance
 }
 
 func feasible(pl *framework.PlacementOutcome) bool { return pl.Feasible() }
+
+// preferred is, among the placements the scheduler scores as high as its
+// choice, the one buying fewest new nodes, then from the best ranked
+// groups (sets are in the expander chain's order, rankOptions; a
+// placement ranks by the worst set it uses), when that is not its choice
+// already; nil otherwise. The scheduler will see only the nodes bought,
+// so which of two equal placements to buy is the autoscaler's choice: a
+// unit on a reservation before one on demand, the cheaper group before
+// the dearer.
+func preferred(res *framework.PodGroupResult, sets []instanceSet, names []string) *framework.PlacementOutcome {
+	best := res.Best()
+	if best == nil || !best.Scored {
+		return nil
+	}
+	setOf := make(map[string]int, len(names))
+	i := 0
+	for k, set := range sets {
+		for _, name := range names[i : i+set.count] {
+			setOf[name] = k
+		}
+		i += set.count
+	}
+	// cost is how many new nodes pl buys and its rank.
+	cost := func(pl *framework.PlacementOutcome) [2]int {
+		worst, nodes := -1, map[string]bool{}
+		for _, m := range pl.Members {
+			if m == nil || m.Node == "" {
+				continue
+			}
+			if k, ok := setOf[m.Node]; ok {
+				nodes[m.Node] = true
+				worst = max(worst, k)
+			}
+		}
+		return [2]int{len(nodes), worst}
+	}
+	out, least := best, cost(best)
+	for i := range res.Placements {
+		pl := &res.Placements[i]
+		if !pl.Feasible() || pl.Score != best.Score {
+			continue
+		}
+		if c := cost(pl); c[0] < least[0] || c[0] == least[0] && c[1] < least[1] {
+			out, least = pl, c
+		}
+	}
+	if out == best {
+		return nil
+	}
+	return out
+}
 
 // usedBy narrows sets (whose instances, named names in order, the run
 // res was over) to the instances a member of a placement keep accepts was

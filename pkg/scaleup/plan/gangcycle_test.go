@@ -213,6 +213,21 @@ func TestGangCycleMatchesTheLoop(t *testing.T) {
 			{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"reserved-a", "reserved-b"}, Count: 2}}},
 		want: gangPlan{ScaleUps: []string{"+2 reserved-a: [train-0] [train-1]", "+1 ondemand: [train-2]"},
 			Planned: map[string]int{"reserved-a": 2, "ondemand": 1}, InUse: map[string]int{"r": 2}},
+	}, {
+		// Two alike groups whose provider picks the rack per request, one
+		// on a reservation: their new racks score alike in the scheduler,
+		// and the reservation's is bought, as the expander prefers.
+		name: "a new domain on a reservation first",
+		sc: gangScenario{members: 3, cpu: "3", topologyKey: rack, groups: func() []*nodegroups.Info {
+			ondemand, onBlock := group("a-ondemand", "4", 10, 0), reservedGroup("b-reserved", 0)
+			for _, g := range []*nodegroups.Info{ondemand, onBlock} {
+				g.Template.Node.Annotations = map[string]string{cloudprovider.AnnotationTopologyPerRequest: rack}
+			}
+			return []*nodegroups.Info{ondemand, onBlock}
+		}, reserved: []cloudprovider.ReservedCapacity{
+			{ID: "r", Kind: cloudprovider.ReservationCapacityBlock, NodeGroups: []string{"b-reserved"}, Count: 3}}},
+		want: gangPlan{Domain: "new request of b-reserved", ScaleUps: []string{"+3 b-reserved: [train-0] [train-1] [train-2]"},
+			Planned: map[string]int{"b-reserved": 3}, InUse: map[string]int{"r": 3}},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

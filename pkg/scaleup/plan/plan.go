@@ -205,19 +205,28 @@ func (p *Planner) options(ctx context.Context, groups []*nodegroups.Info, used m
 		if res.NodeCount == 0 || len(res.Placements) == 0 {
 			continue
 		}
-		opt := expander.Option{NodeGroup: c.info.Id, NodeCount: res.NodeCount, Template: c.info.Template, Price: -1, DevicesUsed: res.DevicesUsed}
+		var pods []*corev1.Pod
 		for _, pl := range res.Placements {
-			opt.Pods = append(opt.Pods, pl.Pod)
+			pods = append(pods, pl.Pod)
 		}
-		if p.pricing != nil {
-			if price, err := p.pricing.NodePrice(c.info.Template.Node, now, now.Add(time.Hour)); err == nil {
-				opt.Price = price * float64(res.NodeCount)
-			}
-		}
-		p.describe(&opt, c.info)
+		opt := p.option(c.info, res.NodeCount, pods, now)
+		opt.DevicesUsed = res.DevicesUsed
 		options = append(options, opt)
 	}
 	return options, nil
+}
+
+// option is n new nodes of g for pods, priced and described as the
+// expanders see it.
+func (p *Planner) option(g *nodegroups.Info, n int, pods []*corev1.Pod, now time.Time) expander.Option {
+	opt := expander.Option{NodeGroup: g.Id, NodeCount: n, Template: g.Template, Price: -1, Pods: pods}
+	if p.pricing != nil {
+		if price, err := p.pricing.NodePrice(g.Template.Node, now, now.Add(time.Hour)); err == nil {
+			opt.Price = price * float64(n)
+		}
+	}
+	p.describe(&opt, g)
+	return opt
 }
 
 // gate says whether a group may grow now and by how much; when it may not,

@@ -58,6 +58,14 @@ func (p *Planner) reserve(c *candidate, pods []*corev1.Pod, reasons *reasonLog) 
 		reasons.except(pods, keep, GroupReason{Group: c.info.Id, Reason: orDefault(reason, "reservation"), Message: why})
 		c.pods = eligible
 	}
+	if whole := wholeUnits(c.info, room); whole < room {
+		if whole == 0 && len(eligible) > 0 {
+			n, _ := c.info.Template.UnitSize()
+			reasons.except(eligible, nil, GroupReason{Group: c.info.Id, Reason: ReasonUnitSize,
+				Message: fmt.Sprintf("its reservations have room for %d node(s), less than a unit of %d", room, n)})
+		}
+		room = whole
+	}
 	if room <= 0 || len(eligible) == 0 {
 		return false
 	}
@@ -65,6 +73,17 @@ func (p *Planner) reserve(c *candidate, pods []*corev1.Pod, reasons *reasonLog) 
 		c.room, c.reason = room, "reservation"
 	}
 	return true
+}
+
+// wholeUnits is room rounded down to whole units of g (a group whose
+// nodes come in units launches onto its reservations a unit at a time:
+// part of one would be on-demand, which a reserved-only group cannot
+// be). room itself for other groups, or no cap (< 0).
+func wholeUnits(g *nodegroups.Info, room int) int {
+	if n, _ := g.Template.UnitSize(); n > 1 && room > 0 {
+		return room / n * n
+	}
+	return room
 }
 
 // estimateCandidates estimates every candidate: those serving all pods in
@@ -152,7 +171,7 @@ func (p *Planner) reservedRoom(g *nodegroups.Info, pods []*corev1.Pod, want int)
 	if room < 0 {
 		return want
 	}
-	return min(room, want)
+	return min(wholeUnits(g, room), want)
 }
 
 func orDefault(s, def string) string {

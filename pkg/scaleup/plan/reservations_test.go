@@ -2,6 +2,7 @@ package plan_test
 
 import (
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -35,6 +36,12 @@ func (p *reservingProvider) Reservations() ([]cloudprovider.ReservedCapacity, er
 func reservedGroup(id string, target int) *nodegroups.Info {
 	g := group(id, "4", 10, target)
 	g.Template.Node.Labels[reservations.LabelCapacityType] = reservations.CapacityReserved
+	return g
+}
+
+// unitsOf makes g's nodes come n at a time.
+func unitsOf(g *nodegroups.Info, n int) *nodegroups.Info {
+	g.Template.Node.Annotations = map[string]string{cloudprovider.AnnotationUnitSize: strconv.Itoa(n)}
 	return g
 }
 
@@ -113,6 +120,22 @@ func TestPlanReservedFirstAndCapped(t *testing.T) {
 		},
 		pods: append(withRuntime(cpuPods("long", "3", 1), "2h"), withRuntime(cpuPods("short", "3", 1), "2m")...),
 		want: []string{"reserved+1: short-0", "ondemand+1: long-0"},
+	}, {
+		name: "a reserved group of units launches whole units of its reservation",
+		res:  []cloudprovider.ReservedCapacity{{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"reserved"}, Count: 3}},
+		groups: func() []*nodegroups.Info {
+			return []*nodegroups.Info{group("ondemand", "4", 10, 0), unitsOf(reservedGroup("reserved", 0), 2)}
+		},
+		pods: cpuPods("job", "3", 3),
+		want: []string{"reserved+2: job-0 job-1", "ondemand+1: job-2"},
+	}, {
+		name: "a reservation left with less than a unit",
+		res:  []cloudprovider.ReservedCapacity{{ID: "r", Kind: cloudprovider.ReservationTargeted, NodeGroups: []string{"reserved"}, Count: 3}},
+		groups: func() []*nodegroups.Info {
+			return []*nodegroups.Info{group("ondemand", "4", 10, 0), unitsOf(reservedGroup("reserved", 2), 2)}
+		},
+		pods: cpuPods("job", "3", 1),
+		want: []string{"ondemand+1: job-0"},
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
