@@ -58,6 +58,10 @@ type ScaleDownOptions struct {
 	// gracefully instead of with the node.
 	DaemonSetEvictionForEmptyNodes    bool
 	DaemonSetEvictionForOccupiedNodes bool
+	// PartialUnits lets scale-down remove nodes of a unit (a group whose
+	// nodes come in units: racks, NVLink domains) while the rest of the
+	// unit stays, for clouds that can shrink one. Off, a unit goes whole.
+	PartialUnits bool
 }
 
 // DefaultScaleDown returns upstream's defaults.
@@ -113,6 +117,7 @@ func (o *ScaleDownOptions) addFlags(fs *pflag.FlagSet) *scaleDownFlags {
 	fs.BoolVar(&o.SkipNodesWithCustomControllerPods, "skip-nodes-with-custom-controller-pods", o.SkipNodesWithCustomControllerPods, "Never remove nodes with pods whose controller is not a ReplicaSet, ReplicationController, Job, StatefulSet or DaemonSet.")
 	fs.BoolVar(&o.CordonNodeBeforeTerminating, "cordon-node-before-terminating", o.CordonNodeBeforeTerminating, "Mark a node unschedulable (cordon), besides its deletion taint, before it is drained and deleted.")
 	fs.BoolVar(&o.DaemonSetEvictionForEmptyNodes, "daemonset-eviction-for-empty-nodes", o.DaemonSetEvictionForEmptyNodes, "Evict the DaemonSet pods of an empty node before it is deleted.")
+	fs.BoolVar(&o.PartialUnits, "scale-down-partial-units", o.PartialUnits, "Let scale-down remove idle nodes of a unit (a group whose nodes come in units: racks, NVLink domains) while the rest of the unit stays; only for clouds that can shrink a unit. Off: a unit goes whole or not at all.")
 	fs.BoolVar(&o.DaemonSetEvictionForOccupiedNodes, "daemonset-eviction-for-occupied-nodes", o.DaemonSetEvictionForOccupiedNodes, "Evict the DaemonSet pods of a drained node before it is deleted.")
 	return raw
 }

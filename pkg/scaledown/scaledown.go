@@ -174,7 +174,7 @@ func (s *Controller) Run(ctx context.Context, in ControllerInput) (*PassResult, 
 			}
 		}
 		rg := planner.RemovalGroup{Id: g.Id, Min: g.Min, Size: g.Size(), Nodes: nodes}
-		if n, _ := g.Template.UnitSize(); n > 1 {
+		if n, _ := g.Template.UnitSize(); n > 1 && !s.opts.PartialUnits {
 			rg.Units = map[string]string{}
 			for _, node := range slices.Concat(g.Ready, g.Booting) {
 				rg.Units[node.Name] = g.Template.UnitOf(node)

@@ -3,6 +3,7 @@ package scaledown
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -288,6 +289,43 @@ func TestGroupOptions(t *testing.T) {
 				fmt.Sprintf("%v %v %v", tc.want.Thresholds, tc.want.UnneededTime, tc.want.UnreadyTime) {
 				t.Errorf("group options %v %v %v, want %v %v %v", got.Thresholds, got.UnneededTime, got.UnreadyTime,
 					tc.want.Thresholds, tc.want.UnneededTime, tc.want.UnreadyTime)
+			}
+		})
+	}
+}
+
+// A unit of two nodes, one idle and one busy: the idle node stays with
+// its unit unless --scale-down-partial-units lets units shrink.
+func TestPartialUnits(t *testing.T) {
+	const clique = "nvidia.com/gpu.clique"
+	tmpl := &cloudprovider.NodeTemplate{Node: builder.Node("racks-template").
+		Annotation(cloudprovider.AnnotationUnitSize, "2").Annotation(cloudprovider.AnnotationTopologyPerRequest, clique).Obj()}
+	for _, tc := range []struct {
+		partial bool
+		want    string
+	}{{false, planner.UnitNotWhole}, {true, "unneeded"}} {
+		t.Run(fmt.Sprintf("partial=%v", tc.partial), func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			g := fakeprovider.NewGroup("racks", 0, 4)
+			idle := builder.Node("idle").CPU("4").Memory("16Gi").Label(clique, "a").Obj()
+			busy := builder.Node("busy").CPU("4").Memory("16Gi").Label(clique, "a").Obj()
+			work := builder.Pod("ns", "work").CPU("3").Memory("1Gi").Node("busy").OwnedBy("apps/v1", "ReplicaSet", "work").Obj()
+			opts := config.DefaultScaleDown()
+			opts.PartialUnits = tc.partial
+			s, _, _, _ := testStage(t, opts, testclock.NewFakeClock(t0), idle, busy, work)
+			nodes := []*corev1.Node{idle, busy}
+			res, err := s.Run(ctx, ControllerInput{State: &observe.ClusterState{Nodes: nodes, Pods: []*corev1.Pod{work}}, PDBs: noPDBs{},
+				Groups: []*nodegroups.Info{{Group: g, Id: "racks", Max: 4, Target: 2, Ready: nodes, Template: tmpl}},
+				Nodes:  []string{"busy", "idle"}, Now: t0})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := res.Plan.Unremovable["idle"].Reason
+			if slices.Contains(res.Plan.Unneeded, "idle") {
+				got = "unneeded"
+			}
+			if got != tc.want {
+				t.Errorf("idle node: %q, want %q", got, tc.want)
 			}
 		})
 	}
