@@ -282,7 +282,7 @@ func (p *Planner) planGangIn(ctx context.Context, runner *framework.Runner, g *g
 	for _, opt := range options {
 		if grp := groupByID(groups, opt.NodeGroup); overUnit(grp, domain, opt.NodeCount) {
 			unit, _ := grp.Template.UnitSize()
-			o.Message += fmt.Sprintf("; a new unit of %s is %d nodes, one domain of %s, and the members would need %d", grp.Id, unit, g.TopologyKey, opt.NodeCount)
+			o.Message += "; " + unitNote(runner, grp, unit, g.TopologyKey, opt.NodeCount)
 		}
 	}
 	reasons := p.resolve(ctx, []*reasonLog{log}, g.Pending)

@@ -87,7 +87,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 		if err != nil {
 			return err
 		}
-		all = p.instanceSets(tree.TopologyKeys(), rankOptions(p.chain, options, g.Need()), groups)
+		all = p.instanceSets(runner, tree.TopologyKeys(), rankOptions(p.chain, options, g.Need()), groups)
 		res, names, err = p.runCycle(ctx, runner, tree, candidates, all, alike)
 		return err
 	})
@@ -241,6 +241,40 @@ func unitNotes(sets []instanceSet) string {
 	return "; " + strings.Join(notes, "; ")
 }
 
+// unitNote says that a gang would need more new nodes of g than one unit
+// has, and what the registered units have free: the gang's domain loop
+// and the pod group cycle word it alike.
+func unitNote(runner *framework.Runner, g *nodegroups.Info, unit int, keys string, need int) string {
+	note := fmt.Sprintf("a new unit of %s is %d nodes, one domain of %s, and the members would need %d", g.Id, unit, keys, need)
+	idle := map[string]int{}
+	for _, node := range g.Ready {
+		k := g.Template.UnitOf(node)
+		idle[k] += 0
+		ni, err := runner.Snapshot().NodeInfos().Get(node.Name)
+		if err != nil {
+			continue
+		}
+		busy := false
+		for _, pi := range ni.GetPods() {
+			if !template.StartsByItself(pi.GetPod()) {
+				busy = true
+				break
+			}
+		}
+		if !busy {
+			idle[k]++
+		}
+	}
+	if len(idle) > 0 {
+		most := 0
+		for _, n := range idle {
+			most = max(most, n)
+		}
+		note += fmt.Sprintf("; the most idle nodes in one of its %d registered units is %d", len(idle), most)
+	}
+	return note
+}
+
 // instanceSets are the instances the options call for, in their rank
 // order. A gang with topology keys (one per level of its tree) gets none
 // of groups without a value for each: they would join no placement. A
@@ -249,7 +283,7 @@ func unitNotes(sets []instanceSet) string {
 // level, as one atomic request of it is. Groups sharing a reservation
 // share its room: each takes what it may, in rank order (the caller's
 // fork undoes the bookings).
-func (p *Planner) instanceSets(keys []string, ranked []expander.Option, groups []*nodegroups.Info) []instanceSet {
+func (p *Planner) instanceSets(runner *framework.Runner, keys []string, ranked []expander.Option, groups []*nodegroups.Info) []instanceSet {
 	var out []instanceSet
 next:
 	for _, opt := range ranked {
@@ -276,8 +310,7 @@ next:
 		note := ""
 		if unit, _ := grp.Template.UnitSize(); perRequest && unit > 1 && n > unit {
 			// One new domain is one unit: no more of its nodes share it.
-			note = fmt.Sprintf("a new unit of %s is %d nodes, one domain of %s, and the members would need %d", grp.Id, unit,
-				strings.Join(keys, ","), opt.NodeCount)
+			note = unitNote(runner, grp, unit, strings.Join(keys, ","), opt.NodeCount)
 			n = unit
 		}
 		if n <= 0 {

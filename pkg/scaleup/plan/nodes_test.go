@@ -224,3 +224,30 @@ func TestGangIntoOneUnit(t *testing.T) {
 		}
 	}
 }
+
+// A gang no unit holds is told what the registered units have free: one
+// unit of 4 nodes, one of them busy, leaves 3 idle nodes. (The domain
+// loop, --gang-placement-cycle=false, reports its first domain only: the
+// existing unit's.)
+func TestGangTooBigForAUnitNamesTheUnitsRoom(t *testing.T) {
+	var nodes []*corev1.Node
+	for i := range 4 {
+		nodes = append(nodes, rackNode(fmt.Sprintf("r1-%d", i), "4", "r1"))
+	}
+	units := func() []*nodegroups.Info {
+		g := group("racks", "4", 16, 4)
+		g.Template.Node.Annotations = map[string]string{cloudprovider.AnnotationTopologyPerRequest: rack, cloudprovider.AnnotationUnitSize: "4"}
+		g.Ready = nodes
+		return []*nodegroups.Info{g}
+	}
+	got, o := planGang(t, true, gangScenario{members: 5, cpu: "3", topologyKey: rack, nodes: nodes,
+		used: map[string]string{"r1-0": "2"}, groups: units})
+	if len(got.ScaleUps) != 0 || got.FitsExisting {
+		t.Fatalf("planned %+v, want nothing", got)
+	}
+	for _, want := range []string{"a new unit of racks is 4 nodes", "would need 5", "the most idle nodes in one of its 1 registered units is 3"} {
+		if !strings.Contains(o.Message, want) {
+			t.Errorf("message %q, want it to say %q", o.Message, want)
+		}
+	}
+}
