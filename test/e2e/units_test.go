@@ -121,8 +121,8 @@ func TestUnitsOfScale(t *testing.T) {
 		}
 		s.waitEvent(t, "big-0", "NotTriggerScaleUp", time.Minute, want...)
 		// Explain, a process of its own, says the same.
-		if r := s.explainJSON(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, "big-0", planner...); !containsAll(r.Gang, want...) {
-			t.Errorf("explain's gang line %q, want it to name %q", r.Gang, want)
+		if r := s.explainJSON(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, "big-0", planner...); !containsAll(r.Summary, want...) {
+			t.Errorf("explain's summary %q, want it to name %q", r.Summary, want)
 		}
 		framework.Consistently(s.ctx, t, 5*time.Second, "no node added for the gang no unit holds", func(ctx context.Context) (bool, string, error) {
 			counts, seen, err := s.nodeCounts(ctx, g)
