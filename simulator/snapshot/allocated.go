@@ -46,20 +46,21 @@ func (a *allocatedIndex) state() *structured.AllocatedState {
 	}
 }
 
-// apply adds (sign > 0) or removes (sign < 0) what an allocation holds. It
+// apply adds (sign > 0) or removes (sign < 0) what an allocation holds
+// (ids: its results' device ids, allocIDs). It
 // mirrors foreachAllocatedDevice of the scheduler's DRA plugin: admin-access
 // results hold nothing; with consumable capacity, results with a share ID
 // hold a share and their consumed capacity; everything else holds the whole
 // device.
-func (a *allocatedIndex) apply(j *journal, alloc *resourceapi.AllocationResult, sign int, consumable bool) {
+func (a *allocatedIndex) apply(j *journal, alloc *resourceapi.AllocationResult, ids []structured.DeviceID, sign int, consumable bool) {
 	if alloc == nil {
 		return
 	}
-	for _, r := range alloc.Devices.Results {
+	for i, r := range alloc.Devices.Results {
 		if ptr.Deref(r.AdminAccess, false) {
 			continue
 		}
-		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
+		id := ids[i]
 		if consumable && r.ShareID != nil {
 			sid := structured.MakeSharedDeviceID(id, r.ShareID)
 			if sign > 0 {

@@ -173,3 +173,40 @@ func TestSliceFactsKeptAcrossAPass(t *testing.T) {
 		})
 	}
 }
+
+// The device ids of an allocated claim are made once while builds store
+// the same claim again; a claim stored in a fork is not remembered; the
+// allocated state is the same either way.
+func TestAllocIDsKeptAcrossBuilds(t *testing.T) {
+	const driver = "gpu.example.com"
+	claim := builder.Claim("ns", "c").Allocated("n1", resourceapi.DeviceRequestAllocationResult{
+		Request: "gpu", Driver: driver, Pool: "n1", Device: "gpu-0"}).Obj()
+	s := newTestSnapshot(t)
+	allocated := func() int {
+		t.Helper()
+		st, err := s.ResourceClaims().GatherAllocatedState()
+		mustOK(t, err)
+		return st.AllocatedDevices.Len()
+	}
+	for range 3 {
+		mustOK(t, s.Reset())
+		mustOK(t, s.SetResourceClaim(claim))
+		if n := allocated(); n != 1 {
+			t.Fatalf("%d devices allocated, want 1", n)
+		}
+	}
+	if s.allocIDs.made != 1 {
+		t.Errorf("ids made %d times over 3 builds, want 1", s.allocIDs.made)
+	}
+	other := builder.Claim("ns", "d").Allocated("n1", resourceapi.DeviceRequestAllocationResult{
+		Request: "gpu", Driver: driver, Pool: "n1", Device: "gpu-1"}).Obj()
+	s.Fork()
+	mustOK(t, s.SetResourceClaim(other))
+	if n := allocated(); n != 2 {
+		t.Errorf("%d devices allocated in the fork, want 2", n)
+	}
+	mustOK(t, s.Revert())
+	if _, kept := s.allocIDs.ids[other.Status.Allocation]; kept || allocated() != 1 {
+		t.Errorf("a fork's allocation remembered (%v) or left allocated (%d devices)", kept, allocated())
+	}
+}
