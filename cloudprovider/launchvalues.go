@@ -50,7 +50,7 @@ func LaunchLabels(from []*resourceapi.ResourceSlice) []string {
 // copy whose changed devices are copies: the input, shared with the
 // template, is never changed.
 func FillLaunchValues(in []*resourceapi.ResourceSlice, value func(label string) string) []*resourceapi.ResourceSlice {
-	out := in
+	out, copied := in, false
 	for i, s := range in {
 		devices := rewriteAttributes(s.Spec.Devices, func(v string) (string, bool) {
 			l, ok := launchLabel(v)
@@ -62,8 +62,8 @@ func FillLaunchValues(in []*resourceapi.ResourceSlice, value func(label string) 
 		if devices == nil {
 			continue
 		}
-		if &out[0] == &in[0] {
-			out = slices.Clone(in)
+		if !copied {
+			out, copied = slices.Clone(in), true
 		}
 		c := *s
 		c.Spec.Devices = devices

@@ -47,7 +47,7 @@ func (a *allocatedIndex) state() *structured.AllocatedState {
 }
 
 // apply adds (sign > 0) or removes (sign < 0) what an allocation holds
-// (ids: its results' device ids, allocIDs). It
+// (ids: its results' device ids when allocIDs knows them, else nil). It
 // mirrors foreachAllocatedDevice of the scheduler's DRA plugin: admin-access
 // results hold nothing; with consumable capacity, results with a share ID
 // hold a share and their consumed capacity; everything else holds the whole
@@ -60,7 +60,12 @@ func (a *allocatedIndex) apply(j *journal, alloc *resourceapi.AllocationResult, 
 		if ptr.Deref(r.AdminAccess, false) {
 			continue
 		}
-		id := ids[i]
+		var id structured.DeviceID
+		if ids != nil {
+			id = ids[i]
+		} else {
+			id = structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
+		}
 		if consumable && r.ShareID != nil {
 			sid := structured.MakeSharedDeviceID(id, r.ShareID)
 			if sign > 0 {

@@ -27,8 +27,9 @@ type keptIDs struct {
 	read uint64
 }
 
-// of returns the ids of alloc's results, in order; keep says whether to
-// remember them.
+// of returns the ids of alloc's results, in order, made and remembered
+// when keep says so; nil when they are neither known nor to be kept (the
+// caller makes each as it goes, without a slice to hold them).
 func (m *allocIDs) of(alloc *resourceapi.AllocationResult, keep bool) []structured.DeviceID {
 	if k, ok := m.ids[alloc]; ok {
 		if k.read != m.resets {
@@ -37,17 +38,18 @@ func (m *allocIDs) of(alloc *resourceapi.AllocationResult, keep bool) []structur
 		}
 		return k.ids
 	}
+	if !keep {
+		return nil
+	}
 	m.made++
 	ids := make([]structured.DeviceID, len(alloc.Devices.Results))
 	for i, r := range alloc.Devices.Results {
 		ids[i] = structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
 	}
-	if keep {
-		if m.ids == nil {
-			m.ids = map[*resourceapi.AllocationResult]keptIDs{}
-		}
-		m.ids[alloc] = keptIDs{ids, m.resets}
+	if m.ids == nil {
+		m.ids = map[*resourceapi.AllocationResult]keptIDs{}
 	}
+	m.ids[alloc] = keptIDs{ids, m.resets}
 	return ids
 }
 

@@ -249,7 +249,9 @@ func unitNote(runner *framework.Runner, g *nodegroups.Info, unit int, keys strin
 	idle := map[string]int{}
 	for _, node := range g.Ready {
 		k := g.Template.UnitOf(node)
-		idle[k] += 0
+		if _, seen := idle[k]; !seen {
+			idle[k] = 0 // a unit with no idle node counts too
+		}
 		ni, err := runner.Snapshot().NodeInfos().Get(node.Name)
 		if err != nil {
 			continue
