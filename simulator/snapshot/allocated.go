@@ -46,26 +46,20 @@ func (a *allocatedIndex) state() *structured.AllocatedState {
 	}
 }
 
-// apply adds (sign > 0) or removes (sign < 0) what an allocation holds
-// (ids: its results' device ids when allocIDs knows them, else nil). It
+// apply adds (sign > 0) or removes (sign < 0) what an allocation holds. It
 // mirrors foreachAllocatedDevice of the scheduler's DRA plugin: admin-access
 // results hold nothing; with consumable capacity, results with a share ID
 // hold a share and their consumed capacity; everything else holds the whole
 // device.
-func (a *allocatedIndex) apply(j *journal, alloc *resourceapi.AllocationResult, ids []structured.DeviceID, sign int, consumable bool) {
+func (a *allocatedIndex) apply(j *journal, alloc *resourceapi.AllocationResult, sign int, consumable bool) {
 	if alloc == nil {
 		return
 	}
-	for i, r := range alloc.Devices.Results {
+	for _, r := range alloc.Devices.Results {
 		if ptr.Deref(r.AdminAccess, false) {
 			continue
 		}
-		var id structured.DeviceID
-		if ids != nil {
-			id = ids[i]
-		} else {
-			id = structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
-		}
+		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
 		if consumable && r.ShareID != nil {
 			sid := structured.MakeSharedDeviceID(id, r.ShareID)
 			if sign > 0 {

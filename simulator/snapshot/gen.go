@@ -79,9 +79,7 @@ func PinnedNode(sel *v1.NodeSelector) string {
 // applyAllocation moves the allocated-device state and the generation of
 // the allocation's node.
 func (s *Snapshot) applyAllocation(alloc *resourceapi.AllocationResult, sign int) {
-	if alloc != nil {
-		s.alloc.apply(&s.j, alloc, s.allocIDs.of(alloc, s.j.depth() == 0), sign, s.gates.consumableCapacity)
-	}
+	s.alloc.apply(&s.j, alloc, sign, s.gates.consumableCapacity)
 	s.touchAllocation(alloc)
 }
 

@@ -97,10 +97,9 @@ type Snapshot struct {
 	genLog *GenLog
 	epoch  uint64
 
-	// facts memoises what LocalDevices reads of slices (not content), and
-	// allocIDs the device ids of allocations; both outlive Reset.
-	facts    *sliceFacts
-	allocIDs *allocIDs
+	// facts memoises what LocalDevices reads of slices (not content); it
+	// outlives Reset.
+	facts *sliceFacts
 }
 
 type placedPod struct {
@@ -122,7 +121,6 @@ func New(logger klog.Logger) *Snapshot {
 		},
 		logger:        logger,
 		facts:         &sliceFacts{arrived: &SliceWarmer{}},
-		allocIDs:      &allocIDs{},
 		nodes:         map[string]*framework.NodeInfo{},
 		all:           newOrderedList[fwk.NodeInfo](),
 		affinity:      newOrderedList[fwk.NodeInfo](),
@@ -185,11 +183,10 @@ func (s *Snapshot) Reset() error {
 	if s.j.depth() != 0 {
 		return fmt.Errorf("reset snapshot: %d forks still open", s.j.depth())
 	}
-	facts, ids, seq, epoch := s.facts, s.allocIDs, s.genSeq, s.epoch
+	facts, seq, epoch := s.facts, s.genSeq, s.epoch
 	*s = *New(s.logger)
-	s.facts, s.allocIDs = facts, ids
+	s.facts = facts
 	s.facts.reset()
-	s.allocIDs.reset()
 	s.genSeq, s.epoch = seq, epoch+1
 	s.touch("")
 	return nil
