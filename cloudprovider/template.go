@@ -111,9 +111,12 @@ func (t *NodeTemplate) KeepLaunchChoices(from *NodeTemplate) {
 		}
 		t.Node.Annotations[a] = v
 	}
-	values := map[string]string{}
+	var values map[string]string
 	for _, k := range t.PerRequestLabels() {
 		if v := t.Node.Labels[k]; v != "" {
+			if values == nil {
+				values = map[string]string{}
+			}
 			values[v] = k
 		}
 		delete(t.Node.Labels, k)

@@ -294,8 +294,10 @@ func (e *Estimator) estimate(ctx context.Context, order *ordering, g TemplateGro
 		tmpl:  g.Template,
 		group: g.Name,
 		res:   &Estimate{group: g.Name},
-		memo:  newMemo(e.on(shortcut.EstimateMemo)),
-		lazy:  !keep,
+		// Once per estimate, not per node.
+		requestSize: requestSize(g.Template),
+		memo:        newMemo(e.on(shortcut.EstimateMemo)),
+		lazy:        !keep,
 		// Without the class shortcut every pod tries every node.
 		perPod: !e.on(shortcut.EstimateClasses),
 	}

@@ -49,10 +49,13 @@ type run struct {
 	// sharedDrivers are the drivers with slices not bound to a node
 	// (built on first use, see captureSlot).
 	sharedDrivers map[string]bool
-	// requests, for a group whose provider picks labels per request (or
-	// per unit), are the templates of its requests in opening order, each
-	// with values of its own (requestTemplate).
-	requests []*cloudprovider.NodeTemplate
+	// requestSize, for a group whose provider picks labels per request,
+	// is how many nodes share one request's values: its unit size, or
+	// all of them; 0 for other groups. requests are the templates of its
+	// requests in opening order, each with values of its own
+	// (requestTemplate).
+	requestSize int
+	requests    []*cloudprovider.NodeTemplate
 }
 
 // hnode is one hypothetical node of the estimate.
@@ -95,6 +98,17 @@ func (n *hnode) use(d usedDevice) {
 	}
 }
 
+// requestSize is run.requestSize for tmpl.
+func requestSize(tmpl *cloudprovider.NodeTemplate) int {
+	if len(tmpl.PerRequestLabels()) == 0 {
+		return 0
+	}
+	if size, _ := tmpl.UnitSize(); size > 1 {
+		return size
+	}
+	return math.MaxInt // one request: the whole scale-up
+}
+
 // newNodeName returns the next "<group>-template-<i>" not in the snapshot.
 func (r *run) newNodeName() string {
 	for {
@@ -132,15 +146,11 @@ func (r *run) addToSnapshot(n *hnode) error {
 // fits there, as it will once the provider has picked one. Without such
 // labels, the run's template.
 func (r *run) requestTemplate(n *hnode) *cloudprovider.NodeTemplate {
-	if len(r.tmpl.PerRequestLabels()) == 0 {
+	if r.requestSize == 0 {
 		return r.tmpl
 	}
-	size, _ := r.tmpl.UnitSize()
-	if size <= 1 {
-		size = math.MaxInt // one request: the whole scale-up
-	}
-	req := n.index / size
-	if n.index%size == 0 {
+	req := n.index / r.requestSize
+	if n.index%r.requestSize == 0 {
 		// No kept node in the request yet: n opens it, or opens it anew
 		// (a node tried there and dropped named the last one).
 		r.requests = r.requests[:req]

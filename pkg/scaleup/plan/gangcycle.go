@@ -87,7 +87,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 		if err != nil {
 			return err
 		}
-		all = p.instanceSets(runner, tree.TopologyKeys(), rankOptions(p.chain, options, g.Need()), groups)
+		all = p.instanceSets(tree.TopologyKeys(), rankOptions(p.chain, options, g.Need()), groups)
 		res, names, err = p.runCycle(ctx, runner, tree, candidates, all, alike)
 		return err
 	})
@@ -96,7 +96,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	}
 	if res.Best() == nil {
 		o.Message = fmt.Sprintf("gang %s needs %d more member(s) placed to reach minCount %d; the scheduler's pod group cycle finds no placement: %s%s",
-			g.Key(), g.Need(), g.MinCount, res.Message, unitNotes(all))
+			g.Key(), g.Need(), g.MinCount, res.Message, unitNotes(runner, all, strings.Join(tree.TopologyKeys(), ",")))
 		reasons := p.resolve(ctx, []*reasonLog{log}, g.Pending)
 		for _, pod := range g.Pending {
 			o.Reasons = append(o.Reasons, reasons[pod.UID]...)
@@ -222,17 +222,18 @@ type instanceSet struct {
 	group *nodegroups.Info
 	tmpl  *cloudprovider.NodeTemplate
 	count int
-	// unitNote, when the group's estimate wanted more nodes than a unit
-	// has, says so: the gang's new domain of this group is one unit.
-	unitNote string
+	// overUnit, when the group's estimate wanted more nodes than a unit
+	// has, is how many: the gang's new domain of this group is one unit.
+	overUnit int
 }
 
-// unitNotes are the sets' unit notes, for a gang no placement takes.
-func unitNotes(sets []instanceSet) string {
+// unitNotes are the sets' unit notes, for a gang no placement takes
+// (made only then: they read every node of the group).
+func unitNotes(runner *framework.Runner, sets []instanceSet, keys string) string {
 	var notes []string
 	for _, set := range sets {
-		if set.unitNote != "" {
-			notes = append(notes, set.unitNote)
+		if set.overUnit > 0 {
+			notes = append(notes, unitNote(runner, set.group, set.count, keys, set.overUnit))
 		}
 	}
 	if len(notes) == 0 {
@@ -285,7 +286,7 @@ func unitNote(runner *framework.Runner, g *nodegroups.Info, unit int, keys strin
 // level, as one atomic request of it is. Groups sharing a reservation
 // share its room: each takes what it may, in rank order (the caller's
 // fork undoes the bookings).
-func (p *Planner) instanceSets(runner *framework.Runner, keys []string, ranked []expander.Option, groups []*nodegroups.Info) []instanceSet {
+func (p *Planner) instanceSets(keys []string, ranked []expander.Option, groups []*nodegroups.Info) []instanceSet {
 	var out []instanceSet
 next:
 	for _, opt := range ranked {
@@ -309,17 +310,16 @@ next:
 			perRequest = true
 		}
 		n := p.reservedRoom(grp, opt.Pods, opt.NodeCount)
-		note := ""
+		over := 0
 		if unit, _ := grp.Template.UnitSize(); perRequest && unit > 1 && n > unit {
 			// One new domain is one unit: no more of its nodes share it.
-			note = unitNote(runner, grp, unit, strings.Join(keys, ","), opt.NodeCount)
-			n = unit
+			over, n = opt.NodeCount, unit
 		}
 		if n <= 0 {
 			continue
 		}
 		p.take(grp, n, opt.Pods)
-		out = append(out, instanceSet{group: grp, tmpl: tmpl, count: n, unitNote: note})
+		out = append(out, instanceSet{group: grp, tmpl: tmpl, count: n, overUnit: over})
 	}
 	return out
 }
