@@ -12,6 +12,7 @@ import (
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/kubernetes/pkg/features"
 	schedframework "k8s.io/kubernetes/pkg/scheduler/framework"
+	"k8s.io/kubernetes/pkg/scheduler/framework/plugins/names"
 )
 
 // PodGroupResult is the outcome of SchedulePodGroup: every placement the
@@ -28,6 +29,35 @@ type PodGroupResult struct {
 	// Message says why none was chosen, in the scheduler's words; empty
 	// when one was.
 	Message string
+}
+
+// Reach is the nodes, of nodes and in their order, that some placement
+// of r holds (every level's placements lie within the root's).
+func (r *PodGroupResult) Reach(nodes []string) []string {
+	held := map[string]bool{}
+	for i := range r.Placements {
+		for _, n := range r.Placements[i].Nodes {
+			held[n] = true
+		}
+	}
+	var out []string
+	for _, n := range nodes {
+		if held[n] {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// PlacementsPerNode reports whether the profile's placement generator
+// puts a node in a placement by that node alone: the in-tree topology
+// generator reads the node's label (and the domain of the group's
+// scheduled pods); with no generator one placement holds every node. A
+// node no placement of one cycle holds is then in none of a cycle over
+// more nodes either.
+func (r *Runner) PlacementsPerNode() bool {
+	gen := r.fw.ListPlugins().PlacementGenerate.Enabled
+	return len(gen) == 0 || gen[0].Name == names.TopologyPlacementGenerator
 }
 
 // Best is the chosen placement, nil when there is none.

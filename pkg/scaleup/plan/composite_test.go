@@ -16,6 +16,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/shortcut"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
@@ -54,6 +55,10 @@ func TestGangCyclePlansEveryLevel(t *testing.T) {
 	snap := runner.Snapshot()
 	nodes := []*corev1.Node{blockRackNode("b1-r1", "4", "b1", "r1"), blockRackNode("b1-r2", "4", "b1", "r2"), blockRackNode("b2-r3", "4", "b2", "r3")}
 	used := map[string]string{"b1-r2": "2", "b2-r3": "4"}
+	// A node without the topology labels, with room for everyone: no
+	// placement holds it, at any level (the gang's later runs leave it
+	// out with the alikePlacements shortcut; the plan is the same).
+	nodes = append(nodes, builder.Node("loose").CPU("16").Memory("64Gi").Obj())
 	var candidates []string
 	for _, n := range nodes {
 		if err := snap.AddNode(n); err != nil {
@@ -80,16 +85,19 @@ func TestGangCyclePlansEveryLevel(t *testing.T) {
 	}
 	g := &gang.Gang{Namespace: "ns", Name: "job", Composite: true, MinCount: 4, TopologyKey: block, Pending: pending}
 	groups := []*nodegroups.Info{blockRackGroup("g-r3", "4", "b2", "r3", 1), blockRackGroup("g-r2", "4", "b1", "r2", 10)}
-	for _, cycle := range []bool{false, true} { // composites always take the cycle
-		t.Run(fmt.Sprintf("GangCycle=%v", cycle), func(t *testing.T) {
-			e.opts.GangCycle = cycle
+	for _, tc := range []struct {
+		cycle     bool // composites always take the cycle
+		shortcuts *shortcut.Set
+	}{{false, nil}, {true, nil}, {true, shortcut.Plain()}} {
+		t.Run(fmt.Sprintf("GangCycle=%v,plain=%v", tc.cycle, tc.shortcuts != nil), func(t *testing.T) {
+			e.opts.GangCycle = tc.cycle
 			snap.Fork()
 			defer func() {
 				if err := snap.Revert(); err != nil {
 					t.Fatal(err)
 				}
 			}()
-			p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{}), e.chain, limits.New(e.conf, nil), e.backoff, nil)
+			p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{Shortcuts: tc.shortcuts}), e.chain, limits.New(e.conf, nil), e.backoff, nil)
 			out, usage, err := p.PlanGangs(e.ctx, e.runner, []*gang.Gang{g}, candidates, groups, limits.Usage{}, now)
 			if err != nil {
 				t.Fatal(err)
@@ -179,5 +187,41 @@ func TestGangCycleWithASimulatedGroup(t *testing.T) {
 	st, err := e.runner.Snapshot().PodGroupStates().Get("ns", pg.Name)
 	if err != nil || st.ScheduledPodsCount() != 3 {
 		t.Errorf("the simulated group's members are not kept by the cycle: %v", err)
+	}
+}
+
+// Verify mode tells of a placement, at any level, holding a node the
+// gang's first run placed nowhere (the later runs would have left it out).
+func TestCheckNarrowed(t *testing.T) {
+	res := func(child []string) *framework.PodGroupResult {
+		return &framework.PodGroupResult{Group: "CompositePodGroup ns/job", Placements: []framework.PlacementOutcome{
+			{Name: "b1", Nodes: []string{"n1", "n2"}, Children: []*framework.PodGroupResult{nil, {
+				Group: "PodGroup ns/w", Placements: []framework.PlacementOutcome{{Name: "r1", Nodes: child}}}}},
+		}}
+	}
+	for _, tc := range []struct {
+		name  string
+		res   *framework.PodGroupResult
+		left  map[string]bool
+		found string // "group placement node"
+		check int
+	}{
+		{name: "nothing left out", res: res([]string{"n1"}), left: nil},
+		{name: "left out and held nowhere", res: res([]string{"n1"}), left: map[string]bool{"loose": true}, check: 1},
+		{name: "held by the root", res: res([]string{"n1"}), left: map[string]bool{"n2": true}, check: 1,
+			found: "CompositePodGroup ns/job b1 placement holds node n2"},
+		{name: "held by a child", res: res([]string{"loose"}), left: map[string]bool{"loose": true}, check: 1,
+			found: "PodGroup ns/w r1 placement holds node loose"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var found string
+			checks := 0
+			alike := &framework.Alike{Verify: true, Checked: func() { checks++ },
+				Found: func(group, placement, got, _ string) { found = group + " " + placement + " " + got }}
+			plan.CheckNarrowed(alike, tc.res, tc.left)
+			if found != tc.found || checks != tc.check {
+				t.Errorf("found %q after %d checks, want %q after %d", found, checks, tc.found, tc.check)
+			}
+		})
 	}
 }

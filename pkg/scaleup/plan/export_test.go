@@ -29,3 +29,7 @@ func (p *Planner) PlanCounting(ctx context.Context, pods []*corev1.Pod, groups [
 
 // TriesOf is what explain lists of a pod group cycle's placements.
 var TriesOf = triesOf
+
+// CheckNarrowed is checkNarrowed: verify mode's check that no placement
+// holds a node the gang's first run placed nowhere.
+var CheckNarrowed = checkNarrowed

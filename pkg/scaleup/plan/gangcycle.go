@@ -79,6 +79,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 		return o, true, nil
 	}
 
+	candidates, left := narrowed(runner, res, candidates, alike)
 	log := &reasonLog{}
 	var all []instanceSet
 	var names []string
@@ -89,6 +90,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 		}
 		all = p.instanceSets(tree.TopologyKeys(), rankOptions(p.chain, options, g.Need()), groups)
 		res, names, err = p.runCycle(ctx, runner, tree, candidates, all, alike)
+		checkNarrowed(alike, res, left)
 		return err
 	})
 	if err != nil {
@@ -116,6 +118,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	used := usedBy(res, all, names, keep)
 	err = p.forked(runner, func() error {
 		res, names, err = p.runCycle(ctx, runner, tree, candidates, used, alike)
+		checkNarrowed(alike, res, left)
 		return err
 	})
 	if err != nil {
@@ -137,6 +140,74 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	logger.V(4).Info("Pod group cycle planned the gang", "gang", g.Key(), "placement", best.Name, "score", best.Score,
 		"placements", len(res.Placements), "scaleUps", len(o.ScaleUps))
 	return o, true, nil
+}
+
+// narrowed is candidates less the nodes no placement of first (the
+// cycle's run over them alone) holds, for the gang's later runs: the
+// placement generator puts a node in a placement by that node alone
+// (framework.Runner.PlacementsPerNode), so a node it left out of every
+// placement then is in none once instances are added, and the later runs
+// need not offer it again (thousands of nodes without the gang's
+// topology label, read by the generator three times more a gang). Part
+// of the alikePlacements shortcut: without it all candidates stay; in
+// verify mode they stay too, and left is the nodes it would leave out,
+// for checkNarrowed.
+func narrowed(runner *framework.Runner, first *framework.PodGroupResult, candidates []string,
+	alike *framework.Alike) (kept []string, left map[string]bool) {
+	if alike == nil || !runner.PlacementsPerNode() {
+		return candidates, nil
+	}
+	reach := first.Reach(candidates)
+	if !alike.Verify {
+		return reach, nil
+	}
+	if len(reach) == len(candidates) {
+		return candidates, nil
+	}
+	left = make(map[string]bool, len(candidates)-len(reach))
+	for _, n := range candidates {
+		left[n] = true
+	}
+	for _, n := range reach {
+		delete(left, n)
+	}
+	return candidates, left
+}
+
+// checkNarrowed tells alike (verify mode) when a placement of res, at any
+// level, holds a node narrowed would have left out.
+func checkNarrowed(alike *framework.Alike, res *framework.PodGroupResult, left map[string]bool) {
+	if len(left) == 0 || res == nil {
+		return
+	}
+	if alike.Checked != nil {
+		alike.Checked()
+	}
+	if group, pl, node := holding(res, left); node != "" && alike.Found != nil {
+		alike.Found(group, pl, "placement holds node "+node,
+			"no placement holds a node the gang's first run placed nowhere (the cycle's runs over more nodes were narrowed)")
+	}
+}
+
+// holding finds a placement of res, at any level, holding one of nodes.
+func holding(res *framework.PodGroupResult, nodes map[string]bool) (group, placement, node string) {
+	for i := range res.Placements {
+		pl := &res.Placements[i]
+		for _, n := range pl.Nodes {
+			if nodes[n] {
+				return res.Group, pl.Name, n
+			}
+		}
+		for _, c := range pl.Children {
+			if c == nil {
+				continue
+			}
+			if g, p, n := holding(c, nodes); n != "" {
+				return g, p, n
+			}
+		}
+	}
+	return "", "", ""
 }
 
 // gangNodeKeys are node keys for every gang's members: one for the
