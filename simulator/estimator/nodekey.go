@@ -43,7 +43,7 @@ type NodeKeys struct {
 
 func (k *NodeKeys) rejections() *framework.Rejections {
 	if k.rejected == nil {
-		k.rejected = framework.NewRejections()
+		k.rejected = framework.NewKeyedRejections(k.Of)
 	}
 	return k.rejected
 }

@@ -181,10 +181,40 @@ func (a *Alike) busy(t *GroupTree, nodes []string) []string {
 	return out
 }
 
-// Has says whether class was turned down by node at gen.
+// Has says whether class was turned down by node at gen, its present
+// generation.
 func (j *Rejections) Has(node string, gen snapshot.Gen, class string) bool {
-	_, ok := j.no[rejection{node: node, gen: gen, class: class}]
+	_, ok := j.get(node, gen, class)
 	return ok
+}
+
+// get is the verdict kept for class on node at gen, its present
+// generation: the node's own, else one kept for a node of its key.
+func (j *Rejections) get(node string, gen snapshot.Gen, class string) (NodeResult, bool) {
+	if v, ok := j.no[rejection{node: node, gen: gen, class: class}]; ok {
+		return v, true
+	}
+	if j.keyOf == nil {
+		return NodeResult{}, false
+	}
+	key := j.keyOf(node)
+	if key == "" {
+		return NodeResult{}, false
+	}
+	v, ok := j.byKey[keyedRejection{key: key, class: class}]
+	v.Node = node
+	return v, ok
+}
+
+// put keeps v, class's verdict on node at gen, its present generation.
+func (j *Rejections) put(node string, gen snapshot.Gen, class string, v NodeResult) {
+	j.no[rejection{node: node, gen: gen, class: class}] = v
+	if j.keyOf == nil {
+		return
+	}
+	if key := j.keyOf(node); key != "" {
+		j.byKey[keyedRejection{key: key, class: class}] = v
+	}
 }
 
 // outcomeString is what a copy must match: the verdict and every
@@ -210,7 +240,17 @@ func outcomeString(o *PlacementOutcome) string {
 // pass: a generation never names two states of a node.
 type Rejections struct {
 	no map[rejection]NodeResult
+	// keyOf, when set, is a node's key in its present state ("" for a
+	// node like no other: the estimator's NodeKeys), and byKey holds
+	// every verdict by key too: nodes of one key turn a memoizable class
+	// down alike (the nodeKeys rule, docs/design/caches.md), so the
+	// verdict on one template instance a member filled holds for every
+	// instance left in that state, in this gang's runs and later gangs'.
+	keyOf func(node string) string
+	byKey map[keyedRejection]NodeResult
 }
+
+type keyedRejection struct{ key, class string }
 
 type rejection struct {
 	node  string
@@ -220,6 +260,12 @@ type rejection struct {
 
 // NewRejections is an empty memo.
 func NewRejections() *Rejections { return &Rejections{no: map[rejection]NodeResult{}} }
+
+// NewKeyedRejections is an empty memo that also keeps verdicts by the
+// nodes' keys, keyOf.
+func NewKeyedRejections(keyOf func(node string) string) *Rejections {
+	return &Rejections{no: map[rejection]NodeResult{}, keyOf: keyOf, byKey: map[keyedRejection]NodeResult{}}
+}
 
 // knownRejections is what a member's cycle may read and add to: its
 // class's rejections.
@@ -249,8 +295,7 @@ func (k *knownRejections) has(r *Runner) func(node string) bool {
 		return nil
 	}
 	return func(node string) bool {
-		_, ok := k.alike.Rejected.no[rejection{node: node, gen: r.snap.NodeGen(node), class: k.class}]
-		return ok
+		return k.alike.Rejected.Has(node, r.snap.NodeGen(node), k.class)
 	}
 }
 
@@ -260,8 +305,7 @@ func (a *Alike) Rejection(r *Runner, class, node string) (NodeResult, bool) {
 	if a == nil || a.Rejected == nil {
 		return NodeResult{}, false
 	}
-	v, ok := a.Rejected.no[rejection{node: node, gen: r.snap.NodeGen(node), class: class}]
-	return v, ok
+	return a.Rejected.get(node, r.snap.NodeGen(node), class)
 }
 
 // filterKnown is filter over nodes that reads the nodes known to turn
@@ -274,12 +318,12 @@ func (r *Runner) filterKnown(ctx context.Context, state *schedframework.CycleSta
 	}
 	a := k.alike
 	out := make([]NodeResult, len(nodes))
-	keys := make([]rejection, len(nodes))
+	gens := make([]snapshot.Gen, len(nodes))
 	var ask []string
 	var at []int
 	for i, n := range nodes {
-		keys[i] = rejection{node: n, gen: r.snap.NodeGen(n), class: k.class}
-		if v, ok := a.Rejected.no[keys[i]]; ok && !a.Verify {
+		gens[i] = r.snap.NodeGen(n)
+		if v, ok := a.Rejected.get(n, gens[i], k.class); ok && !a.Verify {
 			out[i] = v
 			continue
 		}
@@ -295,7 +339,7 @@ func (r *Runner) filterKnown(ctx context.Context, state *schedframework.CycleSta
 	}
 	for j, i := range at {
 		out[i] = got[j]
-		if v, ok := a.Rejected.no[keys[i]]; ok { // Verify
+		if v, ok := a.Rejected.get(nodes[i], gens[i], k.class); ok { // Verify
 			if a.Checked != nil {
 				a.Checked()
 			}
@@ -304,7 +348,7 @@ func (r *Runner) filterKnown(ctx context.Context, state *schedframework.CycleSta
 			}
 		}
 		if byFilter[j] && !got[j].Fits && got[j].Code != fwk.Error {
-			a.Rejected.no[keys[i]] = got[j]
+			a.Rejected.put(nodes[i], gens[i], k.class, got[j])
 		}
 	}
 	return out, nil

@@ -3,6 +3,7 @@ package framework
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -146,7 +147,11 @@ func TestRejections(t *testing.T) {
 		name string
 		// lie seeds the memo with "does not fit" on every node.
 		lie bool
-	}{{name: "honest"}, {name: "a lie is caught", lie: true}} {
+		// keyed keeps verdicts by a key too (the CPU requested on the
+		// node: all else alike to these members), lies by key.
+		keyed bool
+	}{{name: "honest"}, {name: "a lie is caught", lie: true},
+		{name: "keyed", keyed: true}, {name: "a keyed lie is caught", lie: true, keyed: true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			r, ctx := newCompositeRunner(t)
 			s := r.Snapshot()
@@ -165,8 +170,21 @@ func TestRejections(t *testing.T) {
 			}
 			want := verdicts(plain)
 			memo := NewRejections()
+			if tc.keyed {
+				memo = NewKeyedRejections(func(n string) string {
+					ni, err := s.NodeInfos().Get(n)
+					if err != nil {
+						return ""
+					}
+					return strconv.FormatInt(ni.GetRequested().GetMilliCPU(), 10)
+				})
+			}
 			if tc.lie {
 				for _, n := range names {
+					if tc.keyed {
+						memo.byKey[keyedRejection{key: memo.keyOf(n), class: "c"}] = NodeResult{Plugin: "Lie", Message: "no"}
+						continue
+					}
 					memo.no[rejection{node: n, gen: s.NodeGen(n), class: "c"}] = NodeResult{Node: n, Plugin: "Lie", Message: "no"}
 				}
 			}
@@ -190,7 +208,7 @@ func TestRejections(t *testing.T) {
 				case !slices.Equal(got, want):
 					t.Errorf("run %d: got\n%s\nwant\n%s", i, strings.Join(got, "\n"), strings.Join(want, "\n"))
 				}
-				if i == 0 && !tc.lie && len(memo.no) == 0 {
+				if i == 0 && !tc.lie && (len(memo.no) == 0 || tc.keyed && len(memo.byKey) == 0) {
 					t.Error("no rejection kept")
 				}
 				if verify && (checked == 0 || (found > 0) != tc.lie) {
