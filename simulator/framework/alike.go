@@ -202,8 +202,11 @@ func (j *Rejections) get(node string, gen snapshot.Gen, class string) (NodeResul
 		return NodeResult{}, false
 	}
 	v, ok := j.byKey[keyedRejection{key: key, class: class}]
-	v.Node = node
-	return v, ok
+	if !ok {
+		return NodeResult{}, false
+	}
+	v.Node = node // another node's verdict, told as this one's
+	return v, true
 }
 
 // put keeps v, class's verdict on node at gen, its present generation.
