@@ -207,7 +207,7 @@ func New(ctx context.Context, opts *config.Options, env Env) (*Autoscaler, error
 	}
 	a.Backoff = backoff.New(opts.InitialNodeGroupBackoffDuration, opts.MaxNodeGroupBackoffDuration, opts.NodeGroupBackoffResetTimeout)
 	a.Planner = plan.New(plan.Options{MaxNodesPerScaleUp: opts.MaxNodesPerScaleUp, ScaleUpFromZero: opts.ScaleUpFromZero,
-		MaxBinpacking: opts.MaxNodeGroupBinpackingDuration, Balance: similarity(opts), GangCycle: opts.GangPlacementCycle}, est, a.Chain, limiter, a.Backoff, pricing)
+		MaxBinpacking: opts.MaxNodeGroupBinpackingDuration, Balance: similarity(opts)}, est, a.Chain, limiter, a.Backoff, pricing)
 	// One gate for everything destructive: the tracker's give-ups and
 	// gang undos, scale-down, and the drains of ending capacity blocks.
 	a.Gate = safety.New(safety.Options{MaxParallel: opts.ScaleDown.MaxParallelism, MaxEmptyBulk: opts.ScaleDown.MaxEmptyBulkDelete,

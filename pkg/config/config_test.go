@@ -62,6 +62,9 @@ func TestParseValues(t *testing.T) {
 		{"nodes name keeps colons after the second", []string{"--nodes=2:2:pool:x"},
 			func(o *Options) any { return o.NodeGroups },
 			[]NodeGroupSpec{{Name: "pool:x", Min: 2, Max: 2}}},
+		// Deprecated, no effect: a deployment that sets it still starts.
+		{"gang-placement-cycle accepted", []string{"--gang-placement-cycle=false", "--cores-total=8:64"},
+			func(o *Options) any { return o.CoresTotal }, Range{Min: 8, Max: 64}},
 		{"cores-total", []string{"--cores-total=8:64"},
 			func(o *Options) any { return o.CoresTotal }, Range{Min: 8, Max: 64}},
 		{"memory-total", []string{"--memory-total=0:1024"},

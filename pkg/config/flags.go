@@ -19,6 +19,9 @@ type rawFlags struct {
 	expander             string
 	coresTotal, memTotal string
 	scaleDown            *scaleDownFlags
+	// gangPlacementCycle is read by nothing: the flag stays for a release so
+	// deployments that set it still start.
+	gangPlacementCycle bool
 }
 
 // Parse parses the command line into options. An unknown flag or a
@@ -73,8 +76,10 @@ func (o *Options) addFlags(fs *pflag.FlagSet) *rawFlags {
 	fs.IntVar(&o.MaxNodesPerScaleUp, "max-nodes-per-scaleup", o.MaxNodesPerScaleUp, "Maximum number of nodes added in one scale-up.")
 	fs.DurationVar(&o.MaxNodeGroupBinpackingDuration, "max-nodegroup-binpacking-duration", o.MaxNodeGroupBinpackingDuration, "Maximum time spent estimating one node group.")
 	fs.BoolVar(&o.ScaleUpFromZero, "scale-up-from-zero", o.ScaleUpFromZero, "Scale up groups that have no nodes, from their templates.")
-	fs.BoolVar(&o.GangPlacementCycle, "gang-placement-cycle", o.GangPlacementCycle,
-		"Plan each gang (a PodGroup with minCount, or a CompositePodGroup tree) with the scheduler's own pod group cycle, run over existing nodes and node group template instances: its PlacementGenerate, GangScheduling and PlacementScore plugins choose the topology domain at every level and the nodes to add, as the scheduler would place the gang once they exist. Needs GenericWorkload in --feature-gates (TopologyAwareWorkloadScheduling for topology constraints, CompositePodGroup for trees), as the cluster's scheduler has them; a ProvisioningRequest's pods are given a PodGroup of their own in the simulation; with GenericWorkload off, gangs are planned as with the flag off. Off (deprecated, to be removed): the autoscaler tries each value of a PodGroup's topology key itself and keeps the one needing fewest new nodes; CompositePodGroup trees always take the cycle.")
+	fs.BoolVar(&raw.gangPlacementCycle, "gang-placement-cycle", true,
+		"Deprecated, no effect; to be removed. Every gang (a PodGroup with minCount, or a CompositePodGroup tree) is planned with the scheduler's own pod group cycle (docs/gangs.md).")
+	// pflag warns whoever sets it; it cannot fail for a flag just defined.
+	_ = fs.MarkDeprecated("gang-placement-cycle", "every gang is planned with the scheduler's own pod group cycle; the flag has no effect and will be removed")
 	fs.DurationVar(&o.NewPodScaleUpDelay, "new-pod-scale-up-delay", o.NewPodScaleUpDelay, "Pods younger than this are not yet considered for scale-up.")
 	fs.IntVar(&o.ExpendablePodsPriorityCutoff, "expendable-pods-priority-cutoff", o.ExpendablePodsPriorityCutoff, "Pods with priority below this never trigger a scale-up.")
 	fs.DurationVar(&o.InitialNodeGroupBackoffDuration, "initial-node-group-backoff-duration", o.InitialNodeGroupBackoffDuration, "First backoff of a node group after a failed scale-up.")

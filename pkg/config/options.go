@@ -86,11 +86,8 @@ type Options struct {
 	MaxNodesPerScaleUp             int
 	MaxNodeGroupBinpackingDuration time.Duration
 	ScaleUpFromZero                bool
-	// GangPlacementCycle plans gangs with the scheduler's own pod group
-	// cycle (plan.Options.GangCycle).
-	GangPlacementCycle           bool
-	NewPodScaleUpDelay           time.Duration
-	ExpendablePodsPriorityCutoff int
+	NewPodScaleUpDelay             time.Duration
+	ExpendablePodsPriorityCutoff   int
 
 	InitialNodeGroupBackoffDuration time.Duration
 	MaxNodeGroupBackoffDuration     time.Duration
@@ -151,7 +148,6 @@ func Default() *Options {
 		MaxNodesPerScaleUp:              1000,
 		MaxNodeGroupBinpackingDuration:  10 * time.Second,
 		ScaleUpFromZero:                 true,
-		GangPlacementCycle:              true,
 		ExpendablePodsPriorityCutoff:    -10,
 		InitialNodeGroupBackoffDuration: 5 * time.Minute,
 		MaxNodeGroupBackoffDuration:     30 * time.Minute,

@@ -60,10 +60,9 @@ const (
 
 // DomainVerdict is one topology domain tried for a gang.
 type DomainVerdict struct {
-	Domain   string `json:"domain"`
-	Verdict  string `json:"verdict"`
-	NewNodes int    `json:"newNodes,omitempty"`
-	Message  string `json:"message,omitempty"`
+	Domain  string `json:"domain"`
+	Verdict string `json:"verdict"`
+	Message string `json:"message,omitempty"`
 }
 
 // MemberPlacement is where the plan puts one pending member of a gang.
@@ -115,9 +114,6 @@ func writeTable(w io.Writer, r *Report) error {
 	}
 	for _, d := range r.GangDomains {
 		line := fmt.Sprintf("%s %s", d.Domain, d.Verdict)
-		if d.NewNodes > 0 {
-			line += fmt.Sprintf(", %d new node(s)", d.NewNodes)
-		}
 		if d.Message != "" {
 			line += ": " + oneLine(d.Message)
 		}

@@ -59,11 +59,11 @@ func TestGangDomainsAndMembers(t *testing.T) {
 	o := plan.GangOutcome{Gang: &gang.Gang{Namespace: "ns", Name: "train", Pending: pods}, Domain: "b",
 		Existing: map[*corev1.Pod]string{pods[0]: "node-1"},
 		ScaleUps: []act.ScaleUp{{Group: g, Delta: 2, Nodes: [][]*corev1.Pod{{pods[1]}, {pods[2]}}}},
-		Tried: []plan.DomainTry{{Domain: "a", Message: "needs 2 more member(s)"}, {Domain: "b", Feasible: true, NewNodes: 2},
-			{Domain: "c", Feasible: true, NewNodes: 3}}}
+		Tried: []plan.DomainTry{{Domain: "a", Message: "needs 2 more member(s)"}, {Domain: "b", Feasible: true, Message: "score 80"},
+			{Domain: "c", Feasible: true, Message: "score 60"}}}
 	r := &Report{Pod: "ns/m0", Summary: "the gang triggers a scale-up", GangDomains: gangDomains(o), GangMembers: gangMembers(o)}
 	want := []DomainVerdict{{Domain: "a", Verdict: DomainCannotHost, Message: "needs 2 more member(s)"},
-		{Domain: "b", Verdict: DomainChosen, NewNodes: 2}, {Domain: "c", Verdict: DomainFeasible, NewNodes: 3}}
+		{Domain: "b", Verdict: DomainChosen, Message: "score 80"}, {Domain: "c", Verdict: DomainFeasible, Message: "score 60"}}
 	if diff := cmp.Diff(want, r.GangDomains); diff != "" {
 		t.Errorf("domains (-want +got):\n%s", diff)
 	}
@@ -76,7 +76,7 @@ func TestGangDomainsAndMembers(t *testing.T) {
 	if err := Write(&table, r, "table"); err != nil {
 		t.Fatal(err)
 	}
-	for _, line := range []string{"domain:   a CannotHost: needs 2 more member(s)", "domain:   b Chosen, 2 new node(s)", "member:   ns/m2 on new node 2 of 2 in rack-b"} {
+	for _, line := range []string{"domain:   a CannotHost: needs 2 more member(s)", "domain:   b Chosen: score 80", "member:   ns/m2 on new node 2 of 2 in rack-b"} {
 		if !strings.Contains(table.String(), line) {
 			t.Errorf("table lacks %q:\n%s", line, table.String())
 		}

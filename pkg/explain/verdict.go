@@ -284,7 +284,7 @@ func gangDomains(o plan.GangOutcome) []DomainVerdict {
 	}
 	out := make([]DomainVerdict, 0, len(o.Tried))
 	for _, t := range o.Tried {
-		v := DomainVerdict{Domain: t.Domain, Verdict: DomainCannotHost, NewNodes: t.NewNodes, Message: t.Message}
+		v := DomainVerdict{Domain: t.Domain, Verdict: DomainCannotHost, Message: t.Message}
 		switch {
 		case t.Feasible && t.Domain == o.Domain && (o.FitsExisting || len(o.ScaleUps) > 0):
 			v.Verdict = DomainChosen

@@ -31,29 +31,17 @@ func (s *scenario) gang(t *testing.T, name string, size int, topologyKey string)
 	}
 }
 
-// gangPlanners runs a gang test twice, in parallel: with the planner's
-// own topology domain loop (--gang-placement-cycle=false) and with the
-// default (the scheduler's pod group cycle plans each gang), planner
-// being the flags.
+// byGangCycle runs a gang test in parallel with the others and fails it
+// if the autoscaler it started never planned a gang with the scheduler's
+// pod group cycle: a gang planned without it would pass unnoticed.
 // The cycle needs the cluster's gates (GenericWorkload for GangScheduling,
 // TopologyAwareWorkloadScheduling for the placement plugins) in the
 // autoscaler's simulated scheduler too; the harness gives every
-// autoscaler the cluster's gates. The cycle's run fails if the
-// autoscaler it started never planned a gang with the cycle (falling back
-// to the loop would pass unnoticed).
-func gangPlanners(t *testing.T, test func(t *testing.T, planner ...string) *framework.Autoscaler) {
+// autoscaler the cluster's gates.
+func byGangCycle(t *testing.T, test func(t *testing.T) *framework.Autoscaler) {
 	t.Parallel()
-	for _, v := range []struct {
-		name    string
-		planner []string
-	}{{"loop", []string{"--gang-placement-cycle=false"}}, {"cycle", nil}} {
-		t.Run(v.name, func(t *testing.T) {
-			t.Parallel()
-			a := test(t, v.planner...)
-			if v.name == "cycle" && !plannedByCycle(a.Log()) {
-				t.Error("no gang was planned with the pod group cycle")
-			}
-		})
+	if a := test(t); !plannedByCycle(a.Log()) {
+		t.Error("no gang was planned with the pod group cycle")
 	}
 }
 
@@ -83,10 +71,10 @@ func (s *scenario) nodeCounts(ctx context.Context, groups ...kwok.NodeGroupConfi
 // A gang of 8 one-GPU pods on 2-GPU nodes: exactly 4 nodes, asked for in
 // one atomic request, and the real scheduler binds all 8.
 func TestGangScaleUpAllAtOnce(t *testing.T) {
-	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
+	byGangCycle(t, func(t *testing.T) *framework.Autoscaler {
 		s := newScenario(t)
 		g := s.gpuGroup("gpu2", 8, 2)
-		a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, planner...)
+		a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}})
 		s.gang(t, "train", 8, "")
 		framework.Eventually(s.ctx, t, 4*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
 			n, seen, err := s.podsSeen(ctx)
@@ -112,10 +100,10 @@ func TestGangScaleUpAllAtOnce(t *testing.T) {
 // them, which a pod-by-pod planner would provision; we add nothing, and the
 // PodGroup and its pods hear why.
 func TestGangNeverPartial(t *testing.T) {
-	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
+	byGangCycle(t, func(t *testing.T) *framework.Autoscaler {
 		s := newScenario(t)
 		a, b := s.gpuGroup("two", 2, 2), s.gpuGroup("three", 1, 3) // at most 4 + 3 GPUs
-		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}}, planner...)
+		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}})
 		s.gang(t, "train", 8, "")
 		framework.Eventually(s.ctx, t, time.Minute, "the gang told why it gets nothing", func(ctx context.Context) (bool, string, error) {
 			msgs, err := s.events(ctx, "train", "NotTriggerScaleUp")
@@ -132,10 +120,10 @@ func TestGangNeverPartial(t *testing.T) {
 // A gang too big for any one group is spread over two groups, all or
 // nothing: 2 + 2 nodes of 2 GPUs for 8 members.
 func TestGangAcrossGroups(t *testing.T) {
-	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
+	byGangCycle(t, func(t *testing.T) *framework.Autoscaler {
 		s := newScenario(t)
 		a, b := s.gpuGroup("a", 2, 2), s.gpuGroup("b", 2, 2)
-		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}}, planner...)
+		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}})
 		s.gang(t, "train", 8, "")
 		framework.Eventually(s.ctx, t, 4*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
 			n, seen, err := s.podsSeen(ctx)
@@ -152,12 +140,12 @@ func TestGangAcrossGroups(t *testing.T) {
 // nodes (6 GPUs), rack-b 4 (8 GPUs): all 4 nodes go to rack-b, and the
 // scheduler, placing the gang in one rack too, binds every member there.
 func TestGangInOneRack(t *testing.T) {
-	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
+	byGangCycle(t, func(t *testing.T) *framework.Autoscaler {
 		s := newScenario(t)
 		ra, rb := s.gpuGroup("rack-a", 3, 2), s.gpuGroup("rack-b", 4, 2)
 		ra.Topology = map[string]string{rackLabel: "rack-a"}
 		rb.Topology = map[string]string{rackLabel: "rack-b"}
-		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{ra, rb}}, planner...)
+		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{ra, rb}})
 		s.gang(t, "train", 8, rackLabel)
 		framework.Eventually(s.ctx, t, 4*time.Minute, "all 8 members bound", func(ctx context.Context) (bool, string, error) {
 			n, seen, err := s.podsSeen(ctx)
@@ -184,11 +172,11 @@ func TestGangInOneRack(t *testing.T) {
 // is removed, registered ones too, the group is backed off, and no member
 // ever runs.
 func TestGangPartialFailureRollsBack(t *testing.T) {
-	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
+	byGangCycle(t, func(t *testing.T) *framework.Autoscaler {
 		s := newScenario(t)
 		g := s.gpuGroup("gpu2", 8, 2)
 		g.Faults.NeverRegisterAfter = ptr.To(3)
-		a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, append(planner, "--max-node-provision-time=6s")...)
+		a := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, "--max-node-provision-time=6s")
 		s.gang(t, "train", 8, "")
 		framework.Eventually(s.ctx, t, time.Minute, "3 of the 4 nodes registered", func(ctx context.Context) (bool, string, error) {
 			counts, seen, err := s.nodeCounts(ctx, g)
@@ -229,7 +217,7 @@ func TestGangPartialFailureRollsBack(t *testing.T) {
 // so both groups take ten gangs, the provider refuses nothing, no group
 // is backed off, and every member runs.
 func TestGangsOfOnePassFillTwoGroups(t *testing.T) {
-	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
+	byGangCycle(t, func(t *testing.T) *framework.Autoscaler {
 		s := newScenario(t)
 		a, b := s.gpuGroup("a", 20, 1), s.gpuGroup("b", 20, 1)
 		const gangs, size = 20, 2
@@ -237,7 +225,7 @@ func TestGangsOfOnePassFillTwoGroups(t *testing.T) {
 			s.gang(t, fmt.Sprintf("train%02d", i), size, "")
 		}
 		// Started after the gangs exist: its first pass sees all of them.
-		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}}, planner...)
+		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{a, b}})
 		framework.Eventually(s.ctx, t, 5*time.Minute, "every member bound", func(ctx context.Context) (bool, string, error) {
 			n, seen, err := s.podsSeen(ctx)
 			return n == gangs*size, seen, err
@@ -265,10 +253,10 @@ func TestGangsOfOnePassFillTwoGroups(t *testing.T) {
 // the next pass plans for the new minCount only, the scheduler binds
 // that many members, and the rest wait.
 func TestGangMinCountLoweredWhilePending(t *testing.T) {
-	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
+	byGangCycle(t, func(t *testing.T) *framework.Autoscaler {
 		s := newScenario(t)
 		g := s.gpuGroup("gpu2", 2, 2) // at most 4 GPUs
-		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, planner...)
+		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}})
 		s.gang(t, "train", 8, "")
 		s.waitEvent(t, "train", "NotTriggerScaleUp", time.Minute, "minCount 8")
 		pg, err := s.c.Client.SchedulingV1beta1().PodGroups(s.ns).Get(s.ctx, "train", metav1.GetOptions{})
@@ -295,11 +283,11 @@ func TestGangMinCountLoweredWhilePending(t *testing.T) {
 // one fresh rack); a second gang, arriving when that rack is full, gets a
 // request and a rack of its own.
 func TestGangIntoAProviderAssignedRack(t *testing.T) {
-	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
+	byGangCycle(t, func(t *testing.T) *framework.Autoscaler {
 		s := newScenario(t)
 		g := s.gpuGroup("blocks", 4, 1)
 		g.PerRequestTopology = []string{rackLabel}
-		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, planner...)
+		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}})
 		racks := func(want int) map[string][]string {
 			t.Helper()
 			framework.Eventually(s.ctx, t, 3*time.Minute, fmt.Sprintf("%d members bound", want), func(ctx context.Context) (bool, string, error) {
@@ -416,39 +404,33 @@ func TestGangSharesAPodGroupClaim(t *testing.T) {
 // explain on a member of a gang constrained to a rack names every rack
 // tried and what it lacked, the rack chosen, and where each member is
 // planned: rack-a can hold 2 nodes (4 GPUs), rack-b 4 (8 GPUs), the gang
-// needs 8. Run with the planner's domain loop and with the scheduler's
-// pod group cycle.
+// needs 8.
 func TestExplainGangDomains(t *testing.T) {
 	t.Parallel()
-	for name, planner := range map[string][]string{"loop": {"--gang-placement-cycle=false"}, "cycle": nil} {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			s := newScenario(t)
-			ra, rb := s.gpuGroup("rack-a", 2, 2), s.gpuGroup("rack-b", 4, 2)
-			ra.Topology = map[string]string{rackLabel: "rack-a"}
-			rb.Topology = map[string]string{rackLabel: "rack-b"}
-			s.gang(t, "train", 8, rackLabel)
-			s.waitUnschedulable(t, "train-0")
-			r := s.explainJSON(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{ra, rb}}, "train-0", planner...)
-			t.Logf("gang %s: domains %+v; members %+v", r.Gang, r.GangDomains, r.GangMembers)
-			verdicts := map[string]string{}
-			for _, d := range r.GangDomains {
-				verdicts[d.Domain] = d.Verdict
-				if d.Verdict == explain.DomainCannotHost && d.Message == "" {
-					t.Errorf("domain %s cannot host the gang but says not why", d.Domain)
-				}
-			}
-			if verdicts["rack-a"] != explain.DomainCannotHost || verdicts["rack-b"] != explain.DomainChosen {
-				t.Errorf("domain verdicts %v, want rack-a %s and rack-b %s", verdicts, explain.DomainCannotHost, explain.DomainChosen)
-			}
-			if len(r.GangMembers) != 8 {
-				t.Fatalf("%d members placed, want 8", len(r.GangMembers))
-			}
-			for _, m := range r.GangMembers {
-				if !strings.Contains(m.Node, rb.Name) {
-					t.Errorf("member %s planned on %s, not a new node of %s", m.Pod, m.Node, rb.Name)
-				}
-			}
-		})
+	s := newScenario(t)
+	ra, rb := s.gpuGroup("rack-a", 2, 2), s.gpuGroup("rack-b", 4, 2)
+	ra.Topology = map[string]string{rackLabel: "rack-a"}
+	rb.Topology = map[string]string{rackLabel: "rack-b"}
+	s.gang(t, "train", 8, rackLabel)
+	s.waitUnschedulable(t, "train-0")
+	r := s.explainJSON(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{ra, rb}}, "train-0")
+	t.Logf("gang %s: domains %+v; members %+v", r.Gang, r.GangDomains, r.GangMembers)
+	verdicts := map[string]string{}
+	for _, d := range r.GangDomains {
+		verdicts[d.Domain] = d.Verdict
+		if d.Verdict == explain.DomainCannotHost && d.Message == "" {
+			t.Errorf("domain %s cannot host the gang but says not why", d.Domain)
+		}
+	}
+	if verdicts["rack-a"] != explain.DomainCannotHost || verdicts["rack-b"] != explain.DomainChosen {
+		t.Errorf("domain verdicts %v, want rack-a %s and rack-b %s", verdicts, explain.DomainCannotHost, explain.DomainChosen)
+	}
+	if len(r.GangMembers) != 8 {
+		t.Fatalf("%d members placed, want 8", len(r.GangMembers))
+	}
+	for _, m := range r.GangMembers {
+		if !strings.Contains(m.Node, rb.Name) {
+			t.Errorf("member %s planned on %s, not a new node of %s", m.Pod, m.Node, rb.Name)
+		}
 	}
 }

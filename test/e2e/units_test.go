@@ -50,7 +50,7 @@ func (s *scenario) wholeNodeGang(t *testing.T, name string, size int) {
 // keeps the unit's idle node while its mates work, and removes the idle
 // unit whole.
 func TestUnitsOfScale(t *testing.T) {
-	gangPlanners(t, func(t *testing.T, planner ...string) *framework.Autoscaler {
+	byGangCycle(t, func(t *testing.T) *framework.Autoscaler {
 		s := newScenario(t)
 		s.c.InstallCRD(s.ctx, t, nodeGroupCRD)
 		dyn, err := dynamic.NewForConfig(s.c.Config)
@@ -83,7 +83,7 @@ func TestUnitsOfScale(t *testing.T) {
 		// Idle nodes are unneeded after 2 s: the unit's free node must
 		// stay all the same while its unit mates work.
 		as := s.c.StartAutoscaler(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}},
-			append(planner, "--scale-down-unneeded-time=2s", "--scale-down-delay-after-add=0s")...)
+			"--scale-down-unneeded-time=2s", "--scale-down-delay-after-add=0s")
 		s.wholeNodeGang(t, "train", 3)
 		s.waitEvent(t, "train-0", "TriggeredScaleUp", time.Minute)
 
@@ -113,15 +113,11 @@ func TestUnitsOfScale(t *testing.T) {
 
 		// Too big for a unit: nothing comes.
 		s.wholeNodeGang(t, "big", 5)
-		want := []string{"minCount 5"}
-		if len(planner) == 0 {
-			// The pod group cycle names the unit as what falls short (the
-			// planner's loop reports its first domain's verdict only).
-			want = append(want, "is 4 nodes, one domain of "+cliqueLabel, "would need 5")
-		}
+		// The pod group cycle names the unit as what falls short.
+		want := []string{"minCount 5", "is 4 nodes, one domain of " + cliqueLabel, "would need 5"}
 		s.waitEvent(t, "big-0", "NotTriggerScaleUp", time.Minute, want...)
 		// Explain, a process of its own, says the same.
-		if r := s.explainJSON(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, "big-0", planner...); !containsAll(r.Summary, want...) {
+		if r := s.explainJSON(t, kwok.Config{NodeGroups: []kwok.NodeGroupConfig{g}}, "big-0"); !containsAll(r.Summary, want...) {
 			t.Errorf("explain's summary %q, want it to name %q", r.Summary, want)
 		}
 		framework.Consistently(s.ctx, t, 5*time.Second, "no node added for the gang no unit holds", func(ctx context.Context) (bool, string, error) {

@@ -85,19 +85,15 @@ func TestGangCyclePlansEveryLevel(t *testing.T) {
 	}
 	g := &gang.Gang{Namespace: "ns", Name: "job", Composite: true, MinCount: 4, TopologyKey: block, Pending: pending}
 	groups := []*nodegroups.Info{blockRackGroup("g-r3", "4", "b2", "r3", 1), blockRackGroup("g-r2", "4", "b1", "r2", 10)}
-	for _, tc := range []struct {
-		cycle     bool // composites always take the cycle
-		shortcuts *shortcut.Set
-	}{{false, nil}, {true, nil}, {true, shortcut.Plain()}} {
-		t.Run(fmt.Sprintf("GangCycle=%v,plain=%v", tc.cycle, tc.shortcuts != nil), func(t *testing.T) {
-			e.opts.GangCycle = tc.cycle
+	for _, shortcuts := range []*shortcut.Set{nil, shortcut.Plain()} {
+		t.Run(fmt.Sprintf("plain=%v", shortcuts != nil), func(t *testing.T) {
 			snap.Fork()
 			defer func() {
 				if err := snap.Revert(); err != nil {
 					t.Fatal(err)
 				}
 			}()
-			p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{Shortcuts: tc.shortcuts}), e.chain, limits.New(e.conf, nil), e.backoff, nil)
+			p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{Shortcuts: shortcuts}), e.chain, limits.New(e.conf, nil), e.backoff, nil)
 			out, usage, err := p.PlanGangs(e.ctx, e.runner, []*gang.Gang{g}, candidates, groups, limits.Usage{}, now)
 			if err != nil {
 				t.Fatal(err)

@@ -50,8 +50,6 @@ type DomainTry struct {
 	Domain string
 	// Feasible: the gang fits there whole (existing room and new nodes).
 	Feasible bool
-	// NewNodes is how many new nodes it would take (the domain loop).
-	NewNodes int
 	// Message is what it lacked, or its score (the pod group cycle).
 	Message string
 }
@@ -59,123 +57,61 @@ type DomainTry struct {
 // PlanGangs plans each gang as one unit, highest priority first: capacity
 // for at least minCount members (counting those already bound) in existing
 // or coming nodes plus new nodes of one or more groups — or nothing at all.
-// A gang with a topology key is planned inside one domain, as the
-// scheduler's group cycle places it: one candidate placement per value of
-// the key, the one needing fewest new nodes wins. With Options.GangCycle
-// the scheduler's own cycle plans a gang whose PodGroup is in the snapshot
-// instead (gangcycle.go). What a gang gets is kept
-// in the runner's snapshot, so later gangs and pods see it as taken, and
-// added to usage, which is returned.
+// The scheduler's own pod group cycle plans every gang it can run
+// (gangcycle.go): its plugins choose the topology domain at every level.
+// A gang whose PodGroup the simulation lacks (GenericWorkload off; a
+// ProvisioningRequest's pods when their simulated group cannot be set) is
+// planned whole without the cycle, and only when it has no topology
+// constraint: the autoscaler does not choose a domain the scheduler did
+// not. What a gang gets is kept in the runner's snapshot, so later gangs
+// and pods see it as taken, and added to usage, which is returned.
 func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs []*gang.Gang, candidates []string,
 	groups []*nodegroups.Info, usage limits.Usage, now time.Time) ([]GangOutcome, limits.Usage, error) {
 	var out []GangOutcome
-	snap := runner.Snapshot()
 	keys := p.gangNodeKeys(runner, gangs)
 	for _, g := range gangs {
-		// A CompositePodGroup tree has no plan but the cycle's: the loop
-		// below knows one level only.
-		if p.opts.GangCycle || g.Composite {
-			o, ran, err := p.planGangCycle(ctx, runner, g, candidates, groups, usage, now, keys)
-			if err != nil {
-				return nil, usage, fmt.Errorf("gang %s: pod group cycle: %w", g.Key(), err)
-			}
-			if ran {
-				p.gangToMax(&o, usage)
-				for _, up := range o.ScaleUps {
-					usage.AddPlanned(up.Group.Id, up.Group.Template.Node, up.Delta)
-				}
-				klog.FromContext(ctx).V(2).Info("Gang planned", "gang", g.Key(), "minCount", g.MinCount, "bound", g.Bound, "pending", len(g.Pending),
-					"fitsExisting", o.FitsExisting, "scaleUps", len(o.ScaleUps), "domain", o.Domain, "why", o.Message, "cycle", true)
-				out = append(out, o)
-				continue
-			}
+		o, ran, err := p.planGangCycle(ctx, runner, g, candidates, groups, usage, now, keys)
+		if err != nil {
+			return nil, usage, fmt.Errorf("gang %s: pod group cycle: %w", g.Key(), err)
 		}
-		// Try every domain without keeping anything, then plan the one
-		// needing fewest new nodes again and keep it.
-		domains := []string{""}
-		if g.TopologyKey != "" {
-			domains = topologyDomains(runner, g.TopologyKey, candidates, groups)
-		}
-		var best, first *GangOutcome
-		var ties []GangOutcome // feasible, as few new nodes as best
-		var tried []DomainTry
-		for _, d := range domains {
-			snap.Fork()
-			restore := p.markCapacity()
-			o, err := p.planGangIn(ctx, runner, g, d, candidates, groups, usage, now)
-			restore()
-			if rerr := snap.Revert(); err == nil {
-				err = rerr
-			}
-			if err != nil {
+		if !ran {
+			if o, err = p.planGangWhole(ctx, runner, g, candidates, groups, usage, now); err != nil {
 				return nil, usage, fmt.Errorf("gang %s: %w", g.Key(), err)
 			}
-			tried = append(tried, DomainTry{Domain: d, Feasible: o.feasible(), NewNodes: o.newNodes(), Message: o.Message})
-			switch {
-			case o.feasible() && (best == nil || o.newNodes() < best.newNodes()):
-				best = &o
-				ties = []GangOutcome{o}
-			case o.feasible() && o.newNodes() == best.newNodes():
-				ties = append(ties, o)
-			case !o.feasible() && first == nil:
-				first = &o
-			}
 		}
-		if len(ties) > 1 {
-			best = p.preferredOutcome(ties, now)
+		p.gangToMax(&o, usage)
+		for _, up := range o.ScaleUps {
+			usage.AddPlanned(up.Group.Id, up.Group.Template.Node, up.Delta)
 		}
-		switch {
-		case best != nil:
-			o, err := p.planGangIn(ctx, runner, g, best.Domain, candidates, groups, usage, now)
-			if err != nil {
-				return nil, usage, fmt.Errorf("gang %s: %w", g.Key(), err)
-			}
-			best = &o
-			p.gangToMax(best, usage)
-			for _, up := range best.ScaleUps {
-				usage.AddPlanned(up.Group.Id, up.Group.Template.Node, up.Delta)
-			}
-		case first != nil:
-			best = first
-			if g.TopologyKey != "" {
-				best.Message = fmt.Sprintf("no %s domain can host the gang (%d tried); first: %s", g.TopologyKey, len(domains), first.Message)
-			}
-		default:
-			best = &GangOutcome{Gang: g, Message: fmt.Sprintf("no node or node group has the topology label %s", g.TopologyKey)}
-		}
-		best.Tried = tried
-		klog.FromContext(ctx).V(2).Info("Gang planned", "gang", g.Key(), "minCount", g.MinCount, "bound", g.Bound,
-			"pending", len(g.Pending), "fitsExisting", best.FitsExisting, "scaleUps", len(best.ScaleUps), "domain", best.Domain, "why", best.Message)
-		out = append(out, *best)
+		klog.FromContext(ctx).V(2).Info("Gang planned", "gang", g.Key(), "minCount", g.MinCount, "bound", g.Bound, "pending", len(g.Pending),
+			"fitsExisting", o.FitsExisting, "scaleUps", len(o.ScaleUps), "domain", o.Domain, "why", o.Message, "cycle", ran)
+		out = append(out, o)
 	}
 	return out, usage, nil
 }
 
-// preferredOutcome is, of domains needing as many new nodes, the one
-// whose first scale-up the expander chain prefers (a reservation's nodes
-// before on-demand ones, the cheaper group): which of them to buy is the
-// autoscaler's choice, as in the pod group cycle (preferred). The first
-// when none buys anything.
-func (p *Planner) preferredOutcome(ties []GangOutcome, now time.Time) *GangOutcome {
-	var options []expander.Option
-	var of []int
-	for i, o := range ties {
-		if len(o.ScaleUps) == 0 {
-			continue
-		}
-		up := o.ScaleUps[0]
-		options, of = append(options, p.option(up.Group, up.Delta, up.Pods, now)), append(of, i)
+// planGangWhole plans a gang the pod group cycle cannot run: all of its
+// members or none, without topology. It is tried in a fork first, and
+// planned again for good only when it fits, so a gang that does not fit
+// leaves nothing behind.
+func (p *Planner) planGangWhole(ctx context.Context, runner *framework.Runner, g *gang.Gang, candidates []string,
+	groups []*nodegroups.Info, usage limits.Usage, now time.Time) (GangOutcome, error) {
+	if g.TopologyKey != "" {
+		return GangOutcome{Gang: g, Message: fmt.Sprintf("gang %s has the topology constraint %s, and the scheduler's pod group cycle cannot run for it "+
+			"(its PodGroup is not in the simulation: GenericWorkload and TopologyAwareWorkloadScheduling must be in --feature-gates as the scheduler has them); "+
+			"no domain is chosen for it", g.Key(), g.TopologyKey)}, nil
 	}
-	best := p.chain.Choose(options)
-	if best == nil {
-		return &ties[0]
+	var o GangOutcome
+	err := p.forked(runner, func() error {
+		var err error
+		o, err = p.planGangIn(ctx, runner, g, candidates, groups, usage, now)
+		return err
+	})
+	if err == nil && o.feasible() {
+		o, err = p.planGangIn(ctx, runner, g, candidates, groups, usage, now)
 	}
-	for k := range options {
-		if options[k].NodeGroup == best.NodeGroup {
-			return &ties[of[k]]
-		}
-	}
-	return &ties[0]
+	o.Tried = []DomainTry{{Feasible: o.feasible(), Message: o.Message}}
+	return o, err
 }
 
 func (o *GangOutcome) feasible() bool { return o.FitsExisting || len(o.ScaleUps) > 0 }
@@ -188,15 +124,11 @@ func (o *GangOutcome) newNodes() int {
 	return n
 }
 
-// planGangIn plans the gang in one domain ("" for no topology) and leaves
+// planGangIn plans the gang's members whole, without topology, and leaves
 // its placements in the snapshot; the caller forks around it.
-func (p *Planner) planGangIn(ctx context.Context, runner *framework.Runner, g *gang.Gang, domain string, candidates []string,
+func (p *Planner) planGangIn(ctx context.Context, runner *framework.Runner, g *gang.Gang, candidates []string,
 	groups []*nodegroups.Info, usage limits.Usage, now time.Time) (GangOutcome, error) {
-	o := GangOutcome{Gang: g, Domain: domain}
-	if domain != "" {
-		candidates = nodesIn(runner, g.TopologyKey, domain, candidates)
-		groups = groupsIn(g.TopologyKey, domain, groups)
-	}
+	o := GangOutcome{Gang: g}
 	var rest []*corev1.Pod
 	fit := 0
 	for _, pod := range g.Pending {
@@ -226,7 +158,7 @@ func (p *Planner) planGangIn(ctx context.Context, runner *framework.Runner, g *g
 	}
 	var whole []expander.Option
 	for _, opt := range options {
-		if len(opt.Pods) >= need && !overUnit(groupByID(groups, opt.NodeGroup), domain, opt.NodeCount) {
+		if len(opt.Pods) >= need {
 			whole = append(whole, opt)
 		}
 	}
@@ -250,9 +182,6 @@ func (p *Planner) planGangIn(ctx context.Context, runner *framework.Runner, g *g
 		}
 		// Groups sharing a reservation: what earlier parts took is gone.
 		maxNodes := p.reservedRoom(groupByID(groups, opt.NodeGroup), rest, opt.NodeCount)
-		if unit, _ := groupByID(groups, opt.NodeGroup).Template.UnitSize(); unit > 1 && domain == newDomain(opt.NodeGroup) {
-			maxNodes = min(maxNodes, unit)
-		}
 		if maxNodes == 0 {
 			continue
 		}
@@ -276,15 +205,6 @@ func (p *Planner) planGangIn(ctx context.Context, runner *framework.Runner, g *g
 	o.ScaleUps = nil
 	o.Message = fmt.Sprintf("gang %s needs %d more member(s) placed to reach minCount %d; existing capacity takes %d and new nodes at most %d",
 		g.Key(), g.Need(), g.MinCount, fit, placed)
-	if domain != "" {
-		o.Message += fmt.Sprintf(" in %s=%s", g.TopologyKey, domain)
-	}
-	for _, opt := range options {
-		if grp := groupByID(groups, opt.NodeGroup); overUnit(grp, domain, opt.NodeCount) {
-			unit, _ := grp.Template.UnitSize()
-			o.Message += "; " + unitNote(runner, grp, unit, g.TopologyKey, opt.NodeCount)
-		}
-	}
 	reasons := p.resolve(ctx, []*reasonLog{log}, g.Pending)
 	for _, pod := range g.Pending {
 		o.Reasons = append(o.Reasons, reasons[pod.UID]...)
@@ -307,71 +227,6 @@ func (p *Planner) keep(ctx context.Context, pods []*corev1.Pod, g *nodegroups.In
 		up.Pods = append(up.Pods, pl.Pod)
 	}
 	return toUnits(up), len(res.Placements), nil
-}
-
-// topologyDomains are the values of key on candidate nodes and group
-// templates, sorted, then one new domain per group whose provider picks
-// the value per request (newDomain): one atomic request of it is a domain
-// of its own, which no node has yet.
-func topologyDomains(runner *framework.Runner, key string, candidates []string, groups []*nodegroups.Info) []string {
-	seen := map[string]bool{}
-	for _, name := range candidates {
-		if ni, err := runner.Snapshot().NodeInfos().Get(name); err == nil {
-			if v, ok := ni.Node().Labels[key]; ok {
-				seen[v] = true
-			}
-		}
-	}
-	for _, g := range groups {
-		if g.Template != nil {
-			if v, ok := g.Template.Node.Labels[key]; ok {
-				seen[v] = true
-			}
-		}
-	}
-	out := make([]string, 0, len(seen))
-	for v := range seen {
-		out = append(out, v)
-	}
-	sort.Strings(out)
-	for _, g := range groups {
-		if g.Template.TopologyPerRequest(key) {
-			out = append(out, newDomain(g.Id))
-		}
-	}
-	return out
-}
-
-// newDomain names the domain one new request of group id makes: no label
-// value can be spelt so (a value has no spaces).
-func newDomain(id string) string { return "new request of " + id }
-
-// overUnit says whether n new nodes of g in domain would span more than
-// one of g's units while domain is one new request of g: a unit is one
-// domain, two units two.
-func overUnit(g *nodegroups.Info, domain string, n int) bool {
-	unit, _ := g.Template.UnitSize()
-	return unit > 1 && domain == newDomain(g.Id) && n > unit
-}
-
-func nodesIn(runner *framework.Runner, key, value string, candidates []string) []string {
-	var out []string
-	for _, name := range candidates {
-		if ni, err := runner.Snapshot().NodeInfos().Get(name); err == nil && ni.Node().Labels[key] == value {
-			out = append(out, name)
-		}
-	}
-	return out
-}
-
-func groupsIn(key, value string, groups []*nodegroups.Info) []*nodegroups.Info {
-	var out []*nodegroups.Info
-	for _, g := range groups {
-		if g.Template != nil && (g.Template.Node.Labels[key] == value || value == newDomain(g.Id) && g.Template.TopologyPerRequest(key)) {
-			out = append(out, g)
-		}
-	}
-	return out
 }
 
 func dedupe(rs []GroupReason) []GroupReason {

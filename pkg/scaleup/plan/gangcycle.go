@@ -395,7 +395,11 @@ next:
 	return out
 }
 
-// rankOptions orders the options as the old loop prefers them: those
+// newDomain names the domain one new request of group id makes: no label
+// value can be spelt so (a value has no spaces).
+func newDomain(id string) string { return "new request of " + id }
+
+// rankOptions orders the options as the old loop preferred them: those
 // hosting the whole need first, in the expander chain's order, then the
 // rest biggest first. Members fill nodes first fit in this order.
 func rankOptions(chain expander.Chain, options []expander.Option, need int) []expander.Option {

@@ -43,7 +43,7 @@ type gangScenario struct {
 	reserved []cloudprovider.ReservedCapacity
 }
 
-// gangPlan is what a plan decides, comparable across the two paths.
+// gangPlan is what a plan decides, comparable with a table's want.
 type gangPlan struct {
 	Domain       string
 	FitsExisting bool
@@ -53,11 +53,11 @@ type gangPlan struct {
 	InUse        map[string]int // per reservation, after the plan
 }
 
-// planGang plans sc's gang with the planner's own loop or with the
-// scheduler's pod group cycle, in a runner with the cluster's gates
+// planGang plans sc's gang with the scheduler's pod group cycle, in a
+// runner with the cluster's gates
 // (GenericWorkload, TopologyAwareWorkloadScheduling), the PodGroup in the
 // snapshot as the observed cluster puts it there.
-func planGang(t *testing.T, cycle bool, sc gangScenario) (gangPlan, plan.GangOutcome) {
+func planGang(t *testing.T, sc gangScenario) (gangPlan, plan.GangOutcome) {
 	t.Helper()
 	t.Cleanup(func() {
 		if err := framework.ApplyFeatureGates("TopologyAwareWorkloadScheduling=false,GenericWorkload=false"); err != nil {
@@ -71,7 +71,6 @@ func planGang(t *testing.T, cycle bool, sc gangScenario) (gangPlan, plan.GangOut
 		t.Fatal(err)
 	}
 	e.runner = runner
-	e.opts.GangCycle = cycle
 	snap := runner.Snapshot()
 	var candidates []string
 	for _, n := range sc.nodes {
@@ -123,7 +122,7 @@ func planGang(t *testing.T, cycle bool, sc gangScenario) (gangPlan, plan.GangOut
 	}
 	for _, up := range o.ScaleUps {
 		if !up.Atomic || up.Gang != "ns/train" || up.Delta != len(up.Nodes) {
-			t.Errorf("cycle %v: scale-up of %s: atomic %v, gang %q, +%d for %d planned nodes", cycle, up.Group.Id, up.Atomic, up.Gang, up.Delta, len(up.Nodes))
+			t.Errorf("scale-up of %s: atomic %v, gang %q, +%d for %d planned nodes", up.Group.Id, up.Atomic, up.Gang, up.Delta, len(up.Nodes))
 		}
 		got.ScaleUps = append(got.ScaleUps, fmt.Sprintf("+%d %s", up.Delta, nodesOf([]act.ScaleUp{up})[0]))
 	}
@@ -146,17 +145,18 @@ func rackNode(name, cpu, value string) *corev1.Node {
 	return builder.Node(name).CPU(cpu).Memory("64Gi").Label(rack, value).Obj()
 }
 
-// On the planner's gang scenarios the scheduler's pod group cycle
-// (Options.GangCycle) and the planner's own loop make the same plan: same
-// domain, same members on existing nodes, same atomic scale-ups with the
-// same members on each new node, same nodes booked in usage.
-func TestGangCycleMatchesTheLoop(t *testing.T) {
+// The planner's gang scenarios, planned by the scheduler's pod group
+// cycle: the domain, the members on existing nodes, the atomic scale-ups
+// with the members on each new node, the nodes booked in usage. (These
+// were the plans of the planner's own domain loop, which the cycle
+// replaced; it made the same ones.)
+func TestGangCycle(t *testing.T) {
 	tests := []struct {
 		name string
 		sc   gangScenario
 		want gangPlan
 	}{{
-		// The loop needs no new node there; the cycle's first run, over
+		// No new node is needed there; the cycle's first run, over
 		// existing nodes alone, is the scheduler placing the gang now.
 		name: "existing room in rack-a",
 		sc: gangScenario{members: 2, cpu: "2", topologyKey: rack, nodes: []*corev1.Node{rackNode("a1", "4", "rack-a")},
@@ -171,7 +171,7 @@ func TestGangCycleMatchesTheLoop(t *testing.T) {
 		want: gangPlan{Domain: "rack-b", ScaleUps: []string{"+1 b: [train-0 train-1]"}, Planned: map[string]int{"b": 1}},
 	}, {
 		// Both racks need new nodes; rack-b's bigger nodes need fewer
-		// (the loop) and are fuller (NodeResourcesFit's MostAllocated
+		// and are fuller (NodeResourcesFit's MostAllocated
 		// placement score: memory 4Gi of 64Gi against 128Gi).
 		name: "fewer, fuller nodes in rack-b",
 		sc: gangScenario{members: 4, cpu: "2", topologyKey: rack, groups: func() []*nodegroups.Info {
@@ -231,21 +231,18 @@ func TestGangCycleMatchesTheLoop(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			loop, lo := planGang(t, false, tc.sc)
-			if diff := cmp.Diff(tc.want, loop); diff != "" {
-				t.Errorf("planner's loop (-want +got):\n%s\n%s", diff, lo.Message)
-			}
-			cycle, co := planGang(t, true, tc.sc)
-			if diff := cmp.Diff(loop, cycle); diff != "" {
-				t.Errorf("pod group cycle differs from the loop (-loop +cycle):\n%s\n%s", diff, co.Message)
+			got, o := planGang(t, tc.sc)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("plan (-want +got):\n%s\n%s", diff, o.Message)
 			}
 		})
 	}
 }
 
-// Where the loop and the scheduler disagree, the cycle follows the
+// Where fewest new nodes and the scheduler disagree, the plan follows the
 // scheduler. rack-a: a1 has room for one member, and one new 16-CPU node
-// of group a takes the other two (1 new node, the loop's choice). rack-b:
+// of group a takes the other two (1 new node, the old domain loop's
+// choice). rack-b:
 // two new 4-CPU nodes of group b take all three (2 new nodes). Each rack
 // places every member, so PodGroupPodsCount ties; NodeResourcesFit scores
 // a placement MostAllocated over all its nodes: rack-a uses 8 of 20 CPUs,
@@ -256,13 +253,7 @@ func TestGangCycleFollowsTheSchedulersPlacementScore(t *testing.T) {
 		groups: func() []*nodegroups.Info {
 			return []*nodegroups.Info{rackGroup("a", "16", "rack-a", 10), rackGroup("b", "4", "rack-b", 10)}
 		}}
-	loop, _ := planGang(t, false, sc)
-	wantLoop := gangPlan{Domain: "rack-a", ScaleUps: []string{"+1 a: [train-1 train-2]"}, Existing: []string{"train-0:a1"},
-		Planned: map[string]int{"a": 1}}
-	if diff := cmp.Diff(wantLoop, loop); diff != "" {
-		t.Errorf("planner's loop (-want +got):\n%s", diff)
-	}
-	cycle, o := planGang(t, true, sc)
+	cycle, o := planGang(t, sc)
 	wantCycle := gangPlan{Domain: "rack-b", ScaleUps: []string{"+2 b: [train-0 train-1] [train-2]"}, Planned: map[string]int{"b": 2}}
 	if diff := cmp.Diff(wantCycle, cycle); diff != "" {
 		t.Errorf("pod group cycle (-want +got):\n%s\n%s", diff, o.Message)
@@ -275,7 +266,7 @@ func TestGangCycleFollowsTheSchedulersPlacementScore(t *testing.T) {
 func TestGangCycleReportsTheSchedulersVerdict(t *testing.T) {
 	sc := gangScenario{members: 2, cpu: "2", topologyKey: rack, nodes: []*corev1.Node{rackNode("a1", "2", "rack-a")},
 		groups: func() []*nodegroups.Info { return []*nodegroups.Info{rackGroup("b", "4", "", 10)} }}
-	got, o := planGang(t, true, sc)
+	got, o := planGang(t, sc)
 	if len(got.ScaleUps) != 0 || got.FitsExisting || len(got.Planned) != 0 {
 		t.Fatalf("planned %+v, want nothing", got)
 	}

@@ -158,77 +158,63 @@ func TestGangsOfOnePassShareEachGroupsRoom(t *testing.T) {
 	}
 }
 
-// A group whose provider picks the topology value per request is a new
-// domain per request: a gang constrained to the key goes whole into one
-// atomic request of it, beside a fixed-domain group too small for it,
-// and never onto an existing node of another domain.
-func TestGangIntoANewDomainPerRequest(t *testing.T) {
+// A gang with a topology constraint whose PodGroup the simulation lacks
+// (GenericWorkload off in the autoscaler) gets no plan: no domain is
+// chosen by the autoscaler alone, and the message says which gates the
+// scheduler's cycle needs. (With them, TestGangCycle's "a new domain per
+// request" plans the same gang into one request of blocks.)
+func TestGangWithTopologyNeedsTheCycle(t *testing.T) {
 	const block = "example.com/block"
 	e := newEnv(t)
-	existing := builder.Node("b1-node").CPU("4").Memory("64Gi").Label(block, "b1").Obj()
-	if err := e.runner.Snapshot().AddNode(existing); err != nil {
-		t.Fatal(err)
-	}
-	fixed := group("fixed", "4", 1, 0)
-	fixed.Template.Node.Labels[block] = "b1"
 	perRequest := group("blocks", "4", 10, 0)
 	perRequest.Template.Node.Annotations = map[string]string{cloudprovider.AnnotationTopologyPerRequest: block}
 	g := &gang.Gang{Namespace: "ns", Name: "train", MinCount: 3, TopologyKey: block, Pending: cpuPods("train", "3", 3)}
 	p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{}), e.chain, limits.New(e.conf, nil), e.backoff, nil)
-	out, _, err := p.PlanGangs(e.ctx, e.runner, []*gang.Gang{g}, []string{"b1-node"}, []*nodegroups.Info{fixed, perRequest}, limits.Usage{}, now)
+	out, usage, err := p.PlanGangs(e.ctx, e.runner, []*gang.Gang{g}, nil, []*nodegroups.Info{perRequest}, limits.Usage{}, now)
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := out[0]
-	if len(o.ScaleUps) != 1 || o.ScaleUps[0].Group.Id != "blocks" || o.ScaleUps[0].Delta != 3 || !o.ScaleUps[0].Atomic || len(o.Existing) != 0 {
-		t.Fatalf("plan %v existing %v domain %q (%s); want one atomic +3 of blocks", nodesOf(o.ScaleUps), o.Existing, o.Domain, o.Message)
+	if len(o.ScaleUps) != 0 || o.FitsExisting || len(usage.Planned) != 0 {
+		t.Fatalf("plan %v fits %v usage %v; want nothing", nodesOf(o.ScaleUps), o.FitsExisting, usage.Planned)
 	}
-	if o.Domain != "new request of blocks" {
-		t.Errorf("domain %q, want a new request of blocks", o.Domain)
-	}
-	// Both domains were tried: b1 (the fixed group and the existing node)
-	// lacks room, the new request takes three nodes.
-	if len(o.Tried) != 2 || o.Tried[0].Domain != "b1" || o.Tried[0].Feasible || o.Tried[0].Message == "" ||
-		o.Tried[1].Domain != o.Domain || !o.Tried[1].Feasible || o.Tried[1].NewNodes != 3 {
-		t.Errorf("domains tried %+v, want b1 infeasible with its reason, then the new request with 3 nodes", o.Tried)
+	for _, want := range []string{"topology constraint " + block, "GenericWorkload and TopologyAwareWorkloadScheduling"} {
+		if !strings.Contains(o.Message, want) {
+			t.Errorf("message %q, want it to say %q", o.Message, want)
+		}
 	}
 }
 
 // A group of units of 4 whose provider picks the domain per unit: a gang
 // of 3 constrained to the domain takes one whole unit (the 4th node
-// empty); a gang of 5 fits no unit, and nothing is planned. With the
-// scheduler's cycle and with the planner's loop.
+// empty); a gang of 5 fits no unit, and nothing is planned.
 func TestGangIntoOneUnit(t *testing.T) {
 	units := func() []*nodegroups.Info {
 		g := group("racks", "4", 16, 0)
 		g.Template.Node.Annotations = map[string]string{cloudprovider.AnnotationTopologyPerRequest: rack, cloudprovider.AnnotationUnitSize: "4"}
 		return []*nodegroups.Info{g}
 	}
-	for _, cycle := range []bool{true, false} {
-		for _, tc := range []struct {
-			members int
-			want    []string
-		}{
-			{3, []string{"+4 racks: [train-0] [train-1] [train-2] []"}},
-			{5, nil},
-		} {
-			t.Run(fmt.Sprintf("cycle=%v/members=%d", cycle, tc.members), func(t *testing.T) {
-				got, o := planGang(t, cycle, gangScenario{members: tc.members, cpu: "3", topologyKey: rack, groups: units})
-				if diff := cmp.Diff(tc.want, got.ScaleUps); diff != "" {
-					t.Errorf("scale-ups (-want +got):\n%s\n%s", diff, o.Message)
-				}
-				if want := "a new unit of racks is 4 nodes, one domain of " + rack + ", and the members would need 5"; tc.want == nil && !strings.Contains(o.Message, want) {
-					t.Errorf("message %q, want it to say %q", o.Message, want)
-				}
-			})
-		}
+	for _, tc := range []struct {
+		members int
+		want    []string
+	}{
+		{3, []string{"+4 racks: [train-0] [train-1] [train-2] []"}},
+		{5, nil},
+	} {
+		t.Run(fmt.Sprintf("members=%d", tc.members), func(t *testing.T) {
+			got, o := planGang(t, gangScenario{members: tc.members, cpu: "3", topologyKey: rack, groups: units})
+			if diff := cmp.Diff(tc.want, got.ScaleUps); diff != "" {
+				t.Errorf("scale-ups (-want +got):\n%s\n%s", diff, o.Message)
+			}
+			if want := "a new unit of racks is 4 nodes, one domain of " + rack + ", and the members would need 5"; tc.want == nil && !strings.Contains(o.Message, want) {
+				t.Errorf("message %q, want it to say %q", o.Message, want)
+			}
+		})
 	}
 }
 
 // A gang no unit holds is told what the registered units have free: one
-// unit of 4 nodes, one of them busy, leaves 3 idle nodes. (The domain
-// loop, --gang-placement-cycle=false, reports its first domain only: the
-// existing unit's.)
+// unit of 4 nodes, one of them busy, leaves 3 idle nodes.
 func TestGangTooBigForAUnitNamesTheUnitsRoom(t *testing.T) {
 	var nodes []*corev1.Node
 	for i := range 4 {
@@ -240,7 +226,7 @@ func TestGangTooBigForAUnitNamesTheUnitsRoom(t *testing.T) {
 		g.Ready = nodes
 		return []*nodegroups.Info{g}
 	}
-	got, o := planGang(t, true, gangScenario{members: 5, cpu: "3", topologyKey: rack, nodes: nodes,
+	got, o := planGang(t, gangScenario{members: 5, cpu: "3", topologyKey: rack, nodes: nodes,
 		used: map[string]string{"r1-0": "2"}, groups: units})
 	if len(got.ScaleUps) != 0 || got.FitsExisting {
 		t.Fatalf("planned %+v, want nothing", got)

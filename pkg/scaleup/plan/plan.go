@@ -49,15 +49,6 @@ type Options struct {
 	// Balance, when set, spreads each scale-up over the groups similar
 	// to the chosen one (--balance-similar-node-groups).
 	Balance *balance.Similarity
-	// GangCycle plans each gang whose PodGroup is in the snapshot with
-	// the scheduler's own pod group cycle (framework.Runner.SchedulePodGroup)
-	// over existing nodes and template instances: its plugins choose the
-	// domain, the members on existing nodes and those on each new node
-	// (--gang-placement-cycle, on by default). Off, the planner's own
-	// domain loop plans single PodGroups; it also plans the gangs the
-	// cycle cannot (no PodGroup in the snapshot: ProvisioningRequests,
-	// GenericWorkload off) (docs/design/gang-cycle.md).
-	GangCycle bool
 }
 
 // Planner plans scale-ups.
