@@ -115,6 +115,12 @@ func (r *Runner) filterNodes(ctx context.Context, state *schedframework.CycleSta
 	if perr := panicked.Load(); perr != nil {
 		return nil, *perr
 	}
+	// A cancelled pass stops handing out nodes: those left unchecked hold
+	// no verdict, and must not read as "does not fit" (or, to verify mode,
+	// as the plain framework disagreeing with a shortcut).
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("filter pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
 	return results, nil
 }
 
