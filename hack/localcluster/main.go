@@ -5,6 +5,7 @@
 //	localcluster down    stop it; no process or listening port is left behind
 //	localcluster status  say whether it runs and where its kubeconfig is
 //	localcluster build   only build the control-plane binaries (and the Cluster API and Kueue managers the e2e tests run)
+//	localcluster build-tools  only build kwok and the Cluster API and Kueue managers (other modules than this one)
 //
 // `up` starts `localcluster serve` detached: that process hosts etcd in
 // process and supervises the other components.
@@ -68,6 +69,8 @@ func main() {
 		if err == nil {
 			err = controlplane.EnsureKueueManager(context.Background(), o.binDir)
 		}
+	case "build-tools":
+		err = controlplane.EnsureTools(context.Background(), o.binDir)
 	case "up":
 		err = up(o)
 	case "down":
@@ -85,7 +88,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: localcluster up|down|status|build [--state-dir DIR] [--bin-dir DIR] [--port-base N] [--feature-gates G] [--ready-timeout D] [--capi]")
+	fmt.Fprintln(os.Stderr, "usage: localcluster up|down|status|build|build-tools [--state-dir DIR] [--bin-dir DIR] [--port-base N] [--feature-gates G] [--ready-timeout D] [--capi]")
 	os.Exit(2)
 }
 

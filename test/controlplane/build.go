@@ -58,13 +58,42 @@ func BuildBinaries(ctx context.Context, binDir string, progress Progress) error 
 			return fmt.Errorf("building the control plane: %w", err)
 		}
 	}
+	return buildKwok(ctx, binDir, progress)
+}
+
+// buildKwok installs kwok into binDir (absolute), in its own module
+// context.
+func buildKwok(ctx context.Context, binDir string, progress Progress) error {
 	done := progress.Begin("build kwok " + KwokVersion)
-	_, err = goCmd(ctx, os.TempDir(), []string{"GOBIN=" + binDir, "GOFLAGS="},
+	_, err := goCmd(ctx, os.TempDir(), []string{"GOBIN=" + binDir, "GOFLAGS="},
 		"install", "sigs.k8s.io/kwok/cmd/kwok@"+KwokVersion)
 	if done(err); err != nil {
 		return fmt.Errorf("installing kwok: %w", err)
 	}
 	return nil
+}
+
+// EnsureTools builds what the tests run from modules other than this one:
+// kwok, the Cluster API manager and the Kueue manager. They share no
+// compiled package with this module's build, so a cold `make test` builds
+// them at low priority beside its linters and unit tests (Makefile);
+// EnsureBinaries, EnsureCAPIManager and EnsureKueueManager then find them
+// up to date.
+func EnsureTools(ctx context.Context, binDir string) error {
+	binDir, err := filepath.Abs(binDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return err
+	}
+	if err := buildKwok(ctx, binDir, nil); err != nil {
+		return err
+	}
+	if err := EnsureCAPIManager(ctx, binDir); err != nil {
+		return err
+	}
+	return EnsureKueueManager(ctx, binDir)
 }
 
 // KwokStageDir returns the folder of stage configs shipped in the kwok module
