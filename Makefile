@@ -53,21 +53,29 @@ binaries:
 # Everything CI runs: the linters (first: they are the fastest to fail),
 # unit tests (the differential test's 1,000 seeds among them; `make
 # diff-long` runs more), the race detector over the packages that run
-# goroutines, then the end-to-end tests on a real local control plane.
-# The tools the e2e tests run from other modules (kwok, the Cluster API
-# and Kueue managers) share no compiled package with this module: a cold
-# run builds them at the lowest priority beside the linters and unit
-# tests, on the CPU those leave idle (about 12 minutes of building on 2
-# cores), and the e2e tests start once they are built. Warm, that build
-# takes seconds.
+# goroutines, and the end-to-end tests on a real local control plane.
+# Two of these run in the background at the lowest priority, on the CPU
+# the foreground leaves idle: the tools the e2e tests run from other
+# modules (kwok, the Cluster API and Kueue managers: about 12 minutes of
+# building on 2 cores, sharing no compiled package with this module)
+# beside the linters and unit tests, and the race tests (about 11 minutes
+# cold, mostly compiling Kubernetes with -race) beside the e2e tests, which
+# mostly wait for the control plane, kwok's nodes and the autoscaler's
+# passes. The race tests' output follows the e2e tests'.
 test:
 	$(GO) build -o $(BIN)/localcluster ./hack/localcluster
-	@mkdir -p _out; setsid nice -n 19 $(BIN)/localcluster build-tools --bin-dir $(BIN) >_out/build-tools.log 2>&1 & tools=$$!; \
-	$(MAKE) --no-print-directory lint test-unit test-race; rc=$$?; \
+	@mkdir -p _out; \
+	setsid nice -n 19 $(BIN)/localcluster build-tools --bin-dir $(BIN) >_out/build-tools.log 2>&1 & tools=$$!; \
+	$(MAKE) --no-print-directory lint test-unit; rc=$$?; \
 	if [ $$rc -ne 0 ]; then kill -- -$$tools 2>/dev/null || kill $$tools 2>/dev/null; wait $$tools; exit $$rc; fi; \
 	echo "waiting for the tools' build (_out/build-tools.log)"; \
-	if ! wait $$tools; then cat _out/build-tools.log; exit 1; fi
-	$(MAKE) --no-print-directory test-e2e
+	if ! wait $$tools; then cat _out/build-tools.log; exit 1; fi; \
+	echo "test-race runs beside test-e2e (_out/test-race.log)"; \
+	setsid nice -n 19 $(MAKE) --no-print-directory test-race >_out/test-race.log 2>&1 & race=$$!; \
+	$(MAKE) --no-print-directory test-e2e; rc=$$?; \
+	if [ $$rc -ne 0 ]; then kill -- -$$race 2>/dev/null || kill $$race 2>/dev/null; fi; \
+	wait $$race; raced=$$?; echo "== test-race"; cat _out/test-race.log; \
+	if [ $$rc -ne 0 ]; then exit $$rc; fi; exit $$raced
 
 test-unit:
 	$(GO) test $(TEST_FLAGS) -timeout 20m $(UNIT_PKGS)
