@@ -116,14 +116,6 @@ func (p *Planner) planGangWhole(ctx context.Context, runner *framework.Runner, g
 
 func (o *GangOutcome) feasible() bool { return o.FitsExisting || len(o.ScaleUps) > 0 }
 
-func (o *GangOutcome) newNodes() int {
-	n := 0
-	for _, up := range o.ScaleUps {
-		n += up.Delta
-	}
-	return n
-}
-
 // planGangIn plans the gang's members whole, without topology, and leaves
 // its placements in the snapshot; the caller forks around it.
 func (p *Planner) planGangIn(ctx context.Context, runner *framework.Runner, g *gang.Gang, candidates []string,
