@@ -314,8 +314,7 @@ func unitNotes(runner *framework.Runner, sets []instanceSet, keys string) string
 }
 
 // unitNote says that a gang would need more new nodes of g than one unit
-// has, and what the registered units have free: the gang's domain loop
-// and the pod group cycle word it alike.
+// has, and what the registered units have free.
 func unitNote(runner *framework.Runner, g *nodegroups.Info, unit int, keys string, need int) string {
 	note := fmt.Sprintf("a new unit of %s is %d nodes, one domain of %s, and the members would need %d", g.Id, unit, keys, need)
 	idle := map[string]int{}
