@@ -62,16 +62,23 @@ binaries:
 # cold, mostly compiling Kubernetes with -race) beside the e2e tests, which
 # mostly wait for the control plane, kwok's nodes and the autoscaler's
 # passes. The race tests' output follows the e2e tests'.
+# LOWPRIO runs a command in a session of its own (so that a failure can
+# stop it and all it started) at the lowest priority. The session's
+# scheduler autogroup gets nice 19 too: with autogroups (the kernel's
+# default), nice orders tasks only within one session, and a new session
+# at nice 19 still took half the CPUs from the foreground's (measured: two
+# busy loops each side, 52 % against 50 %; 8 % against 97 % with this).
+LOWPRIO = setsid sh -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 19 "$$@"' lowprio
 test:
 	$(GO) build -o $(BIN)/localcluster ./hack/localcluster
 	@mkdir -p _out; \
-	setsid nice -n 19 $(BIN)/localcluster build-tools --bin-dir $(BIN) >_out/build-tools.log 2>&1 & tools=$$!; \
+	$(LOWPRIO) $(BIN)/localcluster build-tools --bin-dir $(BIN) >_out/build-tools.log 2>&1 & tools=$$!; \
 	$(MAKE) --no-print-directory lint test-unit; rc=$$?; \
 	if [ $$rc -ne 0 ]; then kill -- -$$tools 2>/dev/null || kill $$tools 2>/dev/null; wait $$tools; exit $$rc; fi; \
 	echo "waiting for the tools' build (_out/build-tools.log)"; \
 	if ! wait $$tools; then cat _out/build-tools.log; exit 1; fi; \
 	echo "test-race runs beside test-e2e (_out/test-race.log)"; \
-	setsid nice -n 19 $(MAKE) --no-print-directory test-race >_out/test-race.log 2>&1 & race=$$!; \
+	$(LOWPRIO) $(MAKE) --no-print-directory test-race >_out/test-race.log 2>&1 & race=$$!; \
 	$(MAKE) --no-print-directory test-e2e; rc=$$?; \
 	if [ $$rc -ne 0 ]; then kill -- -$$race 2>/dev/null || kill $$race 2>/dev/null; fi; \
 	wait $$race; raced=$$?; echo "== test-race"; cat _out/test-race.log; \
