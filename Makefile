@@ -183,9 +183,11 @@ image:
 # The control plane is built once, before the test binaries start, so they
 # do not build it side by side.
 # The e2e tests mostly wait (for the control plane, kwok's nodes, the
-# autoscaler's passes): four at a time in a package, not GOMAXPROCS (2),
-# took test/e2e from 23 to 16 minutes.
-E2E_PARALLEL ?= 4
+# autoscaler's passes): four at a time took test/e2e from 23 to 16
+# minutes, but timing-sensitive tests (nominations, Cluster API's node
+# annotations) failed in three make test runs of five; two at a time
+# (GOMAXPROCS here) has passed every run.
+E2E_PARALLEL ?= 2
 test-e2e: binaries
 	$(GO) test $(TEST_FLAGS) -parallel $(E2E_PARALLEL) -timeout 40m $(E2E_PKGS)
 
