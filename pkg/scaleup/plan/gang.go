@@ -91,9 +91,9 @@ func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs
 }
 
 // planGangWhole plans a gang the pod group cycle cannot run: all of its
-// members or none, without topology. It is tried in a fork first, and
-// planned again for good only when it fits, so a gang that does not fit
-// leaves nothing behind.
+// members or none, without topology. It is planned in a fork, kept when
+// it fits and dropped otherwise, so a gang that does not fit leaves
+// nothing behind.
 func (p *Planner) planGangWhole(ctx context.Context, runner *framework.Runner, g *gang.Gang, candidates []string,
 	groups []*nodegroups.Info, usage limits.Usage, now time.Time) (GangOutcome, error) {
 	if g.TopologyKey != "" {
@@ -101,14 +101,17 @@ func (p *Planner) planGangWhole(ctx context.Context, runner *framework.Runner, g
 			"(its PodGroup is not in the simulation: GenericWorkload and TopologyAwareWorkloadScheduling must be in --feature-gates as the scheduler has them); "+
 			"no domain is chosen for it", g.Key(), g.TopologyKey)}, nil
 	}
-	var o GangOutcome
-	err := p.forked(runner, func() error {
-		var err error
-		o, err = p.planGangIn(ctx, runner, g, candidates, groups, usage, now)
-		return err
-	})
+	snap := runner.Snapshot()
+	snap.Fork()
+	restore := p.markCapacity()
+	o, err := p.planGangIn(ctx, runner, g, candidates, groups, usage, now)
 	if err == nil && o.feasible() {
-		o, err = p.planGangIn(ctx, runner, g, candidates, groups, usage, now)
+		err = snap.Commit()
+	} else {
+		restore()
+		if rerr := snap.Revert(); err == nil {
+			err = rerr
+		}
 	}
 	o.Tried = []DomainTry{{Feasible: o.feasible(), Message: o.Message}}
 	return o, err
