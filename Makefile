@@ -55,13 +55,15 @@ binaries:
 # diff-long` runs more), the race detector over the packages that run
 # goroutines, and the end-to-end tests on a real local control plane.
 # Two of these run in the background at the lowest priority, on the CPU
-# the foreground leaves idle: the tools the e2e tests run from other
-# modules (kwok, the Cluster API and Kueue managers: about 12 minutes of
-# building on 2 cores, sharing no compiled package with this module)
-# beside the linters and unit tests, and the race tests (about 11 minutes
-# cold, mostly compiling Kubernetes with -race) beside the e2e tests, which
-# mostly wait for the control plane, kwok's nodes and the autoscaler's
-# passes. The race tests' output follows the e2e tests'.
+# the foreground leaves idle: what the e2e tests run (`localcluster build`:
+# the Kueue manager, the Cluster API manager, kwok and the control plane;
+# about 20 minutes of building on 2 cores when cold) beside the linters and
+# unit tests, and the race tests (about 11 minutes cold, mostly compiling
+# Kubernetes with -race) beside the e2e tests, which mostly wait for the
+# control plane, kwok's nodes and the autoscaler's passes. The race tests'
+# output follows the e2e tests'. hack/kwok and hack/capi build with this
+# module's versions of what they share with it (test/controlplane
+# TestToolVersions), so that most of their packages are compiled once.
 # LOWPRIO runs a command in a session of its own (so that a failure can
 # stop it and all it started) at the lowest priority. The session's
 # scheduler autogroup gets nice 19 too: with autogroups (the kernel's
@@ -72,11 +74,11 @@ LOWPRIO = setsid sh -c 'echo 19 >/proc/self/autogroup 2>/dev/null; exec nice -n 
 test:
 	$(GO) build -o $(BIN)/localcluster ./hack/localcluster
 	@mkdir -p _out; \
-	$(LOWPRIO) $(BIN)/localcluster build-tools --bin-dir $(BIN) >_out/build-tools.log 2>&1 & tools=$$!; \
+	$(LOWPRIO) $(BIN)/localcluster build --bin-dir $(BIN) >_out/build.log 2>&1 & tools=$$!; \
 	$(MAKE) --no-print-directory lint test-unit; rc=$$?; \
 	if [ $$rc -ne 0 ]; then kill -- -$$tools 2>/dev/null || kill $$tools 2>/dev/null; wait $$tools; exit $$rc; fi; \
-	echo "waiting for the tools' build (_out/build-tools.log)"; \
-	if ! wait $$tools; then cat _out/build-tools.log; exit 1; fi; \
+	echo "waiting for the e2e tests' binaries (_out/build.log)"; \
+	if ! wait $$tools; then cat _out/build.log; exit 1; fi; \
 	echo "test-race runs beside test-e2e (_out/test-race.log)"; \
 	$(LOWPRIO) $(MAKE) --no-print-directory test-race >_out/test-race.log 2>&1 & race=$$!; \
 	$(MAKE) --no-print-directory test-e2e; rc=$$?; \

@@ -128,3 +128,27 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+replace github.com/Masterminds/semver/v3 => github.com/Masterminds/semver/v3 v3.4.0
+
+replace github.com/go-logr/logr => github.com/go-logr/logr v1.4.3
+
+replace github.com/google/gnostic-models => github.com/google/gnostic-models v0.7.0
+
+replace go.opentelemetry.io/proto/otlp => go.opentelemetry.io/proto/otlp v1.10.0
+
+replace go.yaml.in/yaml/v3 => go.yaml.in/yaml/v3 v3.0.4
+
+replace golang.org/x/crypto => golang.org/x/crypto v0.54.0
+
+replace golang.org/x/net => golang.org/x/net v0.57.0
+
+replace golang.org/x/sync => golang.org/x/sync v0.22.0
+
+replace golang.org/x/sys => golang.org/x/sys v0.47.0
+
+replace golang.org/x/term => golang.org/x/term v0.45.0
+
+replace golang.org/x/text => golang.org/x/text v0.40.0
+
+replace google.golang.org/protobuf => google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af

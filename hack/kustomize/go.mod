@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	sigs.k8s.io/kustomize/api v0.21.2
 	sigs.k8s.io/kustomize/kyaml v0.21.2
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
@@ -33,5 +34,12 @@ require (
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/evanphx/json-patch.v4 v4.13.0 // indirect
 	k8s.io/kube-openapi v0.0.0-20260721132016-d427ff9ee9ad // indirect
-	sigs.k8s.io/yaml v1.6.0 // indirect
 )
+
+replace github.com/google/gnostic-models => github.com/google/gnostic-models v0.7.0
+
+replace go.yaml.in/yaml/v3 => go.yaml.in/yaml/v3 v3.0.4
+
+replace google.golang.org/protobuf => google.golang.org/protobuf v1.36.12-0.20260120151049-f2248ac996af
+
+replace golang.org/x/sys => golang.org/x/sys v0.47.0

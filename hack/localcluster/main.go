@@ -4,8 +4,7 @@
 //	localcluster up      build what is missing, start (or find running), wait until ready
 //	localcluster down    stop it; no process or listening port is left behind
 //	localcluster status  say whether it runs and where its kubeconfig is
-//	localcluster build   only build the control-plane binaries (and the Cluster API and Kueue managers the e2e tests run)
-//	localcluster build-tools  only build kwok and the Cluster API and Kueue managers (other modules than this one)
+//	localcluster build   only build: the control-plane binaries, kwok, and the Cluster API and Kueue managers the e2e tests run
 //
 // `up` starts `localcluster serve` detached: that process hosts etcd in
 // process and supervises the other components.
@@ -63,14 +62,7 @@ func main() {
 		// The e2e tests run the Cluster API and Kueue managers too; built
 		// here so the test binaries that start them do not build them side
 		// by side.
-		if err = controlplane.EnsureBinaries(context.Background(), o.binDir); err == nil {
-			err = controlplane.EnsureCAPIManager(context.Background(), o.binDir)
-		}
-		if err == nil {
-			err = controlplane.EnsureKueueManager(context.Background(), o.binDir)
-		}
-	case "build-tools":
-		err = controlplane.EnsureTools(context.Background(), o.binDir)
+		err = controlplane.EnsureAll(context.Background(), o.binDir)
 	case "up":
 		err = up(o)
 	case "down":
@@ -88,7 +80,7 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: localcluster up|down|status|build|build-tools [--state-dir DIR] [--bin-dir DIR] [--port-base N] [--feature-gates G] [--ready-timeout D] [--capi]")
+	fmt.Fprintln(os.Stderr, "usage: localcluster up|down|status|build [--state-dir DIR] [--bin-dir DIR] [--port-base N] [--feature-gates G] [--ready-timeout D] [--capi]")
 	os.Exit(2)
 }
 

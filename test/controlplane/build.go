@@ -15,8 +15,9 @@ import (
 // the unstamped "v0.0.0-master".
 const KubernetesVersion = "v1.37.2"
 
-// KwokVersion is the kwok controller built in its own module context, so its
-// dependencies never touch our go.mod.
+// KwokVersion is the kwok controller built from hack/kwok, a module context
+// of its own, so its dependencies never touch our go.mod. It must match
+// hack/kwok/go.mod (TestToolVersions).
 const KwokVersion = "v0.8.0"
 
 var controlPlaneCommands = []string{
@@ -61,25 +62,21 @@ func BuildBinaries(ctx context.Context, binDir string, progress Progress) error 
 	return buildKwok(ctx, binDir, progress)
 }
 
-// buildKwok installs kwok into binDir (absolute), in its own module
-// context.
+// buildKwok builds kwok into binDir (absolute) from hack/kwok.
 func buildKwok(ctx context.Context, binDir string, progress Progress) error {
 	done := progress.Begin("build kwok " + KwokVersion)
-	_, err := goCmd(ctx, os.TempDir(), []string{"GOBIN=" + binDir, "GOFLAGS="},
-		"install", "sigs.k8s.io/kwok/cmd/kwok@"+KwokVersion)
-	if done(err); err != nil {
-		return fmt.Errorf("installing kwok: %w", err)
-	}
-	return nil
+	err := kwokTool.build(ctx, binDir, "/cmd/kwok", "kwok", "kwok controller")
+	done(err)
+	return err
 }
 
-// EnsureTools builds what the tests run from modules other than this one:
-// kwok, the Cluster API manager and the Kueue manager. They share no
-// compiled package with this module's build, so a cold `make test` builds
-// them at low priority beside its linters and unit tests (Makefile);
-// EnsureBinaries, EnsureCAPIManager and EnsureKueueManager then find them
-// up to date.
-func EnsureTools(ctx context.Context, binDir string) error {
+// EnsureAll builds everything the e2e tests run: the Kueue manager, the
+// Cluster API manager, kwok and the control plane. The Kueue manager goes
+// first: it shares no compiled package with this module (hack/kueue keeps
+// Kueue's pins), while the others mostly reuse what this module's build
+// compiles anyway, so a cold `make test`, which runs this at low priority
+// beside its linters and unit tests (Makefile), does least twice.
+func EnsureAll(ctx context.Context, binDir string) error {
 	binDir, err := filepath.Abs(binDir)
 	if err != nil {
 		return err
@@ -87,13 +84,13 @@ func EnsureTools(ctx context.Context, binDir string) error {
 	if err := os.MkdirAll(binDir, 0o755); err != nil {
 		return err
 	}
-	if err := buildKwok(ctx, binDir, nil); err != nil {
+	if err := EnsureKueueManager(ctx, binDir); err != nil {
 		return err
 	}
 	if err := EnsureCAPIManager(ctx, binDir); err != nil {
 		return err
 	}
-	return EnsureKueueManager(ctx, binDir)
+	return EnsureBinaries(ctx, binDir)
 }
 
 // KwokStageDir returns the folder of stage configs shipped in the kwok module
