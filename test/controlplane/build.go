@@ -74,8 +74,9 @@ func buildKwok(ctx context.Context, binDir string, progress Progress) error {
 // Cluster API manager, kwok and the control plane. The Kueue manager goes
 // first: it shares no compiled package with this module (hack/kueue keeps
 // Kueue's pins), while the others mostly reuse what this module's build
-// compiles anyway, so a cold `make test`, which runs this at low priority
-// beside its linters and unit tests (Makefile), does least twice.
+// compiles anyway. A cold `make test` runs this at low priority beside its
+// linters and unit tests (Makefile): the later a build that shares starts,
+// the more of the shared packages they have compiled for it.
 func EnsureAll(ctx context.Context, binDir string) error {
 	binDir, err := filepath.Abs(binDir)
 	if err != nil {
