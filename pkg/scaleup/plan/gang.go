@@ -101,18 +101,12 @@ func (p *Planner) planGangWhole(ctx context.Context, runner *framework.Runner, g
 			"(its PodGroup is not in the simulation: GenericWorkload and TopologyAwareWorkloadScheduling must be in --feature-gates as the scheduler has them); "+
 			"no domain is chosen for it", g.Key(), g.TopologyKey)}, nil
 	}
-	snap := runner.Snapshot()
-	snap.Fork()
-	restore := p.markCapacity()
-	o, err := p.planGangIn(ctx, runner, g, candidates, groups, usage, now)
-	if err == nil && o.feasible() {
-		err = snap.Commit()
-	} else {
-		restore()
-		if rerr := snap.Revert(); err == nil {
-			err = rerr
-		}
-	}
+	var o GangOutcome
+	err := p.keptIf(runner, func() (bool, error) {
+		var err error
+		o, err = p.planGangIn(ctx, runner, g, candidates, groups, usage, now)
+		return o.feasible(), err
+	})
 	o.Tried = []DomainTry{{Feasible: o.feasible(), Message: o.Message}}
 	return o, err
 }

@@ -581,10 +581,20 @@ func inPlacement(candidates []string, pl *framework.PlacementOutcome) []string {
 // forked runs fn in a snapshot fork it reverts, undoing the reservation
 // bookings fn makes.
 func (p *Planner) forked(runner *framework.Runner, fn func() error) error {
+	return p.keptIf(runner, func() (bool, error) { return false, fn() })
+}
+
+// keptIf runs fn in a snapshot fork and keeps what it did when it says so
+// without error; otherwise the fork is reverted and the reservation
+// bookings fn made are undone.
+func (p *Planner) keptIf(runner *framework.Runner, fn func() (bool, error)) error {
 	snap := runner.Snapshot()
 	snap.Fork()
 	restore := p.markCapacity()
-	err := fn()
+	keep, err := fn()
+	if keep && err == nil {
+		return snap.Commit()
+	}
 	restore()
 	if rerr := snap.Revert(); err == nil {
 		err = rerr
