@@ -14,8 +14,9 @@ import (
 // so (they never become unschedulable), so no scale-up can help them and
 // nobody would hear why.
 func missing(state *observe.ClusterState) []Finding {
-	claims, templates := present(state.ResourceClaims), present(state.ResourceClaimTemplates)
-	groups, workloads := present(state.PodGroups), present(state.Workloads)
+	// The sets are made on first use: an idle pass has no unbound pod.
+	claims, templates := lazyPresent(state.ResourceClaims), lazyPresent(state.ResourceClaimTemplates)
+	groups, workloads := lazyPresent(state.PodGroups), lazyPresent(state.Workloads)
 	var out []Finding
 	add := func(p *corev1.Pod, format string, args ...any) {
 		out = append(out, Finding{Object: p, Reason: ReasonMissingReference, Message: fmt.Sprintf(format, args...) +
@@ -27,14 +28,14 @@ func missing(state *observe.ClusterState) []Finding {
 		}
 		for _, c := range p.Spec.ResourceClaims {
 			switch {
-			case c.ResourceClaimName != nil && !claims[p.Namespace+"/"+*c.ResourceClaimName]:
+			case c.ResourceClaimName != nil && !claims(p.Namespace+"/"+*c.ResourceClaimName):
 				add(p, "pod claim %q names ResourceClaim %q, which does not exist", c.Name, *c.ResourceClaimName)
-			case c.ResourceClaimTemplateName != nil && !generated(p, c.Name) && !templates[p.Namespace+"/"+*c.ResourceClaimTemplateName]:
+			case c.ResourceClaimTemplateName != nil && !generated(p, c.Name) && !templates(p.Namespace+"/"+*c.ResourceClaimTemplateName):
 				add(p, "pod claim %q names ResourceClaimTemplate %q, which does not exist", c.Name, *c.ResourceClaimTemplateName)
 			}
 		}
 		if g := p.Spec.SchedulingGroup; state.GangsServed && g != nil && g.PodGroupName != nil && *g.PodGroupName != "" &&
-			!groups[p.Namespace+"/"+*g.PodGroupName] {
+			!groups(p.Namespace+"/"+*g.PodGroupName) {
 			add(p, "PodGroup %q does not exist", *g.PodGroupName)
 		}
 	}
@@ -42,7 +43,7 @@ func missing(state *observe.ClusterState) []Finding {
 		return out
 	}
 	for _, g := range state.PodGroups {
-		if ref := g.Spec.WorkloadRef; ref != nil && ref.WorkloadName != "" && !workloads[g.Namespace+"/"+ref.WorkloadName] {
+		if ref := g.Spec.WorkloadRef; ref != nil && ref.WorkloadName != "" && !workloads(g.Namespace+"/"+ref.WorkloadName) {
 			out = append(out, Finding{Object: g, Reason: ReasonMissingReference,
 				Message: fmt.Sprintf("names Workload %q, which does not exist", ref.WorkloadName)})
 		}
@@ -59,6 +60,18 @@ func generated(p *corev1.Pod, podClaim string) bool {
 		}
 	}
 	return false
+}
+
+// lazyPresent answers whether objs has an object of this namespace/name,
+// making the set (present) on the first question.
+func lazyPresent[T metav1.Object](objs []T) func(key string) bool {
+	var set map[string]bool
+	return func(key string) bool {
+		if set == nil {
+			set = present(objs)
+		}
+		return set[key]
+	}
 }
 
 // present is the set of the objects' namespace/name.

@@ -48,6 +48,18 @@ type Vetter struct {
 	record        Recorder
 	told          map[string]time.Time
 	since         map[string]time.Time
+	// pools keeps each pool's findings from the last pass, reused while
+	// the pool is the same slice objects (see checkedPool).
+	pools map[poolID]checkedPool
+}
+
+// checkedPool is a pool's findings and the slices they were made of. An
+// informer hands out a new object for every change of a slice, so the same
+// pointers are the same content; and the memo holds the slices, so no new
+// object can take one's address while it is kept.
+type checkedPool struct {
+	slices   []*resourceapi.ResourceSlice
+	findings []Finding
 }
 
 // New returns a vetter that sends its findings through record.
@@ -66,7 +78,7 @@ func (v *Vetter) Run(state *observe.ClusterState, now time.Time) {
 	// What may be transient (a driver publishing, a controller creating
 	// a claim) is told only once it has lasted the grace.
 	seen := map[string]bool{}
-	lasting := slices.Concat(Pools(state.ResourceSlices), orphans(state.ResourceSlices, state.Nodes), missing(state))
+	lasting := slices.Concat(v.checkPools(state.ResourceSlices), orphans(state.ResourceSlices, state.Nodes), missing(state))
 	for _, f := range lasting {
 		k := key(f)
 		seen[k] = true
@@ -117,6 +129,36 @@ type poolID struct{ driver, pool string }
 // counter a device consumes present in the pool's counter sets and large
 // enough. The API server checks each slice alone and cannot see these.
 func Pools(slices []*resourceapi.ResourceSlice) []Finding {
+	ids, pools := current(slices)
+	var out []Finding
+	for _, id := range ids {
+		out = append(out, checkPool(id, pools[id])...)
+	}
+	return out
+}
+
+// checkPools is Pools with the last pass's findings kept for the pools
+// whose slices did not change: an idle cluster's thousands of pools are
+// not checked again every pass.
+func (v *Vetter) checkPools(all []*resourceapi.ResourceSlice) []Finding {
+	ids, pools := current(all)
+	kept := make(map[poolID]checkedPool, len(ids))
+	var out []Finding
+	for _, id := range ids {
+		c, ok := v.pools[id]
+		if !ok || !slices.Equal(c.slices, pools[id]) {
+			c = checkedPool{slices: pools[id], findings: checkPool(id, pools[id])}
+		}
+		kept[id] = c
+		out = append(out, c.findings...)
+	}
+	v.pools = kept
+	return out
+}
+
+// current groups the slices of each pool's current generation, each pool's
+// sorted by name, and lists the pools in order.
+func current(slices []*resourceapi.ResourceSlice) ([]poolID, map[poolID][]*resourceapi.ResourceSlice) {
 	pools := map[poolID][]*resourceapi.ResourceSlice{}
 	for _, s := range slices {
 		id := poolID{s.Spec.Driver, s.Spec.Pool.Name}
@@ -136,19 +178,20 @@ func Pools(slices []*resourceapi.ResourceSlice) []Finding {
 	sort.Slice(ids, func(i, j int) bool {
 		return ids[i].driver < ids[j].driver || ids[i].driver == ids[j].driver && ids[i].pool < ids[j].pool
 	})
-	var out []Finding
 	for _, id := range ids {
-		out = append(out, checkPool(id, pools[id])...)
+		if p := pools[id]; len(p) > 1 {
+			sort.Slice(p, func(i, j int) bool { return p[i].Name < p[j].Name })
+		}
 	}
-	return out
+	return ids, pools
 }
 
+// checkPool checks one pool's slices, sorted by name.
 func checkPool(id poolID, slices []*resourceapi.ResourceSlice) []Finding {
-	sort.Slice(slices, func(i, j int) bool { return slices[i].Name < slices[j].Name })
 	first := slices[0]
-	prefix := fmt.Sprintf("pool %q of driver %s (generation %d)", id.pool, id.driver, first.Spec.Pool.Generation)
 	var out []Finding
 	add := func(s *resourceapi.ResourceSlice, format string, args ...any) {
+		prefix := fmt.Sprintf("pool %q of driver %s (generation %d)", id.pool, id.driver, first.Spec.Pool.Generation)
 		out = append(out, Finding{Object: s, Reason: ReasonInvalidResourceSlice, Message: prefix + ": " + fmt.Sprintf(format, args...)})
 	}
 	if want := first.Spec.Pool.ResourceSliceCount; int64(len(slices)) != want {

@@ -156,3 +156,37 @@ func TestMissing(t *testing.T) {
 		t.Errorf("PodGroup of a missing Workload: %v", got)
 	}
 }
+
+// The vetter keeps a pool's findings while its slices are the same
+// objects, and checks it again once any is replaced.
+func TestCheckPoolsFollowsChanges(t *testing.T) {
+	v := New(0, time.Hour, func(Finding) {})
+	slice := func(name, pool string, count int64) *resourceapi.ResourceSlice {
+		return builder.ResourceSlice(name, "n1", driver, pool).Pool(1, count).Devices(builder.Device(name)).Obj()
+	}
+	broken, fixed, other := slice("a", "p", 2), slice("a", "p", 1), slice("b", "q", 1)
+	steps := []struct {
+		slices []*resourceapi.ResourceSlice
+		want   int
+		reused bool // the last pass's findings of pool p are returned
+	}{
+		{[]*resourceapi.ResourceSlice{broken}, 1, false},
+		{[]*resourceapi.ResourceSlice{broken}, 1, true},
+		{[]*resourceapi.ResourceSlice{other, broken}, 1, true},
+		{[]*resourceapi.ResourceSlice{fixed, other}, 0, false},
+		{[]*resourceapi.ResourceSlice{broken}, 1, false},
+		{[]*resourceapi.ResourceSlice{broken, slice("c", "p", 2)}, 0, false},
+	}
+	var last []Finding
+	for i, s := range steps {
+		got := v.checkPools(s.slices)
+		if want := Pools(s.slices); strings.Join(messages(got), "\n") != strings.Join(messages(want), "\n") || len(got) != s.want {
+			t.Fatalf("step %d: findings %v, want %v (%d)", i, messages(got), messages(want), s.want)
+		}
+		c := v.pools[poolID{driver, "p"}]
+		if reused := len(last) > 0 && len(c.findings) > 0 && &c.findings[0] == &last[0]; reused != s.reused {
+			t.Errorf("step %d: pool p's findings reused %v, want %v", i, reused, s.reused)
+		}
+		last = c.findings
+	}
+}
