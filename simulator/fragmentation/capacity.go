@@ -116,9 +116,10 @@ func measure(snap *snapshot.Snapshot, node string, sliceKey func(*resourceapi.Re
 				st.total[CounterResource(driver, name)] += v
 			}
 		}
+		ids := snap.DeviceIDs(s, node)
 		for i := range s.Spec.Devices {
 			d := &s.Spec.Devices[i]
-			id := structured.MakeDeviceID(driver, pool, d.Name)
+			id := ids[i]
 			shared := ptr.Deref(d.AllowMultipleAllocations, false)
 			inUse := alloc.AllocatedDevices.Has(id)
 			consumed := alloc.AggregatedCapacity[id]

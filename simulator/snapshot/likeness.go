@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/structured"
 )
 
 // LocalDevices is what the DRA allocator can give a claim on one node,
@@ -66,6 +67,18 @@ func (s *Snapshot) LocalDevices(node string) (devs LocalDevices, ok bool) {
 func (s *Snapshot) SliceDigest(slice *resourceapi.ResourceSlice, node string) (digest [sha256.Size]byte, ok bool) {
 	f, ok := s.facts.of(slice, node)
 	return f.digest, ok
+}
+
+// DeviceIDs are the ids of slice's devices, in order, memoised with what
+// LocalDevices reads: MakeDeviceID interns three strings per device, and
+// the per-node readers (stranded capacity, utilization) look up every
+// device of thousands of nodes every pass. node is the node the slice is
+// bound to. Not safe for concurrent use.
+func (s *Snapshot) DeviceIDs(slice *resourceapi.ResourceSlice, node string) []structured.DeviceID {
+	if f, ok := s.facts.of(slice, node); ok {
+		return f.ids
+	}
+	return deviceIDs(slice)
 }
 
 // SpecDigest hashes a slice spec as its protobuf encoding, which is

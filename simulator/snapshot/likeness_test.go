@@ -1,10 +1,12 @@
 package snapshot
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
@@ -171,5 +173,22 @@ func TestSliceFactsKeptAcrossAPass(t *testing.T) {
 				t.Errorf("facts made %d times, want %d", s.facts.made, tc.wantMade)
 			}
 		})
+	}
+}
+
+// DeviceIDs are each device's MakeDeviceID, in order, for a slice whose
+// facts are kept and for one that cannot be digested alike.
+func TestDeviceIDs(t *testing.T) {
+	const driver = "gpu.example.com"
+	s := newTestSnapshot(t)
+	sl := builder.ResourceSlice("n1-gpus", "n1", driver, "n1").Devices(builder.Device("gpu-0"), builder.Device("gpu-1")).Obj()
+	want := []structured.DeviceID{structured.MakeDeviceID(driver, "n1", "gpu-0"), structured.MakeDeviceID(driver, "n1", "gpu-1")}
+	for range 2 { // made, then kept
+		if got := s.DeviceIDs(sl, "n1"); !slices.Equal(got, want) {
+			t.Fatalf("DeviceIDs = %v, want %v", got, want)
+		}
+	}
+	if got := deviceIDs(sl); !slices.Equal(got, want) {
+		t.Errorf("deviceIDs = %v, want %v", got, want)
 	}
 }

@@ -50,6 +50,15 @@ type Calculator struct {
 	state    *structured.AllocatedState
 	// shared are the devices holding at least one share.
 	shared map[structured.DeviceID]bool
+	// ids lists a node's slice's device ids (see DeviceIDer).
+	ids func(slice *resourceapi.ResourceSlice, node string) []structured.DeviceID
+}
+
+// DeviceIDer is a snapshot that keeps its slices' device ids (the
+// simulator's does across passes): interning them again for every device
+// of every node is most of what a pass over thousands of nodes costs.
+type DeviceIDer interface {
+	DeviceIDs(slice *resourceapi.ResourceSlice, node string) []structured.DeviceID
 }
 
 type poolKey struct{ driver, pool string }
@@ -65,7 +74,7 @@ func New(slices []*resourceapi.ResourceSlice, state *structured.AllocatedState) 
 		newest[k] = max(newest[k], s.Spec.Pool.Generation)
 	}
 	c := &Calculator{byNode: map[string][]*resourceapi.ResourceSlice{}, counters: map[poolKey][]resourceapi.CounterSet{},
-		state: state, shared: map[structured.DeviceID]bool{}}
+		state: state, shared: map[structured.DeviceID]bool{}, ids: deviceIDs}
 	for _, s := range slices {
 		k := poolKey{s.Spec.Driver, s.Spec.Pool.Name}
 		if s.Spec.Pool.Generation < newest[k] {
@@ -95,7 +104,19 @@ func FromSnapshot(dra fwk.SharedDRAManager) (*Calculator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("allocated devices: %w", err)
 	}
-	return New(slices, state), nil
+	c := New(slices, state)
+	if ider, ok := dra.(DeviceIDer); ok {
+		c.ids = ider.DeviceIDs
+	}
+	return c, nil
+}
+
+func deviceIDs(slice *resourceapi.ResourceSlice, _ string) []structured.DeviceID {
+	ids := make([]structured.DeviceID, len(slice.Spec.Devices))
+	for j, d := range slice.Spec.Devices {
+		ids[j] = structured.MakeDeviceID(slice.Spec.Driver, slice.Spec.Pool.Name, d.Name)
+	}
+	return ids
 }
 
 // Node returns the utilization of a node: requests of its pods against
@@ -137,8 +158,9 @@ func (c *Calculator) devices(node string) (float64, string, bool) {
 			d = &sum{}
 			perDriver[s.Spec.Driver] = d
 		}
-		for _, dev := range s.Spec.Devices {
-			id := structured.MakeDeviceID(s.Spec.Driver, s.Spec.Pool.Name, dev.Name)
+		ids := c.ids(s, node)
+		for i := range s.Spec.Devices {
+			dev, id := &s.Spec.Devices[i], ids[i]
 			if len(dev.ConsumesCounters) > 0 {
 				if !c.allocated(id) {
 					continue
@@ -155,7 +177,7 @@ func (c *Calculator) devices(node string) (float64, string, bool) {
 				continue
 			}
 			d.units++
-			d.used += c.deviceUse(id, &dev)
+			d.used += c.deviceUse(id, dev)
 		}
 	}
 	// Every counter set of the node's pools is a unit, used by the most
