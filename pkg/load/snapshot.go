@@ -173,6 +173,7 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 			logger.V(4).Info("Left out of the snapshot", "object", what, "err", err)
 		}
 	}
+	snap.Reserve(len(state.Nodes), len(state.Pods), len(state.ResourceSlices), len(state.ResourceClaims))
 	loadDefinitions(ctx, snap, state)
 	for _, c := range state.ResourceClaims {
 		skip("resourceclaim/"+c.Namespace+"/"+c.Name, snap.SetResourceClaim(c))

@@ -14,6 +14,11 @@ func newOrderedList[T any]() *orderedList[T] {
 	return &orderedList[T]{pos: map[string]int{}}
 }
 
+// newOrderedListSized has room for n elements.
+func newOrderedListSized[T any](n int) *orderedList[T] {
+	return &orderedList[T]{items: make([]T, 0, n), keys: make([]string, 0, n), pos: make(map[string]int, n)}
+}
+
 func (l *orderedList[T]) has(key string) bool {
 	_, ok := l.pos[key]
 	return ok

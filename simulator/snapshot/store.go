@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"maps"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -9,6 +10,7 @@ import (
 	schedulingapi "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/dynamic-resource-allocation/structured"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -190,6 +192,30 @@ func (s *Snapshot) Reset() error {
 	s.genSeq, s.epoch = seq, epoch+1
 	s.touch("")
 	return nil
+}
+
+// Reserve makes room in an empty snapshot for about this many objects,
+// so that a build of tens of thousands of pods and claims does not grow
+// its maps from empty, rehashing each entry several times. Devices are
+// counted as one per claim. A snapshot that holds anything is left alone.
+func (s *Snapshot) Reserve(nodes, pods, slices, claims int) {
+	if len(s.nodes)+len(s.placed)+len(s.pending)+len(s.slices)+len(s.claims) > 0 {
+		return
+	}
+	s.nodes = make(map[string]*framework.NodeInfo, nodes)
+	s.all = newOrderedListSized[fwk.NodeInfo](nodes)
+	s.placed = make(map[string]placedPod, pods)
+	s.slicesOfNode = make(map[string]sets.Set[string], nodes)
+	s.slices = make(map[string]*resourceapi.ResourceSlice, slices)
+	s.patchedSlices = newOrderedListSized[*resourceapi.ResourceSlice](slices)
+	s.claims = make(map[string]*resourceapi.ResourceClaim, claims)
+	s.claimList = newOrderedListSized[*resourceapi.ResourceClaim](claims)
+	s.claimsByOwner = make(map[types.UID]sets.Set[string], claims)
+	s.alloc.dedicated = make(sets.Set[structured.DeviceID], claims)
+	s.alloc.dedicatedRefs = make(map[structured.DeviceID]int, claims)
+	gens := make(map[string]uint64, nodes+1)
+	maps.Copy(gens, s.gens) // the shared part's, set by Reset
+	s.gens = gens
 }
 
 // Depth is the number of open fork levels.
