@@ -216,7 +216,14 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 		res.Nodes = append(res.Nodes, node.Name)
 	}
 	sort.Strings(res.Nodes)
-	for _, s := range state.ResourceSlices {
+	// In name order: the lister's is a map's, and the snapshot lists a
+	// node's slices in the order they were added, so what is kept of a
+	// node across passes (simsnapshot.DeviceState) is found again only if
+	// every build adds them alike.
+	sorted := slices.SortedFunc(slices.Values(state.ResourceSlices), func(a, b *resourceapi.ResourceSlice) int {
+		return strings.Compare(a.Name, b.Name)
+	})
+	for _, s := range sorted {
 		if s.Spec.NodeName != nil && booting[*s.Spec.NodeName] != nil {
 			continue // the template's slices stand in for them
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -42,14 +43,14 @@ type Analyzer struct {
 	sliceKeys map[*resourceapi.ResourceSlice]string
 	trans     map[transKey]transition
 	left      map[leftKey]Amounts
-	// states caches measure per node and generation; choices caches
-	// choice per node state and shape (see choiceKey).
-	states  map[measuredKey]state
+	// states caches measure per node and device state, across passes
+	// (see measuredKey); choices caches choice per node state and shape
+	// (see choiceKey).
+	states  map[measuredKey]measured
 	choices map[choiceKey]choiceMemo
-	// epoch is the snapshot's (snapshot.Epoch) when states and sliceKeys
-	// were last used: a Reset leaves nothing in them that can be met
-	// again (no Gen repeats; the slices of hypothetical nodes are made
-	// anew), so they are dropped then rather than at maxMemo.
+	// epoch is the snapshot's (snapshot.Epoch) when sliceKeys were last
+	// used: the slices of hypothetical nodes are made anew by every
+	// build, so their keys are dropped then rather than at maxMemo.
 	epoch uint64
 	seq   int
 	// Calls counts framework calls made for probes, for tests and logs.
@@ -75,12 +76,24 @@ type transition struct {
 
 type leftKey struct{ state, shapes string }
 
-// measuredKey names a node at one generation (snapshot.Gen): what measure
-// read stays true until the generation changes. Gens never repeat, not
-// even across the snapshot's Resets, so a key never names two states.
+// measuredKey names a node's devices by the allocations that may hold
+// them (snapshot.DeviceState's prints); measured holds the rest of what
+// measure read, compared on every hit. Unlike a Gen it outlives the
+// snapshot's Reset: an idle cluster's nodes are measured once, not once a
+// pass.
 type measuredKey struct {
-	node string
-	gen  snapshot.Gen
+	node         string
+	alloc, other snapshot.AllocPrint
+}
+
+// measured is a node's state and what it was read from besides the
+// allocations: its slice objects and its Node (the profile's
+// addedAffinity reads the node's labels). Holding them keeps their
+// addresses from being reused by other objects while the memo lasts.
+type measured struct {
+	slices []*resourceapi.ResourceSlice
+	node   *v1.Node
+	st     state
 }
 
 // choiceKey is what a Choice depends on besides the node's name: the
@@ -107,7 +120,7 @@ func (a *Analyzer) Forget() {
 	a.sliceKeys = map[*resourceapi.ResourceSlice]string{}
 	a.trans = map[transKey]transition{}
 	a.left = map[leftKey]Amounts{}
-	a.states = map[measuredKey]state{}
+	a.states = map[measuredKey]measured{}
 	a.choices = map[choiceKey]choiceMemo{}
 }
 
@@ -142,24 +155,30 @@ func (a *Analyzer) Node(ctx context.Context, node string, shapes []*Shape) (Node
 	return rep, err
 }
 
-// measure is the node's state, read again only when the node's
-// generation changed: ranking measures every feasible node for every
-// pod, and only the node the last pod went to has changed.
+// measure is the node's state, read again only when the node's devices,
+// their allocations or its Node changed: ranking measures every feasible
+// node for every pod, and only the node the last pod went to has changed;
+// the stranded-capacity meter measures every node every pass.
 func (a *Analyzer) measure(node string) (state, error) {
-	if e := a.snap().Epoch(); e != a.epoch {
+	snap := a.snap()
+	if e := snap.Epoch(); e != a.epoch {
 		a.epoch = e
-		a.states = map[measuredKey]state{}
 		a.sliceKeys = map[*resourceapi.ResourceSlice]string{}
 	}
-	k := measuredKey{node, a.snap().NodeGen(node)}
-	if st, ok := a.states[k]; ok {
-		return st, nil
+	ds := snap.DeviceState(node)
+	var obj *v1.Node
+	if ni, err := snap.Get(node); err == nil {
+		obj = ni.Node()
 	}
-	st, err := measure(a.snap(), node, a.sliceKey)
+	k := measuredKey{node, ds.Node, ds.Shared}
+	if m, ok := a.states[k]; ok && m.node == obj && slices.Equal(m.slices, ds.Slices) {
+		return m.st, nil
+	}
+	st, err := measure(snap, node, ds.Slices, a.sliceKey)
 	if err != nil {
 		return state{}, err
 	}
-	if !a.admits(node) {
+	if !a.admits(obj) {
 		// The probes are the profile's pods too: on a node its
 		// addedAffinity excludes none fits, whatever the devices. Such
 		// a node's state is not the state of a node alike in devices
@@ -168,24 +187,20 @@ func (a *Analyzer) measure(node string) (state, error) {
 		st.key += "|not admitted"
 	}
 	if len(a.states) >= maxMemo {
-		a.states = map[measuredKey]state{}
+		a.states = map[measuredKey]measured{}
 	}
-	a.states[k] = st
+	a.states[k] = measured{slices: ds.Slices, node: obj, st: st}
 	return st, nil
 }
 
 // admits says whether the profile's addedAffinity, which the probes get
 // as every pod does, admits node (true without one).
-func (a *Analyzer) admits(node string) bool {
+func (a *Analyzer) admits(node *v1.Node) bool {
 	added := a.runner.Profile().AddedTo(nil).NodeAffinity
-	if added == nil || added.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+	if added == nil || added.RequiredDuringSchedulingIgnoredDuringExecution == nil || node == nil {
 		return true
 	}
-	ni, err := a.snap().Get(node)
-	if err != nil || ni.Node() == nil {
-		return true // measure found it: not reached
-	}
-	ok, err := nodeaffinity.NewLazyErrorNodeSelector(added.RequiredDuringSchedulingIgnoredDuringExecution).Match(ni.Node())
+	ok, err := nodeaffinity.NewLazyErrorNodeSelector(added.RequiredDuringSchedulingIgnoredDuringExecution).Match(node)
 	return ok && err == nil
 }
 

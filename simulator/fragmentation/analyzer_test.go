@@ -2,9 +2,13 @@ package fragmentation
 
 import (
 	"fmt"
+	"reflect"
+	"slices"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
 
 func TestNodeStranded(t *testing.T) {
@@ -272,5 +276,55 @@ func TestPerPassMemosStayBounded(t *testing.T) {
 			t.Fatalf("pass %d: %d states and %d slice keys memoised, want at most %d and %d as after the first pass",
 				pass, len(a.states), len(a.sliceKeys), states, sliceKeys)
 		}
+	}
+}
+
+// The analyzer keeps a node's measurement across passes (the snapshot's
+// Reset) while the build adds the same slice and node objects with the
+// same allocations, and measures again when any of them changed.
+func TestMeasureKeptAcrossPasses(t *testing.T) {
+	r, _ := newRunner(t)
+	a := NewAnalyzer(r)
+	claim := func(name string, devices ...string) *resourceapi.ResourceClaim {
+		var results []resourceapi.DeviceRequestAllocationResult
+		for _, d := range devices {
+			results = append(results, builder.AllocatedDevice("gpu", gpuDriver, "n1", d))
+		}
+		return builder.Claim(ns, name).Request(builder.Request("gpu", "gpu")).Allocated("n1", results...).Obj()
+	}
+	one, two := claim("c", "gpu-0-slice-0"), claim("c", "gpu-0-slice-0", "gpu-0-slice-1")
+	node, fresh := migNode("n1"), migNode("n1")
+	steps := []struct {
+		name     string
+		objs     []any
+		wantFree float64
+		reused   bool
+	}{
+		{"first pass", slices.Concat(node, []any{one}), 6, false},
+		{"the same objects", slices.Concat(node, []any{one}), 6, true},
+		{"another claim, the same devices", slices.Concat(node, []any{claim("d", "gpu-0-slice-0")}), 6, true},
+		{"one more device allocated", slices.Concat(node, []any{two}), 5, false},
+		{"the same again", slices.Concat(node, []any{two}), 5, true},
+		{"slices replaced by equal ones", slices.Concat(node[:1], fresh[1:], []any{two}), 5, false},
+		{"the node replaced by an equal one", slices.Concat(fresh, []any{two}), 5, false},
+		{"nothing allocated", fresh, 7, false},
+	}
+	var last map[Resource]float64
+	for _, s := range steps {
+		if err := r.Snapshot().Reset(); err != nil {
+			t.Fatal(err)
+		}
+		load(t, r, s.objs)
+		st, err := a.measure("n1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.free[slicesRes] != s.wantFree {
+			t.Errorf("%s: free %v slices, want %v", s.name, st.free[slicesRes], s.wantFree)
+		}
+		if reused := last != nil && reflect.ValueOf(st.free).UnsafePointer() == reflect.ValueOf(last).UnsafePointer(); reused != s.reused {
+			t.Errorf("%s: last pass's measurement reused %v, want %v", s.name, reused, s.reused)
+		}
+		last = st.free
 	}
 }

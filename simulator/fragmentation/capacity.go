@@ -87,11 +87,11 @@ type state struct {
 // counterKey names one counter set of one pool.
 type counterKey struct{ driver, pool, set string }
 
-// measure reads a node's devices and their allocated state. sliceKey
-// returns the content key of one of node's slices (cached by the caller),
-// which may leave out the pool's name and generation.
-func measure(snap *snapshot.Snapshot, node string, sliceKey func(*resourceapi.ResourceSlice, string) string) (state, error) {
-	nodeSlices := slicesOf(snap, node)
+// measure reads a node's devices, its own slices nodeSlices, and their
+// allocated state. sliceKey returns the content key of one of node's
+// slices (cached by the caller), which may leave out the pool's name and
+// generation.
+func measure(snap *snapshot.Snapshot, node string, nodeSlices []*resourceapi.ResourceSlice, sliceKey func(*resourceapi.ResourceSlice, string) string) (state, error) {
 	alloc, err := snap.ResourceClaims().GatherAllocatedState()
 	if err != nil {
 		return state{}, fmt.Errorf("node %s: allocated devices: %w", node, err)
@@ -193,20 +193,6 @@ func sharedDevicesInUse(alloc *structured.AllocatedState) map[structured.DeviceI
 	out := make(map[structured.DeviceID]bool, len(alloc.AllocatedSharedDeviceIDs))
 	for sid := range alloc.AllocatedSharedDeviceIDs {
 		out[sid.GetDeviceID()] = true
-	}
-	return out
-}
-
-// slicesOf lists the slices published for node, in the snapshot's order.
-func slicesOf(snap *snapshot.Snapshot, node string) []*resourceapi.ResourceSlice {
-	snap.ScopeSlices([]string{node})
-	defer snap.ScopeSlices(nil)
-	all, _ := snap.ResourceSlices().ListWithDeviceTaintRules()
-	var out []*resourceapi.ResourceSlice
-	for _, s := range all {
-		if ptr.Deref(s.Spec.NodeName, "") == node {
-			out = append(out, s)
-		}
 	}
 	return out
 }

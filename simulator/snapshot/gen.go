@@ -43,15 +43,6 @@ func (s *Snapshot) touch(node string) {
 	}
 }
 
-// touchAllocation gives a new generation to the node whose devices alloc
-// holds, or to the shared part when the devices are not all one node's.
-func (s *Snapshot) touchAllocation(alloc *resourceapi.AllocationResult) {
-	if alloc == nil {
-		return
-	}
-	s.touch(allocationNode(alloc))
-}
-
 // allocationNode is the node an allocation is bound to (PinnedNode of its
 // selector), "" for anything else.
 func allocationNode(alloc *resourceapi.AllocationResult) string {
@@ -76,11 +67,16 @@ func PinnedNode(sel *v1.NodeSelector) string {
 	return f.Values[0]
 }
 
-// applyAllocation moves the allocated-device state and the generation of
-// the allocation's node.
+// applyAllocation moves the allocated-device state, the generation of the
+// allocation's node and its print (DeviceState).
 func (s *Snapshot) applyAllocation(alloc *resourceapi.AllocationResult, sign int) {
+	if alloc == nil {
+		return
+	}
 	s.alloc.apply(&s.j, alloc, sign, s.gates.consumableCapacity)
-	s.touchAllocation(alloc)
+	node := allocationNode(alloc)
+	s.touch(node)
+	s.printAllocation(node, alloc, sign)
 }
 
 // GenLog lists the nodes given a new generation while the snapshot logs

@@ -91,6 +91,9 @@ type Snapshot struct {
 	// nodes whose slices are listed.
 	sliceScope []string
 
+	// prints: see DeviceState; "" for allocations pinned to no node.
+	prints map[string]AllocPrint
+
 	// gens and genSeq: see Gen. gens[""] is the shared part. genSeq and
 	// epoch (see Epoch) outlive Reset.
 	gens   map[string]uint64
@@ -133,6 +136,7 @@ func New(logger klog.Logger) *Snapshot {
 		pvcUsers:      map[string]int{},
 		slicesOfNode:  map[string]sets.Set[string]{},
 		gens:          map[string]uint64{},
+		prints:        map[string]AllocPrint{},
 		slices:        map[string]*resourceapi.ResourceSlice{},
 		patchedSlices: newOrderedList[*resourceapi.ResourceSlice](),
 		taintRules:    map[string]*resourceapi.DeviceTaintRule{},
@@ -213,6 +217,7 @@ func (s *Snapshot) Reserve(nodes, pods, slices, claims int) {
 	s.claimsByOwner = make(map[types.UID]sets.Set[string], claims)
 	s.alloc.dedicated = make(sets.Set[structured.DeviceID], claims)
 	s.alloc.dedicatedRefs = make(map[structured.DeviceID]int, claims)
+	s.prints = make(map[string]AllocPrint, nodes)
 	gens := make(map[string]uint64, nodes+1)
 	maps.Copy(gens, s.gens) // the shared part's, set by Reset
 	s.gens = gens

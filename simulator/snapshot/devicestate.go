@@ -1,0 +1,112 @@
+package snapshot
+
+import (
+	"hash/maphash"
+	"maps"
+	"slices"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
+)
+
+// DeviceState is what a node's own devices offer and hold, by identity
+// rather than by generation: a Gen never outlives a Reset, so a reader
+// that keeps what it computed of each node across passes (the stranded
+// capacity of an idle cluster's thousands of nodes) keys it by this. Two
+// DeviceStates with the same slice objects and the same prints describe
+// the same devices in the same allocation state.
+type DeviceState struct {
+	// Slices are the node's own slices, DeviceTaintRules applied, in the
+	// order the allocator lists them. An informer hands out a new object
+	// for every change, so the same objects are the same content.
+	Slices []*resourceapi.ResourceSlice
+	// Node prints the allocations pinned to the node (PinnedNode), Shared
+	// all others: together, every allocation that may hold one of the
+	// node's devices.
+	Node, Shared AllocPrint
+}
+
+// AllocPrint is a fingerprint of a multiset of allocated devices (device,
+// share and consumed capacity, as the allocated-device index counts
+// them), kept up to date allocation by allocation: a sum of each result's
+// hash and a sum of a remix of it, 128 bits in all.
+type AllocPrint struct{ sum, mix uint64 }
+
+// DeviceState returns node's DeviceState.
+func (s *Snapshot) DeviceState(node string) DeviceState {
+	return DeviceState{Slices: s.nodeSlices(node), Node: s.prints[node], Shared: s.prints[""]}
+}
+
+// nodeSlices lists node's own slices in the listers' order.
+func (s *Snapshot) nodeSlices(node string) []*resourceapi.ResourceSlice {
+	names := s.slicesOfNode[node]
+	if len(names) == 0 {
+		return nil
+	}
+	at := make([]int, 0, len(names))
+	for name := range names {
+		at = append(at, s.patchedSlices.pos[name])
+	}
+	slices.Sort(at)
+	out := make([]*resourceapi.ResourceSlice, len(at))
+	for i, k := range at {
+		out[i] = s.patchedSlices.items[k]
+	}
+	return out
+}
+
+// printAllocation adds (sign > 0) or removes alloc's results from the
+// print of the node it is pinned to ("" for none).
+func (s *Snapshot) printAllocation(node string, alloc *resourceapi.AllocationResult, sign int) {
+	p := s.prints[node]
+	for i := range alloc.Devices.Results {
+		r := &alloc.Devices.Results[i]
+		if ptr.Deref(r.AdminAccess, false) {
+			continue // holds nothing (allocatedIndex.apply)
+		}
+		h := resultHash(r, s.gates.consumableCapacity)
+		m := remix(h)
+		if sign < 0 {
+			h, m = -h, -m
+		}
+		p.sum += h
+		p.mix += m
+	}
+	put(&s.j, s.prints, node, p)
+}
+
+var printSeed = maphash.MakeSeed()
+
+// resultHash hashes what an allocation result holds: the device, and with
+// consumable capacity its share and what the share consumes.
+func resultHash(r *resourceapi.DeviceRequestAllocationResult, consumable bool) uint64 {
+	var h maphash.Hash
+	h.SetSeed(printSeed)
+	for _, part := range []string{r.Driver, r.Pool, r.Device} {
+		h.WriteString(part)
+		h.WriteByte(0)
+	}
+	if consumable && r.ShareID != nil {
+		h.WriteByte(1)
+		h.WriteString(string(*r.ShareID))
+		for _, name := range slices.Sorted(maps.Keys(r.ConsumedCapacity)) {
+			q := r.ConsumedCapacity[name]
+			h.WriteByte(0)
+			h.WriteString(string(name))
+			h.WriteByte('=')
+			h.WriteString(q.String())
+		}
+	}
+	return h.Sum64()
+}
+
+// remix is splitmix64's finaliser: the second sum adds what the first
+// cannot tell apart (two multisets whose hashes sum alike).
+func remix(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
