@@ -173,11 +173,9 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 			logger.V(4).Info("Left out of the snapshot", "object", what, "err", err)
 		}
 	}
-	snap.Reserve(len(state.Nodes), len(state.Pods), len(state.ResourceSlices), len(state.ResourceClaims))
+	snap.Reserve(len(state.Nodes), len(state.Pods), len(state.ResourceSlices))
 	loadDefinitions(ctx, snap, state)
-	for _, c := range state.ResourceClaims {
-		skip("resourceclaim/"+c.Namespace+"/"+c.Name, snap.SetResourceClaim(c))
-	}
+	skip("resourceclaims", snap.LoadResourceClaims(state.ResourceClaims))
 	for _, w := range state.Workloads {
 		skip("workload/"+w.Namespace+"/"+w.Name, snap.SetWorkload(w))
 	}

@@ -10,7 +10,6 @@ import (
 	schedulingapi "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"k8s.io/dynamic-resource-allocation/structured"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -105,6 +104,8 @@ type Snapshot struct {
 	// facts memoises what LocalDevices reads of slices (not content); it
 	// outlives Reset.
 	facts *sliceFacts
+	// claimBase: see LoadResourceClaims; it outlives Reset.
+	claimBase *claimBase
 }
 
 type placedPod struct {
@@ -189,9 +190,9 @@ func (s *Snapshot) Reset() error {
 	if s.j.depth() != 0 {
 		return fmt.Errorf("reset snapshot: %d forks still open", s.j.depth())
 	}
-	facts, seq, epoch := s.facts, s.genSeq, s.epoch
+	facts, base, seq, epoch := s.facts, s.claimBase, s.genSeq, s.epoch
 	*s = *New(s.logger)
-	s.facts = facts
+	s.facts, s.claimBase = facts, base
 	s.facts.reset()
 	s.genSeq, s.epoch = seq, epoch+1
 	s.touch("")
@@ -199,10 +200,11 @@ func (s *Snapshot) Reset() error {
 }
 
 // Reserve makes room in an empty snapshot for about this many objects,
-// so that a build of tens of thousands of pods and claims does not grow
-// its maps from empty, rehashing each entry several times. Devices are
-// counted as one per claim. A snapshot that holds anything is left alone.
-func (s *Snapshot) Reserve(nodes, pods, slices, claims int) {
+// so that a build of tens of thousands of pods does not grow its maps
+// from empty, rehashing each entry several times. (Claims come indexed
+// already: LoadResourceClaims.) A snapshot that holds anything is left
+// alone.
+func (s *Snapshot) Reserve(nodes, pods, slices int) {
 	if len(s.nodes)+len(s.placed)+len(s.pending)+len(s.slices)+len(s.claims) > 0 {
 		return
 	}
@@ -212,12 +214,6 @@ func (s *Snapshot) Reserve(nodes, pods, slices, claims int) {
 	s.slicesOfNode = make(map[string]sets.Set[string], nodes)
 	s.slices = make(map[string]*resourceapi.ResourceSlice, slices)
 	s.patchedSlices = newOrderedListSized[*resourceapi.ResourceSlice](slices)
-	s.claims = make(map[string]*resourceapi.ResourceClaim, claims)
-	s.claimList = newOrderedListSized[*resourceapi.ResourceClaim](claims)
-	s.claimsByOwner = make(map[types.UID]sets.Set[string], claims)
-	s.alloc.dedicated = make(sets.Set[structured.DeviceID], claims)
-	s.alloc.dedicatedRefs = make(map[structured.DeviceID]int, claims)
-	s.prints = make(map[string]AllocPrint, nodes)
 	gens := make(map[string]uint64, nodes+1)
 	maps.Copy(gens, s.gens) // the shared part's, set by Reset
 	s.gens = gens
