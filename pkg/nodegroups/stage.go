@@ -92,13 +92,13 @@ func (s *Stage) IDs() ([]cloudprovider.NodeGroup, map[string]config.NodeGroupSpe
 }
 
 func indexByNode(state *observe.ClusterState) (map[string][]*resourceapi.ResourceSlice, map[string][]*corev1.Pod) {
-	slices := map[string][]*resourceapi.ResourceSlice{}
+	slices := make(map[string][]*resourceapi.ResourceSlice, len(state.Nodes))
 	for _, sl := range state.ResourceSlices {
 		if sl.Spec.NodeName != nil {
 			slices[*sl.Spec.NodeName] = append(slices[*sl.Spec.NodeName], sl)
 		}
 	}
-	pods := map[string][]*corev1.Pod{}
+	pods := make(map[string][]*corev1.Pod, len(state.Nodes))
 	for _, p := range state.Pods {
 		if p.Spec.NodeName != "" {
 			pods[p.Spec.NodeName] = append(pods[p.Spec.NodeName], p)

@@ -9,6 +9,7 @@ package utilization
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,6 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/dynamic-resource-allocation/structured"
 	fwk "k8s.io/kube-scheduler/framework"
+	"k8s.io/utils/ptr"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
 
 // NodeUtilization is the utilization of one node, each part in [0, 1].
@@ -52,6 +56,40 @@ type Calculator struct {
 	shared map[structured.DeviceID]bool
 	// ids lists a node's slice's device ids (see DeviceIDer).
 	ids func(slice *resourceapi.ResourceSlice, node string) []structured.DeviceID
+	// poolNode is the node every slice of a pool is bound to, "" when
+	// they are not all one node's: only a node whose pools are its own
+	// has a device use that its snapshot.DeviceState decides.
+	poolNode map[poolKey]string
+	// memo and states: see Remember.
+	memo   *Memo
+	states func(node string) snapshot.DeviceState
+}
+
+// Memo keeps nodes' device use from one pass to the next (Remember): an
+// idle pass over thousands of nodes would otherwise count every device
+// of every node again. Not safe for concurrent use.
+type Memo struct {
+	uses map[string]memoUse
+	// passes counts Remember calls; a node not read for two is dropped.
+	passes uint64
+}
+
+// memoUse is a node's device use, the DeviceState it was counted in and
+// the pass it was last read in.
+type memoUse struct {
+	state      snapshot.DeviceState
+	use        float64
+	driver     string
+	hasDevices bool
+	read       uint64
+}
+
+// NewMemo returns an empty memo.
+func NewMemo() *Memo { return &Memo{uses: map[string]memoUse{}} }
+
+// DeviceStater is the snapshot's DeviceState (simulator/snapshot).
+type DeviceStater interface {
+	DeviceState(node string) snapshot.DeviceState
 }
 
 // DeviceIDer is a snapshot that keeps its slices' device ids (the
@@ -74,9 +112,16 @@ func New(slices []*resourceapi.ResourceSlice, state *structured.AllocatedState) 
 		newest[k] = max(newest[k], s.Spec.Pool.Generation)
 	}
 	c := &Calculator{byNode: map[string][]*resourceapi.ResourceSlice{}, counters: map[poolKey][]resourceapi.CounterSet{},
-		state: state, shared: map[structured.DeviceID]bool{}, ids: deviceIDs}
+		state: state, shared: map[structured.DeviceID]bool{}, ids: deviceIDs, poolNode: map[poolKey]string{}}
 	for _, s := range slices {
 		k := poolKey{s.Spec.Driver, s.Spec.Pool.Name}
+		node, seen := c.poolNode[k]
+		switch n := ptr.Deref(s.Spec.NodeName, ""); {
+		case !seen:
+			c.poolNode[k] = n
+		case node != n:
+			c.poolNode[k] = ""
+		}
 		if s.Spec.Pool.Generation < newest[k] {
 			continue
 		}
@@ -108,7 +153,30 @@ func FromSnapshot(dra fwk.SharedDRAManager) (*Calculator, error) {
 	if ider, ok := dra.(DeviceIDer); ok {
 		c.ids = ider.DeviceIDs
 	}
+	if st, ok := dra.(DeviceStater); ok {
+		c.states = st.DeviceState
+	}
 	return c, nil
+}
+
+// Remember makes the calculator keep the device use it counts in m, and
+// take it from there for a node whose DeviceState (its slice objects and
+// the prints of the allocations that may hold its devices) is the one it
+// was counted in. Only nodes whose pools are all their own are kept: a
+// pool with slices elsewhere has counters the node's DeviceState does not
+// show. A calculator not made by FromSnapshot of a snapshot with
+// DeviceStates keeps nothing.
+func (c *Calculator) Remember(m *Memo) {
+	if c.states == nil {
+		return
+	}
+	m.passes++
+	for node, u := range m.uses {
+		if m.passes-u.read > 2 {
+			delete(m.uses, node) // gone, or no longer looked at
+		}
+	}
+	c.memo = m
 }
 
 func deviceIDs(slice *resourceapi.ResourceSlice, _ string) []structured.DeviceID {
@@ -131,12 +199,39 @@ func (c *Calculator) Node(ni fwk.NodeInfo) NodeUtilization {
 		info.Utilization, info.Resource = info.Memory, string(corev1.ResourceMemory)
 	}
 	if node := ni.Node(); node != nil {
-		info.DRA, info.Driver, info.HasDevices = c.devices(node.Name)
+		info.DRA, info.Driver, info.HasDevices = c.remembered(node.Name)
 	}
 	if info.HasDevices && info.DRA > info.Utilization {
 		info.Utilization, info.Resource = info.DRA, info.Driver
 	}
 	return info
+}
+
+// remembered is devices(node), from the memo when it holds the node in
+// the same DeviceState.
+func (c *Calculator) remembered(node string) (float64, string, bool) {
+	if c.memo == nil || !c.ownPools(node) {
+		return c.devices(node)
+	}
+	st := c.states(node)
+	m, ok := c.memo.uses[node]
+	if !ok || m.state.Node != st.Node || m.state.Shared != st.Shared || !slices.Equal(m.state.Slices, st.Slices) {
+		m.use, m.driver, m.hasDevices = c.devices(node)
+		m.state = st
+	}
+	m.read = c.memo.passes
+	c.memo.uses[node] = m
+	return m.use, m.driver, m.hasDevices
+}
+
+// ownPools: every pool of node's slices has all its slices on node.
+func (c *Calculator) ownPools(node string) bool {
+	for _, s := range c.byNode[node] {
+		if c.poolNode[poolKey{s.Spec.Driver, s.Spec.Pool.Name}] != node {
+			return false
+		}
+	}
+	return true
 }
 
 // devices returns the highest per-driver device use of a node. A driver's

@@ -51,7 +51,7 @@ func TestNode(t *testing.T) {
 	shared := builder.ResourceSlice("n1-gpu", "n1", gpu, "n1").
 		Devices(builder.Device("gpu-0").AllowMultipleAllocations().Capacity("memory", "40Gi")).Obj()
 	gpu0 := structured.MakeDeviceID(gpu, "n1", "gpu-0")
-	share := structured.MakeSharedDeviceID(gpu0, ptr(types.UID("s1")))
+	share := structured.MakeSharedDeviceID(gpu0, ptrTo(types.UID("s1")))
 	tenGi := resource.MustParse("10Gi")
 
 	tests := []struct {
@@ -122,4 +122,4 @@ func TestOldPoolGenerationsIgnored(t *testing.T) {
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
+func ptrTo[T any](v T) *T { return &v }

@@ -196,6 +196,8 @@ type RemovalPlanner struct {
 	opts    Options
 	runner  *framework.Runner
 	tracker *unneeded.Ledger
+	// devices keeps nodes' device use across passes.
+	devices *utilization.Memo
 }
 
 // New returns a planner simulating with runner.
@@ -203,7 +205,7 @@ func New(runner *framework.Runner, opts Options) *RemovalPlanner {
 	if opts.MaxDrainParallelism <= 0 {
 		opts.MaxDrainParallelism = 1
 	}
-	return &RemovalPlanner{opts: opts, runner: runner, tracker: unneeded.New()}
+	return &RemovalPlanner{opts: opts, runner: runner, tracker: unneeded.New(), devices: utilization.NewMemo()}
 }
 
 // UnneededSince reports when a node became unneeded.
@@ -233,6 +235,7 @@ func (p *RemovalPlanner) Plan(ctx context.Context, in RemovalInput) (*RemovalPla
 	if err != nil {
 		return nil, fmt.Errorf("scale-down: %w", err)
 	}
+	calc.Remember(p.devices)
 	pdbs := drainability.NewPDBs(in.PDBs, in.Pods)
 	for _, pr := range pdbs.Problems {
 		plan.Warnings = append(plan.Warnings, Warning{Object: pr.PDB, Reason: pr.Reason, Message: pr.Message})
