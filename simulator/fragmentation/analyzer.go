@@ -44,13 +44,16 @@ type Analyzer struct {
 	trans     map[transKey]transition
 	left      map[leftKey]Amounts
 	// states caches measure per node and device state, across passes
-	// (see measuredKey); choices caches choice per node state and shape
-	// (see choiceKey).
+	// (see measuredKey); byGen per node and generation within a pass,
+	// which is all ranking's many reads of one node need to look up;
+	// choices caches choice per node state and shape (see choiceKey).
 	states  map[measuredKey]measured
+	byGen   map[genKey]state
 	choices map[choiceKey]choiceMemo
-	// epoch is the snapshot's (snapshot.Epoch) when sliceKeys were last
-	// used: the slices of hypothetical nodes are made anew by every
-	// build, so their keys are dropped then rather than at maxMemo.
+	// epoch is the snapshot's (snapshot.Epoch) when byGen and sliceKeys
+	// were last used: no Gen outlives a Reset, and the slices of
+	// hypothetical nodes are made anew by every build, so they are
+	// dropped then rather than at maxMemo.
 	epoch uint64
 	seq   int
 	// Calls counts framework calls made for probes, for tests and logs.
@@ -84,6 +87,12 @@ type leftKey struct{ state, shapes string }
 type measuredKey struct {
 	node         string
 	alloc, other snapshot.AllocPrint
+}
+
+// genKey names a node at one generation (snapshot.Gen).
+type genKey struct {
+	node string
+	gen  snapshot.Gen
 }
 
 // measured is a node's state and what it was read from besides the
@@ -121,6 +130,7 @@ func (a *Analyzer) Forget() {
 	a.trans = map[transKey]transition{}
 	a.left = map[leftKey]Amounts{}
 	a.states = map[measuredKey]measured{}
+	a.byGen = map[genKey]state{}
 	a.choices = map[choiceKey]choiceMemo{}
 }
 
@@ -163,8 +173,27 @@ func (a *Analyzer) measure(node string) (state, error) {
 	snap := a.snap()
 	if e := snap.Epoch(); e != a.epoch {
 		a.epoch = e
+		a.byGen = map[genKey]state{}
 		a.sliceKeys = map[*resourceapi.ResourceSlice]string{}
 	}
+	gk := genKey{node, snap.NodeGen(node)}
+	if st, ok := a.byGen[gk]; ok {
+		return st, nil
+	}
+	st, err := a.measureState(node)
+	if err != nil {
+		return state{}, err
+	}
+	if len(a.byGen) >= maxMemo {
+		a.byGen = map[genKey]state{}
+	}
+	a.byGen[gk] = st
+	return st, nil
+}
+
+// measureState is measure by the node's DeviceState.
+func (a *Analyzer) measureState(node string) (state, error) {
+	snap := a.snap()
 	ds := snap.DeviceState(node)
 	var obj *v1.Node
 	if ni, err := snap.Get(node); err == nil {
