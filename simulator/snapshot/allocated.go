@@ -51,14 +51,19 @@ func (a *allocatedIndex) state() *structured.AllocatedState {
 // results hold nothing; with consumable capacity, results with a share ID
 // hold a share and their consumed capacity; everything else holds the whole
 // device.
-func (a *allocatedIndex) apply(j *journal, alloc *resourceapi.AllocationResult, sign int, consumable bool) {
+//
+// It returns the print of what the allocation holds (see AllocPrint), so
+// that the results are read once.
+func (a *allocatedIndex) apply(j *journal, alloc *resourceapi.AllocationResult, sign int, consumable bool) (held AllocPrint) {
 	if alloc == nil {
 		return
 	}
-	for _, r := range alloc.Devices.Results {
+	for i := range alloc.Devices.Results {
+		r := &alloc.Devices.Results[i]
 		if ptr.Deref(r.AdminAccess, false) {
 			continue
 		}
+		held.add(resultHash(r, consumable))
 		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
 		if consumable && r.ShareID != nil {
 			sid := structured.MakeSharedDeviceID(id, r.ShareID)
@@ -78,6 +83,7 @@ func (a *allocatedIndex) apply(j *journal, alloc *resourceapi.AllocationResult, 
 			refDec(j, a.dedicatedRefs, a.dedicated, id)
 		}
 	}
+	return held
 }
 
 // applyCapacity adds or subtracts consumed capacity of one device, dropping

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/utils/ptr"
 )
 
 // DeviceState is what a node's own devices offer and hold, by identity
@@ -55,24 +54,18 @@ func (s *Snapshot) nodeSlices(node string) []*resourceapi.ResourceSlice {
 	return out
 }
 
-// printAllocation adds (sign > 0) or removes alloc's results from the
-// print of the node it is pinned to ("" for none).
-func (s *Snapshot) printAllocation(node string, alloc *resourceapi.AllocationResult, sign int) {
-	p := s.prints[node]
-	for i := range alloc.Devices.Results {
-		r := &alloc.Devices.Results[i]
-		if ptr.Deref(r.AdminAccess, false) {
-			continue // holds nothing (allocatedIndex.apply)
-		}
-		h := resultHash(r, s.gates.consumableCapacity)
-		m := remix(h)
-		if sign < 0 {
-			h, m = -h, -m
-		}
-		p.sum += h
-		p.mix += m
+// add counts one more result of hash h.
+func (p *AllocPrint) add(h uint64) {
+	p.sum += h
+	p.mix += remix(h)
+}
+
+// apply adds (sign > 0) or takes away an allocation's print d.
+func (p AllocPrint) apply(d AllocPrint, sign int) AllocPrint {
+	if sign < 0 {
+		return AllocPrint{p.sum - d.sum, p.mix - d.mix}
 	}
-	put(&s.j, s.prints, node, p)
+	return AllocPrint{p.sum + d.sum, p.mix + d.mix}
 }
 
 var printSeed = maphash.MakeSeed()
@@ -80,24 +73,17 @@ var printSeed = maphash.MakeSeed()
 // resultHash hashes what an allocation result holds: the device, and with
 // consumable capacity its share and what the share consumes.
 func resultHash(r *resourceapi.DeviceRequestAllocationResult, consumable bool) uint64 {
-	var h maphash.Hash
-	h.SetSeed(printSeed)
-	for _, part := range []string{r.Driver, r.Pool, r.Device} {
-		h.WriteString(part)
-		h.WriteByte(0)
-	}
+	h := maphash.String(printSeed, r.Driver)
+	h = remix(h ^ maphash.String(printSeed, r.Pool))
+	h = remix(h ^ maphash.String(printSeed, r.Device))
 	if consumable && r.ShareID != nil {
-		h.WriteByte(1)
-		h.WriteString(string(*r.ShareID))
+		h = remix(h ^ maphash.String(printSeed, string(*r.ShareID)) ^ 1)
 		for _, name := range slices.Sorted(maps.Keys(r.ConsumedCapacity)) {
 			q := r.ConsumedCapacity[name]
-			h.WriteByte(0)
-			h.WriteString(string(name))
-			h.WriteByte('=')
-			h.WriteString(q.String())
+			h = remix(h ^ maphash.String(printSeed, string(name)+"="+q.String()))
 		}
 	}
-	return h.Sum64()
+	return h
 }
 
 // remix is splitmix64's finaliser: the second sum adds what the first

@@ -73,10 +73,10 @@ func (s *Snapshot) applyAllocation(alloc *resourceapi.AllocationResult, sign int
 	if alloc == nil {
 		return
 	}
-	s.alloc.apply(&s.j, alloc, sign, s.gates.consumableCapacity)
+	held := s.alloc.apply(&s.j, alloc, sign, s.gates.consumableCapacity)
 	node := allocationNode(alloc)
 	s.touch(node)
-	s.printAllocation(node, alloc, sign)
+	put(&s.j, s.prints, node, s.prints[node].apply(held, sign))
 }
 
 // GenLog lists the nodes given a new generation while the snapshot logs
