@@ -34,8 +34,8 @@ type loadedClaim struct {
 }
 
 // LoadResourceClaims sets claims into an empty snapshot (after Reset), as
-// SetResourceClaim of each would, in O(claims changed since the last load)
-// plus copying the indexes. Claims that cannot be set are left out and
+// SetResourceClaim of each would, indexing only the claims changed since
+// the last load (a lookup for each of the others) and copying the indexes. Claims that cannot be set are left out and
 // named in the error. In a snapshot holding claims, or with forks open,
 // it is SetResourceClaim of each.
 func (s *Snapshot) LoadResourceClaims(claims []*resourceapi.ResourceClaim) error {

@@ -144,3 +144,20 @@ func TestLoadResourceClaimsIntoUsedSnapshot(t *testing.T) {
 		t.Error("a claim without a name was loaded without an error")
 	}
 }
+
+// Reserve sizes an empty snapshot and leaves one that holds anything as it
+// was; the shared part's Gen set by Reset stays.
+func TestReserve(t *testing.T) {
+	s := newTestSnapshot(t)
+	mustOK(t, s.Reset())
+	shared := s.NodeGen("n1").Shared
+	s.Reserve(10, 100, 10)
+	if s.NodeGen("n1").Shared != shared {
+		t.Error("Reserve lost the shared part's generation")
+	}
+	mustOK(t, s.AddNode(builder.Node("n1").Obj()))
+	s.Reserve(10, 100, 10)
+	if _, err := s.Get("n1"); err != nil {
+		t.Errorf("Reserve dropped a node: %v", err)
+	}
+}
