@@ -1,6 +1,7 @@
 package snapshot
 
 import (
+	"cmp"
 	"hash/maphash"
 	"maps"
 	"slices"
@@ -42,15 +43,12 @@ func (s *Snapshot) nodeSlices(node string) []*resourceapi.ResourceSlice {
 	if len(names) == 0 {
 		return nil
 	}
-	at := make([]int, 0, len(names))
+	l := s.patchedSlices
+	out := make([]*resourceapi.ResourceSlice, 0, len(names))
 	for name := range names {
-		at = append(at, s.patchedSlices.pos[name])
+		out = append(out, l.items[l.pos[name]])
 	}
-	slices.Sort(at)
-	out := make([]*resourceapi.ResourceSlice, len(at))
-	for i, k := range at {
-		out[i] = s.patchedSlices.items[k]
-	}
+	slices.SortFunc(out, func(a, b *resourceapi.ResourceSlice) int { return cmp.Compare(l.pos[a.Name], l.pos[b.Name]) })
 	return out
 }
 

@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"crypto/sha256"
-	"slices"
 	"strconv"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -31,14 +30,8 @@ func (s *Snapshot) LocalDevices(node string) (devs LocalDevices, ok bool) {
 	if len(s.slicesOfNode[""]) > 0 {
 		return LocalDevices{}, false
 	}
-	at := make([]int, 0, len(s.slicesOfNode[node]))
-	for name := range s.slicesOfNode[node] {
-		at = append(at, s.patchedSlices.pos[name])
-	}
-	slices.Sort(at)
 	generation := map[string]int64{}
-	for i, k := range at {
-		slice := s.patchedSlices.items[k]
+	for i, slice := range s.nodeSlices(node) {
 		pool := slice.Spec.Pool
 		if g, seen := generation[pool.Name]; seen && g != pool.Generation {
 			return LocalDevices{}, false
@@ -69,7 +62,16 @@ func (s *Snapshot) SliceDigest(slice *resourceapi.ResourceSlice, node string) (d
 	return f.digest, ok
 }
 
-// DeviceIDs are the ids of slice's devices, in order, memoised with what
+// SliceDeviceIDs are the ids of slice's devices, in order.
+func SliceDeviceIDs(slice *resourceapi.ResourceSlice) []structured.DeviceID {
+	ids := make([]structured.DeviceID, len(slice.Spec.Devices))
+	for j, d := range slice.Spec.Devices {
+		ids[j] = structured.MakeDeviceID(slice.Spec.Driver, slice.Spec.Pool.Name, d.Name)
+	}
+	return ids
+}
+
+// DeviceIDs are SliceDeviceIDs of slice, memoised with what
 // LocalDevices reads: MakeDeviceID interns three strings per device, and
 // the per-node readers (stranded capacity, utilization) look up every
 // device of thousands of nodes every pass. node is the node the slice is
@@ -78,7 +80,7 @@ func (s *Snapshot) DeviceIDs(slice *resourceapi.ResourceSlice, node string) []st
 	if f, ok := s.facts.of(slice, node); ok {
 		return f.ids
 	}
-	return deviceIDs(slice)
+	return SliceDeviceIDs(slice)
 }
 
 // SpecDigest hashes a slice spec as its protobuf encoding, which is

@@ -188,7 +188,7 @@ func TestDeviceIDs(t *testing.T) {
 			t.Fatalf("DeviceIDs = %v, want %v", got, want)
 		}
 	}
-	if got := deviceIDs(sl); !slices.Equal(got, want) {
-		t.Errorf("deviceIDs = %v, want %v", got, want)
+	if got := SliceDeviceIDs(sl); !slices.Equal(got, want) {
+		t.Errorf("SliceDeviceIDs = %v, want %v", got, want)
 	}
 }

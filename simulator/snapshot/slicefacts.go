@@ -90,16 +90,8 @@ func makeFact(slice *resourceapi.ResourceSlice, node string) (f sliceFact, ok bo
 	f.shared = slices.ContainsFunc(slice.Spec.Devices, func(d resourceapi.Device) bool {
 		return ptr.Deref(d.AllowMultipleAllocations, false)
 	})
-	f.ids = deviceIDs(slice)
+	f.ids = SliceDeviceIDs(slice)
 	return f, true
-}
-
-func deviceIDs(slice *resourceapi.ResourceSlice) []structured.DeviceID {
-	ids := make([]structured.DeviceID, len(slice.Spec.Devices))
-	for j, d := range slice.Spec.Devices {
-		ids[j] = structured.MakeDeviceID(slice.Spec.Driver, slice.Spec.Pool.Name, d.Name)
-	}
-	return ids
 }
 
 // SliceWarmer makes the facts of node-bound slices as they arrive (an

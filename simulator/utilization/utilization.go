@@ -180,11 +180,7 @@ func (c *Calculator) Remember(m *Memo) {
 }
 
 func deviceIDs(slice *resourceapi.ResourceSlice, _ string) []structured.DeviceID {
-	ids := make([]structured.DeviceID, len(slice.Spec.Devices))
-	for j, d := range slice.Spec.Devices {
-		ids[j] = structured.MakeDeviceID(slice.Spec.Driver, slice.Spec.Pool.Name, d.Name)
-	}
-	return ids
+	return snapshot.SliceDeviceIDs(slice)
 }
 
 // Node returns the utilization of a node: requests of its pods against
