@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
@@ -21,7 +22,12 @@ import (
 // that does not fit the instance (its devices are not there) is left off
 // it, as the DaemonSet controller's pod would stay pending.
 func AddInstance(ctx context.Context, runner *framework.Runner, t *cloudprovider.NodeTemplate, name string) error {
-	node, slices, pods := Instantiate(t, name)
+	var none *Instances
+	return none.AddInstance(ctx, runner, t, name)
+}
+
+// addObjects adds instance name of t, made of node, slices and pods.
+func addObjects(ctx context.Context, runner *framework.Runner, t *cloudprovider.NodeTemplate, name string, node *v1.Node, slices []*resourceapi.ResourceSlice, pods []*v1.Pod) error {
 	if node == nil {
 		return fmt.Errorf("instance %s: template without a node", name)
 	}

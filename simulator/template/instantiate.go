@@ -32,8 +32,17 @@ import (
 // and the template must not change while they are in use. A nil template
 // (or one without a node) yields nothing.
 func Instantiate(t *cloudprovider.NodeTemplate, name string) (*v1.Node, []*resourceapi.ResourceSlice, []*v1.Pod) {
-	if t == nil || t.Node == nil {
+	node, slices := instantiateNode(t, name)
+	if node == nil {
 		return nil, nil, nil
+	}
+	return node, slices, instantiatePods(t, name)
+}
+
+// instantiateNode is Instantiate's node and slices.
+func instantiateNode(t *cloudprovider.NodeTemplate, name string) (*v1.Node, []*resourceapi.ResourceSlice) {
+	if t == nil || t.Node == nil {
+		return nil, nil
 	}
 	node := *t.Node
 	node.Name = name
@@ -64,7 +73,11 @@ func Instantiate(t *cloudprovider.NodeTemplate, name string) (*v1.Node, []*resou
 			slices[i] = c
 		}
 	}
+	return &node, slices
+}
 
+// instantiatePods is Instantiate's pods.
+func instantiatePods(t *cloudprovider.NodeTemplate, name string) []*v1.Pod {
 	var pods []*v1.Pod
 	if len(t.Pods) > 0 {
 		pods = make([]*v1.Pod, len(t.Pods))
@@ -78,7 +91,7 @@ func Instantiate(t *cloudprovider.NodeTemplate, name string) (*v1.Node, []*resou
 			pods[i] = c
 		}
 	}
-	return &node, slices, pods
+	return pods
 }
 
 // launchValue is the value a device attribute naming label as a launch

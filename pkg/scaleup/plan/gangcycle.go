@@ -43,7 +43,7 @@ import (
 //  4. the chosen placement's nodes and used instances, for good: the same
 //     first fit, its members kept.
 func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g *gang.Gang, candidates []string,
-	groups []*nodegroups.Info, usage limits.Usage, now time.Time, keys *estimator.NodeKeys) (GangOutcome, bool, error) {
+	groups []*nodegroups.Info, usage limits.Usage, now time.Time, st gangStage) (GangOutcome, bool, error) {
 	logger := klog.FromContext(ctx)
 	o := GangOutcome{Gang: g}
 	name := g.Name
@@ -69,7 +69,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	members := tree.Pods()
 	// One key of alike placements for the gang's every run: the node
 	// keys it caches hold across them.
-	alike := p.estimate.AlikePlacements(tree, keys)
+	alike := p.estimate.AlikePlacements(tree, st.keys)
 	res, err := runner.SchedulePodGroupTreeAlike(ctx, tree, candidates, true, alike)
 	if err != nil {
 		return o, true, err
@@ -89,7 +89,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 			return err
 		}
 		all = p.instanceSets(tree.TopologyKeys(), rankOptions(p.chain, options, g.Need()), groups)
-		res, names, err = p.runCycle(ctx, runner, tree, candidates, all, alike)
+		res, names, err = p.runCycle(ctx, runner, st, tree, candidates, all, alike)
 		checkNarrowed(alike, res, left)
 		return err
 	})
@@ -117,7 +117,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	}
 	used := usedBy(res, all, names, keep)
 	err = p.forked(runner, func() error {
-		res, names, err = p.runCycle(ctx, runner, tree, candidates, used, alike)
+		res, names, err = p.runCycle(ctx, runner, st, tree, candidates, used, alike)
 		checkNarrowed(alike, res, left)
 		return err
 	})
@@ -129,7 +129,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 		return o, true, fmt.Errorf("gang %s: no placement once unused instances are dropped: %s", g.Key(), res.Message)
 	}
 	chosen := usedBy(res, used, names, func(pl *framework.PlacementOutcome) bool { return pl == best })
-	o, err = p.keepGangCycle(ctx, runner, tree, g, inPlacement(candidates, best), chosen, alike)
+	o, err = p.keepGangCycle(ctx, runner, st, tree, g, inPlacement(candidates, best), chosen, alike)
 	if err != nil {
 		return o, true, err
 	}
@@ -210,6 +210,14 @@ func holding(res *framework.PodGroupResult, nodes map[string]bool) (group, place
 	return "", "", ""
 }
 
+// gangStage is what a gang stage's gangs share: node keys (nil: each
+// gang makes its own, or none) and the template instances the cycle's
+// runs add, made once (template.Instances).
+type gangStage struct {
+	keys      *estimator.NodeKeys
+	instances *template.Instances
+}
+
 // gangNodeKeys are node keys for every gang's members: one for the
 // stage, as the alike placements of each gang ask for them (nil: each
 // gang makes its own, or none).
@@ -232,7 +240,7 @@ func (p *Planner) gangNodeKeys(runner *framework.Runner, gangs []*gang.Gang) *es
 // last cycle, over the chosen placement's nodes only, puts them (the
 // run it was chosen in, first fit over the same nodes in the same order),
 // all or nothing.
-func (p *Planner) keepGangCycle(ctx context.Context, runner *framework.Runner, tree *framework.GroupTree, g *gang.Gang,
+func (p *Planner) keepGangCycle(ctx context.Context, runner *framework.Runner, st gangStage, tree *framework.GroupTree, g *gang.Gang,
 	candidates []string, chosen []instanceSet, alike *framework.Alike) (o GangOutcome, err error) {
 	o = GangOutcome{Gang: g}
 	snap := runner.Snapshot()
@@ -247,7 +255,7 @@ func (p *Planner) keepGangCycle(ctx context.Context, runner *framework.Runner, t
 			err = eerr
 		}
 	}()
-	names, err := addInstances(ctx, runner, chosen)
+	names, err := addInstances(ctx, runner, st.instances, chosen)
 	if err != nil {
 		return o, err
 	}
@@ -423,9 +431,9 @@ func rankOptions(chain expander.Chain, options []expander.Option, need int) []ex
 // runCycle adds sets' instances and runs the cycle over candidates and
 // them, members trying existing nodes first, then the instances in order;
 // it returns the instances' names, in that order.
-func (p *Planner) runCycle(ctx context.Context, runner *framework.Runner, tree *framework.GroupTree,
+func (p *Planner) runCycle(ctx context.Context, runner *framework.Runner, st gangStage, tree *framework.GroupTree,
 	candidates []string, sets []instanceSet, alike *framework.Alike) (*framework.PodGroupResult, []string, error) {
-	names, err := addInstances(ctx, runner, sets)
+	names, err := addInstances(ctx, runner, st.instances, sets)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -436,7 +444,7 @@ func (p *Planner) runCycle(ctx context.Context, runner *framework.Runner, tree *
 // addInstances adds each set's instances, named as the estimator names
 // new nodes (the first free "<group>-template-<i>"), so reservations and
 // nominations see the names they expect.
-func addInstances(ctx context.Context, runner *framework.Runner, sets []instanceSet) ([]string, error) {
+func addInstances(ctx context.Context, runner *framework.Runner, made *template.Instances, sets []instanceSet) ([]string, error) {
 	var names []string
 	for _, set := range sets {
 		next := 0
@@ -449,7 +457,7 @@ func addInstances(ctx context.Context, runner *framework.Runner, sets []instance
 					break
 				}
 			}
-			if err := template.AddInstance(ctx, runner, set.tmpl, name); err != nil {
+			if err := made.AddInstance(ctx, runner, set.tmpl, name); err != nil {
 				return nil, fmt.Errorf("node group %s: %w", set.group.Id, err)
 			}
 			names = append(names, name)
