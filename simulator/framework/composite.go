@@ -221,19 +221,24 @@ func (r *Runner) groupTree(key fwk.EntityKey, byGroup map[string][]*v1.Pod, seen
 	return t.ordered(), nil
 }
 
+// RootTopologyKey is the topology key of the tree's root group, "" when
+// it has none (the scheduler reads the first constraint).
+func (t *GroupTree) RootTopologyKey() string {
+	if t.Composite != nil {
+		if c := t.Composite.Spec.SchedulingConstraints; c != nil && len(c.Topology) > 0 {
+			return c.Topology[0].Key
+		}
+	} else if c := t.PodGroup.Spec.SchedulingConstraints; c != nil && len(c.Topology) > 0 {
+		return c.Topology[0].Key
+	}
+	return ""
+}
+
 // TopologyKeys are the topology keys of every level of the tree, root
 // first (one per group: the scheduler reads the first constraint).
 func (t *GroupTree) TopologyKeys() []string {
 	var out []string
-	var key string
-	if t.Composite != nil {
-		if c := t.Composite.Spec.SchedulingConstraints; c != nil && len(c.Topology) > 0 {
-			key = c.Topology[0].Key
-		}
-	} else if c := t.PodGroup.Spec.SchedulingConstraints; c != nil && len(c.Topology) > 0 {
-		key = c.Topology[0].Key
-	}
-	if key != "" {
+	if key := t.RootTopologyKey(); key != "" {
 		out = append(out, key)
 	}
 	for _, c := range t.Children {

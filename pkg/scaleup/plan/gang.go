@@ -16,7 +16,6 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
 )
 
 // ReasonGangDoesNotFit is why a gang gets no capacity at all.
@@ -69,7 +68,7 @@ type DomainTry struct {
 func (p *Planner) PlanGangs(ctx context.Context, runner *framework.Runner, gangs []*gang.Gang, candidates []string,
 	groups []*nodegroups.Info, usage limits.Usage, now time.Time) ([]GangOutcome, limits.Usage, error) {
 	var out []GangOutcome
-	st := gangStage{keys: p.gangNodeKeys(runner, gangs), instances: template.NewInstances()}
+	st := newGangStage(p.gangNodeKeys(runner, gangs))
 	for _, g := range gangs {
 		o, ran, err := p.planGangCycle(ctx, runner, g, candidates, groups, usage, now, st)
 		if err != nil {

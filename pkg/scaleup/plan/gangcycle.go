@@ -70,16 +70,18 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	// One key of alike placements for the gang's every run: the node
 	// keys it caches hold across them.
 	alike := p.estimate.AlikePlacements(tree, st.keys)
-	res, err := runner.SchedulePodGroupTreeAlike(ctx, tree, candidates, true, alike)
+	first := st.labelled(runner, tree, candidates, alike)
+	res, err := runner.SchedulePodGroupTreeAlike(ctx, tree, first, true, alike)
 	if err != nil {
 		return o, true, err
 	}
+	checkLabelled(runner, alike, tree, res)
 	if best := res.Best(); best != nil {
 		o.FitsExisting, o.Domain, o.Existing, o.Tried = true, best.Name, placedOn(best, members, candidates), triesOf(res)
 		return o, true, nil
 	}
 
-	candidates, left := narrowed(runner, res, candidates, alike)
+	candidates, left := narrowed(runner, res, first, alike)
 	log := &reasonLog{}
 	var all []instanceSet
 	var names []string
@@ -211,11 +213,76 @@ func holding(res *framework.PodGroupResult, nodes map[string]bool) (group, place
 }
 
 // gangStage is what a gang stage's gangs share: node keys (nil: each
-// gang makes its own, or none) and the template instances the cycle's
-// runs add, made once (template.Instances).
+// gang makes its own, or none), the template instances the cycle's runs
+// add, made once (template.Instances), and the candidates carrying each
+// root topology key's label.
 type gangStage struct {
 	keys      *estimator.NodeKeys
 	instances *template.Instances
+	byLabel   map[string][]string
+}
+
+func newGangStage(keys *estimator.NodeKeys) gangStage {
+	return gangStage{keys: keys, instances: template.NewInstances(), byLabel: map[string][]string{}}
+}
+
+// labelled are the candidates a gang's first run is offered: those with
+// the label of the root's topology key, found once for the stage (the
+// candidates are the same for every gang of it). The placement generator
+// groups nodes by that label's value, so a node without it is in no
+// placement, and the cycle over the others is the cycle over all (every
+// gang of a large cluster would otherwise have the generator read
+// thousands of nodes that are in no domain). Part of the alikePlacements
+// shortcut, as narrowed: without it, for a root without a topology key
+// (its one placement holds every node), or another generator, all
+// candidates; in verify mode too, and checkLabelled checks the rule.
+func (st gangStage) labelled(runner *framework.Runner, tree *framework.GroupTree, candidates []string, alike *framework.Alike) []string {
+	key := tree.RootTopologyKey()
+	if alike == nil || alike.Verify || key == "" || st.byLabel == nil || !runner.PlacementsPerNode() {
+		return candidates
+	}
+	if out, ok := st.byLabel[key]; ok {
+		return out
+	}
+	var out []string
+	for _, name := range candidates {
+		if hasLabel(runner, name, key) {
+			out = append(out, name)
+		}
+	}
+	st.byLabel[key] = out
+	return out
+}
+
+func hasLabel(runner *framework.Runner, node, key string) bool {
+	ni, err := runner.Snapshot().Get(node)
+	if err != nil {
+		return true // offered: the cycle says what it makes of it
+	}
+	_, ok := ni.Node().Labels[key]
+	return ok
+}
+
+// checkLabelled tells alike (verify mode) when a root placement of res
+// holds a node without the root's topology label, which labelled would
+// not have offered.
+func checkLabelled(runner *framework.Runner, alike *framework.Alike, tree *framework.GroupTree, res *framework.PodGroupResult) {
+	key := tree.RootTopologyKey()
+	if alike == nil || !alike.Verify || key == "" || !runner.PlacementsPerNode() {
+		return
+	}
+	if alike.Checked != nil {
+		alike.Checked()
+	}
+	for _, pl := range res.Placements {
+		for _, n := range pl.Nodes {
+			if !hasLabel(runner, n, key) && alike.Found != nil {
+				alike.Found(res.Group, pl.Name, "placement holds node "+n+" without label "+key,
+					"no placement of the root holds a node without its topology label (the first run was offered only the labelled nodes)")
+				return
+			}
+		}
+	}
 }
 
 // gangNodeKeys are node keys for every gang's members: one for the
