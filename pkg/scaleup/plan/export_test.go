@@ -33,3 +33,7 @@ var TriesOf = triesOf
 // CheckNarrowed is checkNarrowed: verify mode's check that no placement
 // holds a node the gang's first run placed nowhere.
 var CheckNarrowed = checkNarrowed
+
+// GangsReplayed is how many gangs the planner planned as an alike gang
+// before them.
+func (p *Planner) GangsReplayed() int { return p.replayed }

@@ -82,21 +82,57 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	}
 
 	candidates, left := narrowed(runner, res, first, alike)
+	kind := ""
+	if alike != nil {
+		kind = p.estimate.GangKind(tree)
+	}
+	input := inputOf(runner, candidates)
 	log := &reasonLog{}
 	var all []instanceSet
 	var names []string
+	var replay *gangReplay
 	err = p.forked(runner, func() error {
 		options, err := p.options(ctx, groups, nil, g.Pending, usage, now, log, nil)
 		if err != nil {
 			return err
 		}
 		all = p.instanceSets(tree.TopologyKeys(), rankOptions(p.chain, options, g.Need()), groups)
+		if replay = st.replayFor(runner, kind, candidates, all); replay != nil && !alike.Verify {
+			return nil
+		}
 		res, names, err = p.runCycle(ctx, runner, st, tree, candidates, all, alike)
 		checkNarrowed(alike, res, left)
 		return err
 	})
 	if err != nil {
 		return o, true, err
+	}
+	if replay != nil && !alike.Verify {
+		kept, err := p.keepGangCycle(ctx, runner, st, tree, g, replay.keep, replay.chosen, alike)
+		switch {
+		case err == nil:
+			for _, up := range kept.ScaleUps {
+				p.take(up.Group, up.Delta, up.Pods)
+			}
+			kept.Tried = replay.tried
+			p.replayed++
+			logger.V(4).Info("Pod group cycle planned the gang as an alike one before it", "gang", g.Key(), "placement", kept.Domain,
+				"scaleUps", len(kept.ScaleUps))
+			return kept, true, nil
+		case ctx.Err() != nil:
+			return o, true, err
+		}
+		// Not as the alike gang after all: the runs decide.
+		logger.V(4).Info("Replaying an alike gang's plan failed, running the cycle", "gang", g.Key(), "err", err)
+		delete(st.replays, kind)
+		err = p.forked(runner, func() error {
+			res, names, err = p.runCycle(ctx, runner, st, tree, candidates, all, alike)
+			checkNarrowed(alike, res, left)
+			return err
+		})
+		if err != nil {
+			return o, true, err
+		}
 	}
 	if res.Best() == nil {
 		o.Message = fmt.Sprintf("gang %s needs %d more member(s) placed to reach minCount %d; the scheduler's pod group cycle finds no placement: %s%s",
@@ -131,7 +167,9 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 		return o, true, fmt.Errorf("gang %s: no placement once unused instances are dropped: %s", g.Key(), res.Message)
 	}
 	chosen := usedBy(res, used, names, func(pl *framework.PlacementOutcome) bool { return pl == best })
-	o, err = p.keepGangCycle(ctx, runner, st, tree, g, inPlacement(candidates, best), chosen, alike)
+	keepOn := inPlacement(candidates, best)
+	checkReplay(alike, tree, replay, best.Name, keepOn, chosen)
+	o, err = p.keepGangCycle(ctx, runner, st, tree, g, keepOn, chosen, alike)
 	if err != nil {
 		return o, true, err
 	}
@@ -139,6 +177,10 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 		p.take(up.Group, up.Delta, up.Pods)
 	}
 	o.Tried = tried
+	if kind != "" {
+		input.all, input.keep, input.chosen, input.domain, input.tried = all, keepOn, chosen, best.Name, tried
+		st.replays[kind] = input
+	}
 	logger.V(4).Info("Pod group cycle planned the gang", "gang", g.Key(), "placement", best.Name, "score", best.Score,
 		"placements", len(res.Placements), "scaleUps", len(o.ScaleUps))
 	return o, true, nil
@@ -220,10 +262,12 @@ type gangStage struct {
 	keys      *estimator.NodeKeys
 	instances *template.Instances
 	byLabel   map[string][]string
+	// replays are the last decisions of each kind of gang (gangReplay).
+	replays map[string]*gangReplay
 }
 
 func newGangStage(keys *estimator.NodeKeys) gangStage {
-	return gangStage{keys: keys, instances: template.NewInstances(), byLabel: map[string][]string{}}
+	return gangStage{keys: keys, instances: template.NewInstances(), byLabel: map[string][]string{}, replays: map[string]*gangReplay{}}
 }
 
 // labelled are the candidates a gang's first run is offered: those with

@@ -69,3 +69,32 @@ func TestGangStageLabelled(t *testing.T) {
 		}
 	})
 }
+
+// Verify mode reports a replay whose gang's runs decided otherwise: the
+// domain, the chosen placement's candidates or its instances.
+func TestCheckReplay(t *testing.T) {
+	sets := []instanceSet{{count: 2}}
+	r := &gangReplay{domain: "b1", keep: []string{"n1"}, chosen: sets}
+	tree := &framework.GroupTree{PodGroup: builder.PodGroup("ns", "train").Obj()}
+	for _, tc := range []struct {
+		name   string
+		domain string
+		keep   []string
+		chosen []instanceSet
+		found  bool
+	}{
+		{"the same decision", "b1", []string{"n1"}, sets, false},
+		{"another domain", "b2", []string{"n1"}, sets, true},
+		{"other candidates", "b1", nil, sets, true},
+		{"other instances", "b1", []string{"n1"}, []instanceSet{{count: 3}}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			found, checks := false, 0
+			alike := &framework.Alike{Verify: true, Checked: func() { checks++ }, Found: func(_, _, _, _ string) { found = true }}
+			checkReplay(alike, tree, r, tc.domain, tc.keep, tc.chosen)
+			if found != tc.found || checks != 1 {
+				t.Errorf("found %v after %d checks, want %v after 1", found, checks, tc.found)
+			}
+		})
+	}
+}

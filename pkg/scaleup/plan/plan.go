@@ -63,6 +63,9 @@ type Planner struct {
 	capacity Capacity // nil: no reservations
 	// noCarry re-estimates every group every round (reuse.go), for tests.
 	noCarry bool
+	// replayed counts the gangs planned as an alike gang before them
+	// (gangReplay), for tests.
+	replayed int
 }
 
 // New returns a planner.
