@@ -114,7 +114,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 			for _, up := range kept.ScaleUps {
 				p.take(up.Group, up.Delta, up.Pods)
 			}
-			kept.Tried = replay.tried
+			kept.Tried = replay.triesFor(tree)
 			p.replayed++
 			logger.V(4).Info("Pod group cycle planned the gang as an alike one before it", "gang", g.Key(), "placement", kept.Domain,
 				"scaleUps", len(kept.ScaleUps))
@@ -179,6 +179,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	o.Tried = tried
 	if kind != "" {
 		input.all, input.keep, input.chosen, input.domain, input.tried = all, keepOn, chosen, best.Name, tried
+		input.groups = groupNames(tree, nil)
 		st.replays[kind] = input
 	}
 	logger.V(4).Info("Pod group cycle planned the gang", "gang", g.Key(), "placement", best.Name, "score", best.Score,

@@ -2,6 +2,7 @@ package plan
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
@@ -31,6 +32,37 @@ type gangReplay struct {
 	chosen []instanceSet
 	domain string
 	tried  []DomainTry
+	// groups name the gang's groups, in the tree's order: a replay's
+	// tries name the replaying gang's instead (triesFor).
+	groups []string
+}
+
+// triesFor are r's tries told of tree's groups: a child's try names its
+// group, which is the replaying gang's own.
+func (r *gangReplay) triesFor(tree *framework.GroupTree) []DomainTry {
+	groups := groupNames(tree, nil)
+	if len(groups) != len(r.groups) {
+		return r.tried // not of a kind after all; names as they were
+	}
+	out := slices.Clone(r.tried)
+	for i := range out {
+		for j, g := range r.groups {
+			if rest, ok := strings.CutPrefix(out[i].Message, g); ok && (rest == "" || strings.HasPrefix(rest, ":")) {
+				out[i].Message = groups[j] + rest
+				break
+			}
+		}
+	}
+	return out
+}
+
+// groupNames lists tree's groups, parents before their children.
+func groupNames(t *framework.GroupTree, out []string) []string {
+	out = append(out, t.String())
+	for _, c := range t.Children {
+		out = groupNames(c, out)
+	}
+	return out
 }
 
 // replayFor is the replay a gang of kind may take, offered candidates

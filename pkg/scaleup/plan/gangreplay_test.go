@@ -26,7 +26,8 @@ import (
 // the two after it are planned as the third was, on new nodes of their
 // own. The plans are those of the cycle run for every gang (no
 // shortcut), and verify mode finds no replay that the runs would not
-// have decided.
+// have decided. What explain lists of the tries names each gang's own
+// groups.
 func TestGangCycleReplaysAlikeGangs(t *testing.T) {
 	t.Cleanup(func() {
 		if err := framework.ApplyFeatureGates("CompositePodGroup=false,TopologyAwareWorkloadScheduling=false,GenericWorkload=false"); err != nil {
@@ -100,6 +101,9 @@ func TestGangCycleReplaysAlikeGangs(t *testing.T) {
 				for _, n := range up.Nodes {
 					line += fmt.Sprint(podNames(n))
 				}
+			}
+			for _, d := range o.Tried {
+				line += fmt.Sprintf(" | %s %v %s", d.Domain, d.Feasible, d.Message)
 			}
 			got = append(got, line+" "+o.Message)
 		}
