@@ -42,6 +42,9 @@ import (
 //     them. Its choice is the plan;
 //  4. the chosen placement's nodes and used instances, for good: the same
 //     first fit, its members kept.
+//
+// A gang alike to one planned before it in the stage, offered the same,
+// takes that gang's decision of runs 2 and 3 (gangReplay).
 func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g *gang.Gang, candidates []string,
 	groups []*nodegroups.Info, usage limits.Usage, now time.Time, st gangStage) (GangOutcome, bool, error) {
 	logger := klog.FromContext(ctx)
