@@ -35,5 +35,5 @@ var TriesOf = triesOf
 var CheckNarrowed = checkNarrowed
 
 // GangsReplayed is how many gangs the planner planned as an alike gang
-// before them.
-func (p *Planner) GangsReplayed() int { return p.replayed }
+// before them, and with that gang's options.
+func (p *Planner) GangsReplayed() (replayed, options int) { return p.replayed, p.reusedOptions }

@@ -90,18 +90,34 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 		kind = p.estimate.GangKind(tree)
 	}
 	input := inputOf(runner, candidates)
+	var gates []gateSig
+	if kind != "" {
+		gates = p.gateSigs(groups, usage, now, g.Pending)
+	}
 	log := &reasonLog{}
 	var all []instanceSet
 	var names []string
+	var options []expander.Option
 	var replay *gangReplay
+	reused := false
 	err = p.forked(runner, func() error {
-		options, err := p.options(ctx, groups, nil, g.Pending, usage, now, log, nil)
-		if err != nil {
-			return err
+		prior := st.sameInput(runner, kind, candidates)
+		var err error
+		if options = p.optionsFor(prior, g.Pending, groups, gates, now); options != nil && !alike.Verify {
+			reused = true
+			p.reusedOptions++
+		} else {
+			again := options
+			if options, err = p.options(ctx, groups, nil, g.Pending, usage, now, log, nil); err != nil {
+				return err
+			}
+			checkOptions(alike, tree, again, options)
 		}
 		all = p.instanceSets(tree.TopologyKeys(), rankOptions(p.chain, options, g.Need()), groups)
-		if replay = st.replayFor(runner, kind, candidates, all); replay != nil && !alike.Verify {
-			return nil
+		if prior != nil && slices.Equal(prior.all, all) {
+			if replay = prior; !alike.Verify {
+				return nil
+			}
 		}
 		res, names, err = p.runCycle(ctx, runner, st, tree, candidates, all, alike)
 		checkNarrowed(alike, res, left)
@@ -129,6 +145,12 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 		logger.V(4).Info("Replaying an alike gang's plan failed, running the cycle", "gang", g.Key(), "err", err)
 		delete(st.replays, kind)
 		err = p.forked(runner, func() error {
+			if reused {
+				// What each group lacks, should the cycle find no placement.
+				if _, err := p.options(ctx, groups, nil, g.Pending, usage, now, log, nil); err != nil {
+					return err
+				}
+			}
 			res, names, err = p.runCycle(ctx, runner, st, tree, candidates, all, alike)
 			checkNarrowed(alike, res, left)
 			return err
@@ -183,6 +205,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	if kind != "" {
 		input.all, input.keep, input.chosen, input.domain, input.tried = all, keepOn, chosen, best.Name, tried
 		input.groups = groupNames(tree, nil)
+		p.keepOptions(input, options, g.Pending, gates)
 		st.replays[kind] = input
 	}
 	logger.V(4).Info("Pod group cycle planned the gang", "gang", g.Key(), "placement", best.Name, "score", best.Score,

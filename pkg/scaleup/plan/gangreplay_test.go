@@ -2,6 +2,7 @@ package plan_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -75,9 +76,10 @@ func TestGangCycleReplaysAlikeGangs(t *testing.T) {
 		}
 		gangs = append(gangs, &gang.Gang{Namespace: "ns", Name: job, Composite: true, MinCount: 4, TopologyKey: block, Pending: pending})
 	}
+	maxR3, capped := 100, false
 	groups := func() []*nodegroups.Info {
 		return []*nodegroups.Info{blockRackGroup("g-b1-r1", "4", "b1", "r1", 100), blockRackGroup("g-b1-r2", "4", "b1", "r2", 100),
-			blockRackGroup("g-b2-r3", "4", "b2", "r3", 100), blockRackGroup("g-b2-r4", "4", "b2", "r4", 100)}
+			blockRackGroup("g-b2-r3", "4", "b2", "r3", maxR3), blockRackGroup("g-b2-r4", "4", "b2", "r4", 100)}
 	}
 	// planned plans the gangs in a fork it reverts: each gang's domain
 	// and scale-ups with the members on each new node.
@@ -89,6 +91,9 @@ func TestGangCycleReplaysAlikeGangs(t *testing.T) {
 			}
 		}()
 		p := plan.New(e.opts, estimator.New(e.runner, opts), e.chain, limits.New(e.conf, nil), e.backoff, nil)
+		if capped {
+			p = p.WithCapacity(capR3{})
+		}
 		out, _, err := p.PlanGangs(e.ctx, e.runner, gangs, candidates, groups(), limits.Usage{}, now)
 		if err != nil {
 			t.Fatal(err)
@@ -109,24 +114,51 @@ func TestGangCycleReplaysAlikeGangs(t *testing.T) {
 		}
 		return got, p
 	}
-	want, plain := planned(t, estimator.Options{Shortcuts: shortcut.Plain()})
-	if plain.GangsReplayed() != 0 {
-		t.Errorf("without shortcuts %d gangs replayed", plain.GangsReplayed())
-	}
-	got, p := planned(t, estimator.Options{})
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("plans with the replays (-plain +replayed):\n%s", diff)
-	}
-	if p.GangsReplayed() != 2 {
-		t.Errorf("%d gangs replayed, want 2 (the last two)", p.GangsReplayed())
-	}
-	check := &shortcut.Checker{Verify: true}
-	got, p = planned(t, estimator.Options{Check: check})
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("plans in verify mode (-plain +verified):\n%s", diff)
-	}
-	if err := check.Err(); err != nil || p.GangsReplayed() != 0 {
-		t.Errorf("verify mode: %v, %d replayed; want no mismatch, the runs made", err, p.GangsReplayed())
+	for _, tc := range []struct {
+		name string
+		// maxR3 is the size the group the gangs choose may reach; capped
+		// puts it on a reservation with room for 100 nodes.
+		maxR3  int
+		capped bool
+		// replayed and options: the gangs planned as the one before them,
+		// and with its options.
+		replayed, options int
+	}{
+		// The third runs the cycle (the small one took room); the last
+		// two replay it, options included.
+		{name: "room for every gang", maxR3: 100, replayed: 2, options: 2},
+		// g-b2-r3 holds 2 nodes a gang: room 5, 3 and 1 for the three
+		// after the small one. The fourth meets room 3 where the third
+		// met 5 (more than its 2 nodes either way: the same instances,
+		// replayed, its options estimated); the fifth's room of 1 does
+		// not hold its two nodes there, and the cycle runs.
+		{name: "room running out", maxR3: 7, replayed: 1, options: 0},
+		// Which pods a reservation serves depends on the pods: the
+		// options are estimated for every gang, the runs still replayed.
+		{name: "a reservation caps a group", maxR3: 100, capped: true, replayed: 2, options: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			maxR3, capped = tc.maxR3, tc.capped
+			want, plain := planned(t, estimator.Options{Shortcuts: shortcut.Plain()})
+			if r, o := plain.GangsReplayed(); r != 0 || o != 0 {
+				t.Errorf("without shortcuts %d gangs replayed, %d with options reused", r, o)
+			}
+			got, p := planned(t, estimator.Options{})
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("plans with the replays (-plain +replayed):\n%s", diff)
+			}
+			if r, o := p.GangsReplayed(); r != tc.replayed || o != tc.options {
+				t.Errorf("%d gangs replayed, %d with options reused; want %d, %d\n%s", r, o, tc.replayed, tc.options, strings.Join(got, "\n"))
+			}
+			check := &shortcut.Checker{Verify: true}
+			got, p = planned(t, estimator.Options{Check: check})
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("plans in verify mode (-plain +verified):\n%s", diff)
+			}
+			if r, o := p.GangsReplayed(); check.Err() != nil || r != 0 || o != 0 {
+				t.Errorf("verify mode: %v, %d replayed, %d with options reused; want no mismatch, the runs made", check.Err(), r, o)
+			}
+		})
 	}
 }
 
@@ -137,3 +169,16 @@ func podNames(pods []*corev1.Pod) []string {
 	}
 	return out
 }
+
+// capR3 puts g-b2-r3 on a reservation with room for 100 nodes.
+type capR3 struct{}
+
+func (capR3) Room(g *nodegroups.Info, pods []*corev1.Pod) (int, []*corev1.Pod, string, string) {
+	if g.Id == "g-b2-r3" {
+		return 100, pods, "", ""
+	}
+	return -1, pods, "", ""
+}
+func (capR3) Describe(*nodegroups.Info, int, []*corev1.Pod) (string, int, float64) { return "", 0, 0 }
+func (capR3) Take(*nodegroups.Info, int, []*corev1.Pod)                            {}
+func (capR3) Mark() func()                                                         { return func() {} }

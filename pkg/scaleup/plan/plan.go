@@ -64,8 +64,9 @@ type Planner struct {
 	// noCarry re-estimates every group every round (reuse.go), for tests.
 	noCarry bool
 	// replayed counts the gangs planned as an alike gang before them
-	// (gangReplay), for tests.
-	replayed int
+	// (gangReplay), and reusedOptions those whose options were an alike
+	// gang's, for tests.
+	replayed, reusedOptions int
 }
 
 // New returns a planner.
