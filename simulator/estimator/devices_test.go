@@ -59,7 +59,7 @@ func TestDeviceCounter(t *testing.T) {
 		{"no devices", &cloudprovider.NodeTemplate{Node: builder.Node(n).CPU("8").Obj()}, map[string]int{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := NewDeviceCounter(r)
+			d := uncutCounter(r)
 			got, err := d.Count(ctx, "g", tc.tmpl, classes)
 			if err != nil {
 				t.Fatal(err)
@@ -82,7 +82,7 @@ func TestDeviceCounter(t *testing.T) {
 		})
 	}
 	// A class that changes is counted again.
-	d := NewDeviceCounter(r)
+	d := uncutCounter(r)
 	tmpl := plain(builder.Device("gpu-0").Attr("profile", "7g"))
 	if _, err := d.Count(ctx, "g", tmpl, classes); err != nil {
 		t.Fatal(err)
@@ -94,6 +94,16 @@ func TestDeviceCounter(t *testing.T) {
 	if _, err := d.Count(ctx, "g", tmpl, changed); err != nil || d.Calls == calls {
 		t.Errorf("a changed class was not counted again (err %v)", err)
 	}
+}
+
+// uncutCounter is a DeviceCounter whose probes are not cut short: the
+// counts these tests want must not depend on how loaded the machine is
+// (under -race beside the e2e tests a 50 ms probe was cut, and a device
+// went uncounted). TestDeviceCounterRecountsCutProbes tests the cut.
+func uncutCounter(r *framework.Runner) *DeviceCounter {
+	d := NewDeviceCounter(r)
+	d.timeout = time.Hour
+	return d
 }
 
 // DeviceTaintRules change what the allocator grants on a template's
@@ -116,7 +126,7 @@ func TestDeviceCounterFollowsTaintRules(t *testing.T) {
 	broken := builder.DeviceTaintRule("broken", "broken", "", resourceapi.DeviceTaintEffectNoSchedule).Driver(gpuDriver).Device("gpu-1").Obj()
 	everything := builder.DeviceTaintRule("broken", "broken", "", resourceapi.DeviceTaintEffectNoSchedule).Driver(gpuDriver).Obj()
 	noted := builder.DeviceTaintRule("noted", "noted", "", resourceapi.DeviceTaintEffectNone).Obj()
-	d := NewDeviceCounter(r)
+	d := uncutCounter(r)
 	// Each step sets the snapshot's rules to rules, then counts.
 	for _, step := range []struct {
 		name    string
