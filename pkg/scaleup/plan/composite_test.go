@@ -33,13 +33,10 @@ func blockRackGroup(id, cpu, b, r string, max int) *nodegroups.Info {
 	return g
 }
 
-// A CompositePodGroup "job" (topology block, both children required) of
-// two PodGroups (topology rack, 2 members of 2 CPUs each): block b1 has a
-// free node in r1 and one member's room in r2, whose group adds the rest;
-// block b2's r3 is full and its group may add one node, but b2 has no
-// second rack. The scheduler's cycle, level by level, puts worker-a on
-// r1, worker-b on r2 (one existing, one new node): only b1 grows.
-func TestGangCyclePlansEveryLevel(t *testing.T) {
+// compositeEnv is newEnv with a runner whose gates run the pod group
+// cycle over CompositePodGroups; the gates are put back when t ends.
+func compositeEnv(t *testing.T) *env {
+	t.Helper()
 	t.Cleanup(func() {
 		if err := framework.ApplyFeatureGates("CompositePodGroup=false,TopologyAwareWorkloadScheduling=false,GenericWorkload=false"); err != nil {
 			t.Error(err)
@@ -52,7 +49,18 @@ func TestGangCyclePlansEveryLevel(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.runner = runner
-	snap := runner.Snapshot()
+	return e
+}
+
+// A CompositePodGroup "job" (topology block, both children required) of
+// two PodGroups (topology rack, 2 members of 2 CPUs each): block b1 has a
+// free node in r1 and one member's room in r2, whose group adds the rest;
+// block b2's r3 is full and its group may add one node, but b2 has no
+// second rack. The scheduler's cycle, level by level, puts worker-a on
+// r1, worker-b on r2 (one existing, one new node): only b1 grows.
+func TestGangCyclePlansEveryLevel(t *testing.T) {
+	e := compositeEnv(t)
+	snap := e.runner.Snapshot()
 	nodes := []*corev1.Node{blockRackNode("b1-r1", "4", "b1", "r1"), blockRackNode("b1-r2", "4", "b1", "r2"), blockRackNode("b2-r3", "4", "b2", "r3")}
 	used := map[string]string{"b1-r2": "2", "b2-r3": "4"}
 	// A node without the topology labels, with room for everyone: no

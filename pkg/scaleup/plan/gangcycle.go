@@ -88,9 +88,10 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	if alike != nil {
 		kind = p.estimate.GangKind(tree)
 	}
-	input := inputOf(runner, candidates)
+	var input *gangReplay
 	var gates []gateSig
 	if kind != "" {
+		input = inputOf(runner, candidates)
 		gates = p.gateSigs(groups, usage, now, g.Pending)
 	}
 	log := &reasonLog{}

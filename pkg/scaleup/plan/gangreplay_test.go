@@ -7,14 +7,12 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/klog/v2/ktesting"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/plan"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/shortcut"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
@@ -30,19 +28,8 @@ import (
 // have decided. What explain lists of the tries names each gang's own
 // groups.
 func TestGangCycleReplaysAlikeGangs(t *testing.T) {
-	t.Cleanup(func() {
-		if err := framework.ApplyFeatureGates("CompositePodGroup=false,TopologyAwareWorkloadScheduling=false,GenericWorkload=false"); err != nil {
-			t.Error(err)
-		}
-	})
-	e := newEnv(t)
-	_, e.ctx = ktesting.NewTestContext(t)
-	runner, err := framework.New(e.ctx, framework.Options{FeatureGates: "GenericWorkload=true,TopologyAwareWorkloadScheduling=true,CompositePodGroup=true"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.runner = runner
-	snap := runner.Snapshot()
+	e := compositeEnv(t)
+	snap := e.runner.Snapshot()
 	existing := blockRackNode("b1-r1", "4", "b1", "r1")
 	if err := snap.AddNode(existing); err != nil {
 		t.Fatal(err)
