@@ -16,7 +16,8 @@ import (
 // differ between the two estimates; each has its rule.
 //
 // The pods. The new pods must be the earlier ones less some (dropped)
-// that the earlier estimate left unplaced. Why that leaves the rest as it
+// that the earlier estimate left unplaced, or less every pod it placed
+// (the next paragraph). Why dropping unplaced pods leaves the rest as it
 // was: pods are binpacked in a fixed order (order.go) in which the pods
 // of one class are next to each other and keep their relative order when
 // others go; within a class the estimate places a prefix of the pods and
@@ -34,9 +35,21 @@ import (
 // templates whose own pods claim devices (removing an unused node leaves
 // their claims behind, which a later node of the same name finds).
 //
+// Every pod placed dropped (the round's choice took every pod this group
+// would have taken): what is left are pods whose class did not fit an
+// empty node, and a fresh estimate gives each class that verdict again on
+// its first empty node, opening none, when the verdict read nothing the
+// dropped placements or the node's name decide (an Independent pod's
+// verdict on an empty node reads that node, its template's pods and the
+// devices of slices bound to no node). So not when a placement took a
+// device of a slice bound to no node (tookShared), when an unplaced class
+// may read node names (nameRead: its verdict was given on a node named
+// after the nodes then open, a fresh estimate asks a node of another
+// name), or when the cap stopped a pod.
+//
 // The cap. The node cap decides only "may the estimate open one more
-// node" at node counts 0..NodeCount; two caps that answer alike there give
-// the same run (sameCap).
+// node" at node counts 0..NodeCount (0 when every placement is dropped);
+// two caps that answer alike there give the same run (sameCap).
 //
 // The snapshot. The new estimate sees the kept nodes and pods. Its
 // candidates are only its own new nodes, so what the kept nodes hold
@@ -124,13 +137,30 @@ func (e *Estimator) KeptLocal(m Mark, res *Estimate, tmpl *cloudprovider.NodeTem
 // is Independent, dropped are pods of prev, and the snapshot changed only
 // by keeps that KeptLocal approved.
 func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped Dropped) (*Estimate, bool) {
-	if !e.opts.Shortcuts.On(shortcut.Carry) || prev == nil || prev.Limited == LimitMaxDuration || prev.group != g.Name || !sameCap(prev.maxNodes, e.maxNodes(g), prev.NodeCount) {
+	if !e.opts.Shortcuts.On(shortcut.Carry) || prev == nil || prev.Limited == LimitMaxDuration || prev.group != g.Name {
 		return nil, false
 	}
 	for _, p := range g.Template.Pods {
 		if len(p.Spec.ResourceClaims) > 0 {
 			return nil, false
 		}
+	}
+	placed := 0
+	for _, pl := range prev.Placements {
+		if dropped[pl.Pod] {
+			placed++
+		}
+	}
+	emptied := placed > 0
+	if emptied && (placed < len(prev.Placements) || prev.tookShared || prev.nameRead) {
+		return nil, false
+	}
+	nodes := prev.NodeCount
+	if emptied {
+		nodes = 0
+	}
+	if !sameCap(prev.maxNodes, e.maxNodes(g), nodes) {
+		return nil, false
 	}
 	snap := e.runner.Snapshot()
 	for _, names := range [][]string{prev.NewNodes, prev.droppedNodes} {
@@ -145,11 +175,6 @@ func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped Dropped) (*Es
 	if len(dropped) == 0 {
 		return &out, true
 	}
-	for _, pl := range prev.Placements {
-		if dropped[pl.Pod] {
-			return nil, false
-		}
-	}
 	found := 0
 	out.Unplaced, out.Limited = make([]*Unplaced, 0, max(len(prev.Unplaced)-len(dropped), 0)), ""
 	for _, u := range prev.Unplaced {
@@ -162,8 +187,15 @@ func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped Dropped) (*Es
 		}
 		out.Unplaced = append(out.Unplaced, u)
 	}
-	if found != len(dropped) {
+	if found+placed != len(dropped) {
 		return nil, false
+	}
+	if emptied {
+		// A pod the cap stopped would now open a node.
+		if out.Limited != "" {
+			return nil, false
+		}
+		out.NodeCount, out.NewNodes, out.Placements, out.DevicesUsed = 0, nil, nil, 0
 	}
 	return &out, true
 }

@@ -24,9 +24,11 @@ func carriedOutcome(r *Estimate) (outcome, []string) {
 // Whenever Carry accepts an earlier estimate for fewer pods and another
 // cap, it is what estimating those pods with that cap gives. The memo
 // scenarios, plus a class that fits no node, under caps that bind or not;
-// pods dropped: every unplaced one, every other, the first, and a placed
-// one (which Carry must refuse).
+// pods dropped: every unplaced one, every other, the first, one placed
+// pod of several (which Carry must refuse), every placed pod (with or
+// without an unplaced one).
 func TestCarryMatchesEstimatingAgain(t *testing.T) {
+	emptiedAll := 0
 	for _, sc := range memoScenarios() {
 		t.Run(sc.name, func(t *testing.T) {
 			r, ctx := newRunner(t)
@@ -36,7 +38,7 @@ func TestCarryMatchesEstimatingAgain(t *testing.T) {
 				pods = append(pods, builder.Pod(ns, fmt.Sprintf("huge-%d", i)).CPU("1000").OwnedBy("apps/v1", "ReplicaSet", "huge").Obj())
 			}
 			e := New(r, Options{})
-			accepted := 0
+			accepted, emptied := 0, 0
 			for _, cap := range []int{0, 2, 3} {
 				prev, err := e.EstimateGroups(ctx, pods, []TemplateGroup{{Name: "g", Template: tmpl, MaxNodes: cap}})
 				if err != nil {
@@ -54,8 +56,16 @@ func TestCarryMatchesEstimatingAgain(t *testing.T) {
 				if len(unplaced) > 0 {
 					drops["first unplaced"] = unplaced[:1]
 				}
-				if len(prev[0].Placements) > 0 {
+				if len(prev[0].Placements) > 1 {
 					drops["a placed pod"] = []*v1.Pod{prev[0].Placements[len(prev[0].Placements)-1].Pod}
+				}
+				var placed []*v1.Pod
+				for _, pl := range prev[0].Placements {
+					placed = append(placed, pl.Pod)
+				}
+				if len(placed) > 0 {
+					drops["every placed pod"] = placed
+					drops["every placed and the first unplaced"] = append(placed[:len(placed):len(placed)], unplaced[:min(1, len(unplaced))]...)
 				}
 				for what, dropped := range drops {
 					left := without(pods, dropped)
@@ -69,6 +79,9 @@ func TestCarryMatchesEstimatingAgain(t *testing.T) {
 							continue
 						}
 						accepted++
+						if len(got.Placements) < len(prev[0].Placements) {
+							emptied++
+						}
 						fresh, err := e.EstimateGroups(ctx, left, []TemplateGroup{g})
 						if err != nil {
 							t.Fatal(err)
@@ -84,8 +97,12 @@ func TestCarryMatchesEstimatingAgain(t *testing.T) {
 			if accepted == 0 {
 				t.Fatal("Carry accepted nothing: the test checks nothing")
 			}
-			t.Logf("%d carried estimates checked", accepted)
+			emptiedAll += emptied
+			t.Logf("%d carried estimates checked, %d of them emptied", accepted, emptied)
 		})
+	}
+	if emptiedAll == 0 {
+		t.Fatal("no carried estimate had its placements dropped: the test checks too little")
 	}
 }
 
@@ -109,6 +126,81 @@ func TestCarryNeedsTheDroppedNodesFree(t *testing.T) {
 	snapshottest.Load(t, r.Snapshot(), builder.Node(prev[0].droppedNodes[0]).Obj())
 	if _, ok := e.Carry(prev[0], g, nil); ok {
 		t.Fatalf("carried with node %s in the snapshot", prev[0].droppedNodes[0])
+	}
+}
+
+// An estimate whose every placed pod is dropped is carried as its
+// unplaced pods only when the dropped placements and the names of the
+// nodes then open decided none of their verdicts. The pods dropped are
+// always the "first" ones; "later" pods were left unplaced.
+func TestCarryEmptied(t *testing.T) {
+	hostname := func(p *v1.Pod) *v1.Pod {
+		p.Spec.NodeSelector = map[string]string{v1.LabelHostname: "g-template-0"}
+		return p
+	}
+	for _, tc := range []struct {
+		name         string
+		first, later []*v1.Pod
+		// shared: the only GPU is on a slice bound to no node.
+		shared bool
+		want   bool
+	}{{
+		name:  "node-local devices, a later class too big for a node",
+		first: templatePods("first", "one-gpu", "2", 3),
+		later: []*v1.Pod{builder.Pod(ns, "huge").CPU("1000").OwnedBy("apps/v1", "ReplicaSet", "huge").Obj()},
+		want:  true,
+	}, {
+		// The first pod took the fabric's one GPU: the later one found none.
+		name:   "network-attached devices",
+		first:  templatePods("first", "one-gpu", "2", 1),
+		later:  templatePods("later", "one-gpu", "1", 1),
+		shared: true,
+	}, {
+		// The later pod wants node g-template-0, which the first filled;
+		// it was refused on g-template-1, and a fresh estimate asks
+		// g-template-0 again.
+		name:  "a class selecting a node by name",
+		first: templatePods("first", "one-gpu", "64", 1),
+		later: []*v1.Pod{hostname(builder.Pod(ns, "named").CPU("1").OwnedBy("apps/v1", "ReplicaSet", "named").Obj())},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ctx := newRunner(t)
+			objs := append(classes(), builder.ClaimTemplate(ns, "one-gpu").Request(builder.Request("gpu", "gpu")).Obj())
+			tmpl := gpuTemplate(8, nil)
+			if tc.shared {
+				objs = append(objs, gpuSlice("fabric", "", "fabric", 1))
+				tmpl.ResourceSlices = nil
+			}
+			snapshottest.Load(t, r.Snapshot(), objs...)
+			e := New(r, Options{})
+			g := TemplateGroup{Name: "g", Template: tmpl}
+			prev, err := e.EstimateGroups(ctx, append(tc.first, tc.later...), []TemplateGroup{g})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(prev[0].Placements) != len(tc.first) || len(prev[0].Unplaced) != len(tc.later) {
+				t.Fatalf("placed %d, unplaced %d: want the first %d placed and the later %d not", len(prev[0].Placements), len(prev[0].Unplaced), len(tc.first), len(tc.later))
+			}
+			fresh, err := e.EstimateGroups(ctx, tc.later, []TemplateGroup{g})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := e.Carry(prev[0], g, DroppedOf(tc.first))
+			if ok != tc.want {
+				t.Fatalf("carried: %v, want %v (estimated again, %d of %d later pods placed)", ok, tc.want, len(fresh[0].Placements), len(tc.later))
+			}
+			if !ok {
+				if len(fresh[0].Placements) == 0 {
+					t.Fatal("estimated again, the later pods still fit nowhere: the case shows nothing")
+				}
+				return
+			}
+			wantO, wantV := carriedOutcome(fresh[0])
+			gotO, gotV := carriedOutcome(got)
+			if !reflect.DeepEqual(wantO, gotO) || !reflect.DeepEqual(wantV, gotV) {
+				t.Fatalf("carried\n%+v\n%q\nestimated again\n%+v\n%q", gotO, gotV, wantO, wantV)
+			}
+		})
 	}
 }
 

@@ -115,6 +115,11 @@ type Estimate struct {
 	// dropped again: the unplaced pods' verdicts were given there, so
 	// Carry needs the names still free.
 	droppedNodes []string
+	// tookShared: a placement took a device that is not its node's own
+	// (a slice bound to no node); nameRead: an unplaced class may read
+	// the name of the node its verdict was given on. Either keeps Carry
+	// from emptying the estimate (carry.go).
+	tookShared, nameRead bool
 }
 
 // Placement is one pod on one new node.

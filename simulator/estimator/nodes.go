@@ -205,6 +205,8 @@ func (r *run) countDevices(placedPod *v1.Pod, n *hnode) {
 		for _, res := range c.Status.Allocation.Devices.Results {
 			if pool, ok := r.templatePool(res.Driver, res.Pool, n.name); ok {
 				n.use(usedDevice{res.Driver, pool, res.Device})
+			} else {
+				r.res.tookShared = true
 			}
 		}
 	}

@@ -219,6 +219,9 @@ func (r *run) unplaceable(ctx context.Context, pod *v1.Pod, cls *class, verdict 
 		r.res.droppedNodes = append(r.res.droppedNodes, n)
 	}
 	verdict.Node = ""
+	if cls.unplaceable == nil && !r.res.nameRead {
+		r.res.nameRead = readsNodeNames(pod, r.e.runner.Profile())
+	}
 	cls.unplaceable = &verdict
 	r.res.Unplaced = append(r.res.Unplaced, &Unplaced{Pod: pod, Result: verdict})
 	klog.FromContext(ctx).V(4).Info("Pod class does not fit an empty node", "pod", klog.KObj(pod), "plugin", verdict.Plugin, "reason", verdict.Message)

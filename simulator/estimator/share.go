@@ -158,6 +158,13 @@ func (s *sharing) addPod(p *v1.Pod) (ok bool) {
 	return ok
 }
 
+// readsNodeNames reports whether pod's placement, under profile, may
+// read a node's name (a field selector, the hostname label) or volumes.
+func readsNodeNames(pod *v1.Pod, profile *framework.ProfileArgs) bool {
+	s := &sharing{read: map[string]bool{}, profile: profile}
+	return !s.addPod(pod)
+}
+
 func (s *sharing) addPodTerms(required []v1.PodAffinityTerm, preferred []v1.WeightedPodAffinityTerm) {
 	for _, t := range required {
 		s.read[t.TopologyKey] = true
