@@ -1,6 +1,8 @@
 package estimator
 
 import (
+	"slices"
+
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
@@ -136,7 +138,7 @@ func (e *Estimator) KeptLocal(m Mark, res *Estimate, tmpl *cloudprovider.NodeTem
 // top of this file). The caller vouches for the rest: every pod of prev
 // is Independent, dropped are pods of prev, and the snapshot changed only
 // by keeps that KeptLocal approved.
-func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped Dropped) (*Estimate, bool) {
+func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped *Dropped) (*Estimate, bool) {
 	if !e.opts.Shortcuts.On(shortcut.Carry) || prev == nil || prev.Limited == LimitMaxDuration || prev.group != g.Name {
 		return nil, false
 	}
@@ -146,9 +148,11 @@ func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped Dropped) (*Es
 		}
 	}
 	placed := 0
-	for _, pl := range prev.Placements {
-		if dropped[pl.Pod] {
-			placed++
+	if dropped.len() > 0 {
+		for _, pl := range prev.Placements {
+			if dropped.has(pl.Pod) {
+				placed++
+			}
 		}
 	}
 	emptied := placed > 0
@@ -172,24 +176,14 @@ func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped Dropped) (*Es
 	}
 	out := *prev
 	out.FrameworkCalls, out.MemoHits = 0, 0
-	if len(dropped) == 0 {
+	if dropped.len() == 0 {
 		return &out, true
 	}
-	found := 0
-	out.Unplaced, out.Limited = make([]*Unplaced, 0, max(len(prev.Unplaced)-len(dropped), 0)), ""
-	for _, u := range prev.Unplaced {
-		if dropped[u.Pod] {
-			found++
-			continue
-		}
-		if u.Limit != "" {
-			out.Limited = u.Limit
-		}
-		out.Unplaced = append(out.Unplaced, u)
-	}
-	if found+placed != len(dropped) {
+	f := dropped.without(prev.Unplaced)
+	if f.found+placed != dropped.len() {
 		return nil, false
 	}
+	out.Unplaced, out.Limited = f.left, f.limited
 	if emptied {
 		// A pod the cap stopped would now open a node.
 		if out.Limited != "" {
@@ -202,16 +196,73 @@ func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped Dropped) (*Es
 
 // Dropped is a set of pods, matched by pointer (cheaper than by UID): the
 // pods gone from a round's input, made once for the hundred groups Carry
-// is asked about.
-type Dropped map[*v1.Pod]bool
+// is asked about. It keeps what it made of each list of unplaced pods:
+// alike groups share theirs (renamed and carried estimates keep the
+// list), so a list is filtered once per round, not once per group.
+type Dropped struct {
+	pods  map[*v1.Pod]bool
+	lists map[unplacedList]filtered
+}
+
+// unplacedList names a list of unplaced pods by its storage: the lists
+// Estimate.Unplaced shares are never written to.
+type unplacedList struct {
+	at **Unplaced
+	n  int
+}
+
+// filtered is a list less the dropped pods: what is left, how many were
+// dropped, and the limit the pods left say.
+type filtered struct {
+	left    []*Unplaced
+	found   int
+	limited string
+}
 
 // DroppedOf is the set of pods.
-func DroppedOf(pods []*v1.Pod) Dropped {
-	d := make(Dropped, len(pods))
+func DroppedOf(pods []*v1.Pod) *Dropped {
+	d := &Dropped{pods: make(map[*v1.Pod]bool, len(pods)), lists: map[unplacedList]filtered{}}
 	for _, p := range pods {
-		d[p] = true
+		d.pods[p] = true
 	}
 	return d
+}
+
+func (d *Dropped) len() int {
+	if d == nil {
+		return 0
+	}
+	return len(d.pods)
+}
+
+func (d *Dropped) has(p *v1.Pod) bool { return d != nil && d.pods[p] }
+
+// without is list less the dropped pods.
+func (d *Dropped) without(list []*Unplaced) filtered {
+	if len(list) == 0 {
+		return filtered{}
+	}
+	key := unplacedList{at: &list[0], n: len(list)}
+	if f, ok := d.lists[key]; ok {
+		return f
+	}
+	var f filtered
+	f.left = make([]*Unplaced, 0, max(len(list)-len(d.pods), 0))
+	for _, u := range list {
+		if d.pods[u.Pod] {
+			f.found++
+			continue
+		}
+		if u.Limit != "" {
+			f.limited = u.Limit
+		}
+		f.left = append(f.left, u)
+	}
+	// Shared by every group that had the list: no append may reach
+	// another's entries.
+	f.left = slices.Clip(f.left)
+	d.lists[key] = f
+	return f
 }
 
 // sameCap reports whether caps a and b (0: none) answer "may one more node

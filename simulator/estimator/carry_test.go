@@ -3,11 +3,13 @@ package estimator
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
 )
@@ -103,6 +105,77 @@ func TestCarryMatchesEstimatingAgain(t *testing.T) {
 	}
 	if emptiedAll == 0 {
 		t.Fatal("no carried estimate had its placements dropped: the test checks too little")
+	}
+}
+
+// A round's Dropped filters each list of unplaced pods once: alike groups
+// share theirs, and their carried estimates share the list left. A list
+// of other storage is filtered on its own, and a list left takes no
+// append into another's entries.
+func TestDroppedFiltersEachListOnce(t *testing.T) {
+	var pods []*v1.Pod
+	var u []*Unplaced
+	for i := range 5 {
+		p := builder.Pod(ns, fmt.Sprintf("p-%d", i)).Obj()
+		pods, u = append(pods, p), append(u, &Unplaced{Pod: p, Result: framework.NodeResult{Plugin: "NodeResourcesFit"}})
+	}
+	a := []*Unplaced{u[0], u[1], u[2], u[3]}
+	shared := a[:len(a):len(a)]
+	other := []*Unplaced{u[0], u[2], u[4], u[3]}
+	// Dropped besides p-1: a pod of none of the lists.
+	d := DroppedOf([]*v1.Pod{pods[1], builder.Pod(ns, "elsewhere").Obj()})
+	fa, fs, fo := d.without(a), d.without(shared), d.without(other)
+	if !slices.Equal(fa.left, []*Unplaced{u[0], u[2], u[3]}) || fa.found != 1 {
+		t.Fatalf("filtered %v (found %d), want p-0, p-2, p-3 (found 1)", fa.left, fa.found)
+	}
+	if &fs.left[0] != &fa.left[0] {
+		t.Error("the same list filtered twice")
+	}
+	if !slices.Equal(fo.left, other) || fo.found != 0 {
+		t.Errorf("another list took the first one's result: %v (found %d)", fo.left, fo.found)
+	}
+	if cap(fa.left) != len(fa.left) {
+		t.Errorf("the list left has room for %d appends into shared storage", cap(fa.left)-len(fa.left))
+	}
+
+	// Two alike groups: one estimate, renamed; both carried past a round.
+	r, ctx := newRunner(t)
+	objs, ps, tmpl := memoScenarios()[0].cluster(t)
+	snapshottest.Load(t, r.Snapshot(), objs...)
+	huge := builder.Pod(ns, "huge").CPU("1000").OwnedBy("apps/v1", "ReplicaSet", "huge").Obj()
+	ps = append(ps, huge, builder.Pod(ns, "huge-too").CPU("1000").OwnedBy("apps/v1", "ReplicaSet", "huge").Obj())
+	e := New(r, Options{})
+	groups := []TemplateGroup{{Name: "g", Template: tmpl}, {Name: "h", Template: tmpl}}
+	prev, err := e.EstimateGroups(ctx, ps, groups)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &prev[0].Unplaced[0] != &prev[1].Unplaced[0] {
+		t.Fatal("the alike groups' estimates do not share their unplaced pods: the case shows nothing")
+	}
+	drop := DroppedOf([]*v1.Pod{huge})
+	var got []*Estimate
+	for i, g := range groups {
+		res, ok := e.Carry(prev[i], g, drop)
+		if !ok {
+			t.Fatalf("group %s not carried", g.Name)
+		}
+		got = append(got, res)
+		fresh, err := e.EstimateGroups(ctx, without(ps, []*v1.Pod{huge}), []TemplateGroup{g})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantO, wantV := carriedOutcome(fresh[0])
+		gotO, gotV := carriedOutcome(res)
+		if !reflect.DeepEqual(wantO, gotO) || !reflect.DeepEqual(wantV, gotV) {
+			t.Fatalf("group %s carried\n%+v\n%q\nestimated again\n%+v\n%q", g.Name, gotO, gotV, wantO, wantV)
+		}
+	}
+	if len(got[0].Unplaced) == 0 {
+		t.Fatal("nothing left unplaced: the case shows nothing")
+	}
+	if &got[0].Unplaced[0] != &got[1].Unplaced[0] {
+		t.Error("the alike groups' carried estimates filtered their shared list apart")
 	}
 }
 

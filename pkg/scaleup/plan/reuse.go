@@ -40,7 +40,7 @@ type carry struct {
 	// last is the last round's pods; removed, those gone since, and
 	// gone their set, made when first asked for.
 	last, removed []*corev1.Pod
-	gone          estimator.Dropped
+	gone          *estimator.Dropped
 	// dependent counts the pods left that are not Independent; while
 	// any is left, nothing is carried.
 	dependent map[types.UID]bool
@@ -75,7 +75,7 @@ func (c *carry) get(est *estimator.Estimator, g estimator.TemplateGroup, pods, o
 	if !ok {
 		return nil
 	}
-	var dropped estimator.Dropped
+	var dropped *estimator.Dropped
 	if prev.pods == nil && own == nil {
 		if c.gone == nil {
 			c.gone = estimator.DroppedOf(c.removed)
