@@ -24,6 +24,9 @@ func New() expander.Strategy { return strategy{requests: &requestCache{}} }
 func (strategy) Name() string { return Name }
 
 func (s strategy) Best(options []expander.Option) []expander.Option {
+	// One lock for the call: it looks up thousands of pods per option.
+	s.requests.mu.Lock()
+	defer s.requests.mu.Unlock()
 	defer s.requests.turn()
 	return expander.BestBy(options, func(o expander.Option) float64 { return waste(o, s.requests.get) })
 }
@@ -86,14 +89,13 @@ func podRequests(p *corev1.Pod) request {
 // pod's containers was most of the strategy's cost at 10,000 pods. Pods
 // are the informers' objects, never changed in place, so a pointer names
 // one pod state; only the pods of the last call are kept.
+// Best holds mu around get and turn.
 type requestCache struct {
 	mu         sync.Mutex
 	prev, next map[*corev1.Pod]request
 }
 
 func (c *requestCache) get(p *corev1.Pod) request {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if r, ok := c.next[p]; ok {
 		return r
 	}
@@ -110,7 +112,5 @@ func (c *requestCache) get(p *corev1.Pod) request {
 
 // turn ends a call: what it asked about is what the next may reuse.
 func (c *requestCache) turn() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	c.prev, c.next = c.next, nil
 }

@@ -200,7 +200,7 @@ func (p *Planner) options(ctx context.Context, groups []*nodegroups.Info, used m
 		if res.NodeCount == 0 || len(res.Placements) == 0 {
 			continue
 		}
-		var pods []*corev1.Pod
+		pods := make([]*corev1.Pod, 0, len(res.Placements))
 		for _, pl := range res.Placements {
 			pods = append(pods, pl.Pod)
 		}
