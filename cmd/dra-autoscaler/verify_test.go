@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -28,6 +29,11 @@ func TestLoopPassVerified(t *testing.T) {
 			if checks == 0 {
 				t.Fatal("nothing was checked")
 			}
+			carried := testutil.ToFloat64(r.metrics.ShadowChecks.WithLabelValues("carry"))
+			if strings.HasPrefix(name, "L2-distinct") && carried == 0 {
+				t.Error("no carried estimate was checked")
+			}
+			t.Logf("%v decisions checked, %v of them carried estimates", checks, carried)
 		})
 	}
 }
@@ -105,6 +111,9 @@ func verifiedScenarios() map[string]func() scale.Scenario {
 		"L1/pods=200":       func() scale.Scenario { return scale.ScaleFromZero(200) },
 		"L2/nodes=250":      func() scale.Scenario { return scale.Busy(small) },
 		"L2-next/nodes=250": func() scale.Scenario { sc := scale.Busy(small); sc.Next = true; return sc },
-		"D1/nodes=40":       func() scale.Scenario { return scale.ScaleDownDRA(40) },
+		// No two new groups alike: each round carries the chosen pool's
+		// other group with only the pods it had no room for.
+		"L2-distinct/nodes=250": func() scale.Scenario { l := small; l.Distinct = true; return scale.Busy(l) },
+		"D1/nodes=40":           func() scale.Scenario { return scale.ScaleDownDRA(40) },
 	}
 }
