@@ -47,7 +47,9 @@ import (
 // device of a slice bound to no node (tookShared), when an unplaced class
 // may read node names (nameRead: its verdict was given on a node named
 // after the nodes then open, a fresh estimate asks a node of another
-// name), or when the cap stopped a pod.
+// name; so also not for a group whose provider picks labels per request,
+// their values named after the node opening the request), or when the
+// cap stopped a pod.
 //
 // The cap. The node cap decides only "may the estimate open one more
 // node" at node counts 0..NodeCount (0 when every placement is dropped);
@@ -156,7 +158,7 @@ func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped *Dropped) (*E
 		}
 	}
 	emptied := placed > 0
-	if emptied && (placed < len(prev.Placements) || prev.tookShared || prev.nameRead) {
+	if emptied && (placed < len(prev.Placements) || prev.tookShared || prev.nameRead || requestSize(g.Template) != 0) {
 		return nil, false
 	}
 	nodes := prev.NodeCount
