@@ -1,6 +1,7 @@
 package estimator
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"slices"
@@ -9,6 +10,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot/snapshottest"
 	"github.com/dra-autoscaler/dra-autoscaler/test/builder"
@@ -237,14 +239,7 @@ func TestCarryEmptied(t *testing.T) {
 		later: []*v1.Pod{hostname(builder.Pod(ns, "named").CPU("1").OwnedBy("apps/v1", "ReplicaSet", "named").Obj())},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, ctx := newRunner(t)
-			objs := append(classes(), builder.ClaimTemplate(ns, "one-gpu").Request(builder.Request("gpu", "gpu")).Obj())
-			tmpl := gpuTemplate(8, nil)
-			if tc.shared {
-				objs = append(objs, gpuSlice("fabric", "", "fabric", 1))
-				tmpl.ResourceSlices = nil
-			}
-			snapshottest.Load(t, r.Snapshot(), objs...)
+			r, ctx, tmpl := oneGPUCluster(t, 8, tc.shared, 1)
 			e := New(r, Options{})
 			g := TemplateGroup{Name: "g", Template: tmpl}
 			prev, err := e.EstimateGroups(ctx, append(tc.first, tc.later...), []TemplateGroup{g})
@@ -287,15 +282,7 @@ func TestKeptLocal(t *testing.T) {
 		want   bool
 	}{{"node-local devices", false, true}, {"network-attached devices", true, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			r, ctx := newRunner(t)
-			objs := append(classes(), builder.ClaimTemplate(ns, "one-gpu").Request(builder.Request("gpu", "gpu")).Obj())
-			tmpl := gpuTemplate(2, nil)
-			if tc.shared {
-				objs = append(objs, gpuSlice("fabric", "", "fabric", 4))
-				tmpl = gpuTemplate(0, nil)
-				tmpl.ResourceSlices = nil
-			}
-			snapshottest.Load(t, r.Snapshot(), objs...)
+			r, ctx, tmpl := oneGPUCluster(t, 2, tc.shared, 4)
 			e := New(r, Options{})
 			m := e.Mark()
 			res, err := e.EstimateAndKeep(ctx, templatePods("job", "one-gpu", "1", 2), tmpl, "g")
@@ -310,6 +297,22 @@ func TestKeptLocal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// oneGPUCluster is a runner whose cluster has the GPU classes and the
+// "one-gpu" claim template, and a template of gpus GPUs; with fabric, the
+// template has no slice and the cluster a slice of fabricGPUs bound to no
+// node instead.
+func oneGPUCluster(t *testing.T, gpus int, fabric bool, fabricGPUs int) (*framework.Runner, context.Context, *cloudprovider.NodeTemplate) {
+	r, ctx := newRunner(t)
+	objs := append(classes(), builder.ClaimTemplate(ns, "one-gpu").Request(builder.Request("gpu", "gpu")).Obj())
+	tmpl := gpuTemplate(gpus, nil)
+	if fabric {
+		objs = append(objs, gpuSlice("fabric", "", "fabric", fabricGPUs))
+		tmpl.ResourceSlices = nil
+	}
+	snapshottest.Load(t, r.Snapshot(), objs...)
+	return r, ctx, tmpl
 }
 
 func without(pods, drop []*v1.Pod) []*v1.Pod {

@@ -100,6 +100,12 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 	var options []expander.Option
 	var replay *gangReplay
 	reused := false
+	cycle := func() error {
+		var err error
+		res, names, err = p.runCycle(ctx, runner, st, tree, candidates, all, alike)
+		checkNarrowed(alike, res, left)
+		return err
+	}
 	err = p.forked(runner, func() error {
 		prior := st.sameInput(runner, kind, candidates)
 		var err error
@@ -119,9 +125,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 				return nil
 			}
 		}
-		res, names, err = p.runCycle(ctx, runner, st, tree, candidates, all, alike)
-		checkNarrowed(alike, res, left)
-		return err
+		return cycle()
 	})
 	if err != nil {
 		return o, true, err
@@ -151,9 +155,7 @@ func (p *Planner) planGangCycle(ctx context.Context, runner *framework.Runner, g
 					return err
 				}
 			}
-			res, names, err = p.runCycle(ctx, runner, st, tree, candidates, all, alike)
-			checkNarrowed(alike, res, left)
-			return err
+			return cycle()
 		})
 		if err != nil {
 			return o, true, err
