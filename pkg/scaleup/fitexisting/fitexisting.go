@@ -518,6 +518,7 @@ func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState,
 		if err != nil {
 			return nil, nil, nil, err
 		}
+		fitAny := false
 		for _, r := range results {
 			key := s.learn(cs, r.Node, r.Fits)
 			fits[r.Node] = r.Fits
@@ -527,10 +528,40 @@ func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState,
 			case !r.Fits && cs != nil:
 				cs.close(r.Node)
 			}
+			fitAny = fitAny || r.Fits
 		}
 		early = len(results) < len(unknown)
+		if !early && !fitAny && len(feasible) == 0 {
+			// The scan found no fit and walked all of open (it stops only
+			// at the Sample-th fit); each node it left open was filtered
+			// or shares its key with one filtered, and none fits. Scanning
+			// again would only close them one by one, and list none as
+			// unsampled: for a class that fits nowhere (most classes in a
+			// full cluster) those two walks were two thirds of its cost.
+			if verifyScans {
+				s.verifyNowhere(cs, open, fits)
+			}
+			return nil, nil, func() []string { return nil }, nil
+		}
 	}
-	unsampled = func() []string {
+	unsampled = s.unsampled(cs, open, fits, feasible)
+	return feasible, keys, unsampled, nil
+}
+
+// verifyNowhere makes the scan and the listing a pod found to fit nowhere
+// skips, and panics if they find a node.
+func (s *sweeper) verifyNowhere(cs *classState, open []string, fits map[string]bool) {
+	feasible, _, unknown := s.scan(cs, open, fits)
+	rest := s.unsampled(cs, open, fits, feasible)()
+	if len(feasible)+len(unknown)+len(rest) > 0 {
+		panic(fmt.Sprintf("fitexisting: a pod found to fit nowhere has feasible %q, unknown %q, unsampled %q", feasible, unknown, rest))
+	}
+}
+
+// unsampled returns the open nodes feasible leaves with no verdict, to
+// call only when needed.
+func (s *sweeper) unsampled(cs *classState, open []string, fits map[string]bool, feasible []string) func() []string {
+	return func() []string {
 		taken := reuse(&s.scratch.seen)
 		for _, n := range feasible {
 			taken[n] = true
@@ -548,7 +579,6 @@ func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState,
 		}
 		return rest
 	}
-	return feasible, keys, unsampled, nil
 }
 
 // fitsKey is the key memoised with node's fit, "" without one.
