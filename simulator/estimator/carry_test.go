@@ -119,7 +119,7 @@ func TestDroppedFiltersEachListOnce(t *testing.T) {
 	var u []*Unplaced
 	for i := range 5 {
 		p := builder.Pod(ns, fmt.Sprintf("p-%d", i)).Obj()
-		pods, u = append(pods, p), append(u, &Unplaced{Pod: p, Result: framework.NodeResult{Plugin: "NodeResourcesFit"}})
+		pods, u = append(pods, p), append(u, &Unplaced{Pod: p, Result: &framework.NodeResult{Plugin: "NodeResourcesFit"}})
 	}
 	a := []*Unplaced{u[0], u[1], u[2], u[3]}
 	shared := a[:len(a):len(a)]

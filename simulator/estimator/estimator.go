@@ -134,12 +134,16 @@ type Unplaced struct {
 	// Result is the scheduler's verdict on an empty new node of the group
 	// (a node the estimate then dropped again), when the pod's class does
 	// not fit there; its Node is empty, the node being gone. Zero when a
-	// limit stopped the pod.
-	Result framework.NodeResult
+	// limit stopped the pod. Never nil; the pods of a class share one, so
+	// it must not be modified.
+	Result *framework.NodeResult
 	// Limit is LimitMaxNodes or LimitMaxDuration when a limit stopped the
 	// pod, "" otherwise.
 	Limit string
 }
+
+// noVerdict is the Result of the pods a limit stopped.
+var noVerdict = &framework.NodeResult{}
 
 // TemplateGroup is a node group to estimate: its name (new nodes are named
 // "<name>-template-<i>"), the template of its nodes and, when positive,
@@ -333,12 +337,12 @@ func (r *run) binpack(ctx context.Context, order *ordering) error {
 		if !r.deadline.IsZero() && time.Now().After(r.deadline) {
 			r.res.Limited = LimitMaxDuration
 			for _, p := range order.pods[i:] {
-				r.res.Unplaced = append(r.res.Unplaced, &Unplaced{Pod: p, Limit: LimitMaxDuration})
+				r.unplaced(p, noVerdict, LimitMaxDuration)
 			}
 			return nil
 		}
 		if cls.unplaceable != nil && !r.perPod && !cls.fitsLater {
-			r.res.Unplaced = append(r.res.Unplaced, &Unplaced{Pod: pod, Result: *cls.unplaceable})
+			r.unplaced(pod, cls.unplaceable, "")
 			continue
 		}
 		if !r.memo.usable(cls) {

@@ -56,6 +56,8 @@ type run struct {
 	// (requestTemplate).
 	requestSize int
 	requests    []*cloudprovider.NodeTemplate
+	// unplacedSlab is the chunk the next Unplaced entries go in.
+	unplacedSlab []Unplaced
 }
 
 // hnode is one hypothetical node of the estimate.

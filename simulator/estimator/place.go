@@ -162,7 +162,7 @@ func (r *run) openNode(ctx context.Context, pi *schedframework.PodInfo, cls *cla
 	pod := pi.Pod
 	if !r.mayOpen() {
 		r.res.Limited = LimitMaxNodes
-		r.res.Unplaced = append(r.res.Unplaced, &Unplaced{Pod: pod, Limit: LimitMaxNodes})
+		r.unplaced(pod, noVerdict, LimitMaxNodes)
 		return nil
 	}
 	if t := r.memo.lookup(stateEmpty, cls); t != nil {
@@ -223,6 +223,19 @@ func (r *run) unplaceable(ctx context.Context, pod *v1.Pod, cls *class, verdict 
 		r.res.nameRead = readsNodeNames(pod, r.e.runner.Profile())
 	}
 	cls.unplaceable = &verdict
-	r.res.Unplaced = append(r.res.Unplaced, &Unplaced{Pod: pod, Result: verdict})
+	r.unplaced(pod, cls.unplaceable, "")
 	klog.FromContext(ctx).V(4).Info("Pod class does not fit an empty node", "pod", klog.KObj(pod), "plugin", verdict.Plugin, "reason", verdict.Message)
+}
+
+// unplaced lists pod among the estimate's unplaced pods. The entries are
+// cut from chunks of growing size rather than allocated one by one: an
+// estimate over every pending pod lists thousands, most of them in
+// classes the group's template cannot hold (a tenth of L2-distinct's
+// allocations were these entries).
+func (r *run) unplaced(pod *v1.Pod, result *framework.NodeResult, limit string) {
+	if len(r.unplacedSlab) == cap(r.unplacedSlab) {
+		r.unplacedSlab = make([]Unplaced, 0, min(max(2*cap(r.unplacedSlab), 8), 1024))
+	}
+	r.unplacedSlab = append(r.unplacedSlab, Unplaced{Pod: pod, Result: result, Limit: limit})
+	r.res.Unplaced = append(r.res.Unplaced, &r.unplacedSlab[len(r.unplacedSlab)-1])
 }
