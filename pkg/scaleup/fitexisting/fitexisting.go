@@ -229,6 +229,8 @@ type sweeper struct {
 	candidates []string
 	placed     map[*corev1.Pod]string
 	classes    map[string]*classState
+	// reps lists what a keyed class's first scan filters (reps.go).
+	reps keyReps
 	// changes lists the nodes pods were placed on, in order; epoch
 	// counts the times memoised verdicts were voided (scanStamp).
 	changes []string
@@ -503,9 +505,32 @@ func (s *sweeper) byKey(cs *classState, node string) (fits, known bool, key stri
 // the first is filtered; the next scan reads the others' verdict off it.
 // keys are the feasible nodes' keys for a keyed class (see scan).
 func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState, open []string) (feasible, keys []string, unsampled func() []string, err error) {
-	snap := s.runner.Snapshot()
 	fits := reuse(&s.scratch.fits) // verdicts of this call's filtering
-	for early := false; ; {
+	early := false
+	if s.fresh(cs, open) {
+		// A keyed class's first scan finds no verdict: it lists the first
+		// node of each key and every node without one. The sweep keeps
+		// that list (keyReps), so the class is asked about them without
+		// walking every node, which for a class that fits nowhere is all
+		// there is to it.
+		unknown := s.reps.list(s)
+		if verifyScans {
+			s.verifyFresh(cs, open, unknown)
+		}
+		var fitAny bool
+		if fitAny, early, err = s.filter(ctx, pod, cs, unknown, s.opts.Sample, fits); err != nil {
+			return nil, nil, nil, err
+		}
+		if !early && !fitAny {
+			if verifyScans {
+				s.verifyNowhere(cs, open, fits)
+			}
+			return nil, nil, func() []string { return nil }, nil
+		}
+		// Some fit: the scans go on with their verdicts, as after the
+		// first scan's filtering.
+	}
+	for {
 		var unknown []string
 		if feasible, keys, unknown = s.scan(cs, open, fits); len(unknown) == 0 || early {
 			break
@@ -514,23 +539,10 @@ func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState,
 		// unknown node before the Sample-th fit. A round that filtered
 		// every unknown node is scanned again: nodes sharing a key with
 		// them have a verdict now.
-		results, err := s.runner.FilterUntil(ctx, pod, unknown, s.opts.Sample-len(feasible))
-		if err != nil {
+		var fitAny bool
+		if fitAny, early, err = s.filter(ctx, pod, cs, unknown, s.opts.Sample-len(feasible), fits); err != nil {
 			return nil, nil, nil, err
 		}
-		fitAny := false
-		for _, r := range results {
-			key := s.learn(cs, r.Node, r.Fits)
-			fits[r.Node] = r.Fits
-			switch {
-			case r.Fits && cs != nil && cs.fits != nil:
-				cs.fits[r.Node] = memoFit{gen: snap.NodeGen(r.Node), key: key}
-			case !r.Fits && cs != nil:
-				cs.close(r.Node)
-			}
-			fitAny = fitAny || r.Fits
-		}
-		early = len(results) < len(unknown)
 		if !early && !fitAny && len(feasible) == 0 {
 			// The scan found no fit and walked all of open (it stops only
 			// at the Sample-th fit); each node it left open was filtered
@@ -546,6 +558,29 @@ func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState,
 	}
 	unsampled = s.unsampled(cs, open, fits, feasible)
 	return feasible, keys, unsampled, nil
+}
+
+// filter asks the framework about unknown until enough fit, records the
+// verdicts (in fits, the class's memo and its node keys) and reports
+// whether any fits and whether it stopped before the end.
+func (s *sweeper) filter(ctx context.Context, pod *corev1.Pod, cs *classState, unknown []string, enough int, fits map[string]bool) (fitAny, early bool, err error) {
+	results, err := s.runner.FilterUntil(ctx, pod, unknown, enough)
+	if err != nil {
+		return false, false, err
+	}
+	snap := s.runner.Snapshot()
+	for _, r := range results {
+		key := s.learn(cs, r.Node, r.Fits)
+		fits[r.Node] = r.Fits
+		switch {
+		case r.Fits && cs != nil && cs.fits != nil:
+			cs.fits[r.Node] = memoFit{gen: snap.NodeGen(r.Node), key: key}
+		case !r.Fits && cs != nil:
+			cs.close(r.Node)
+		}
+		fitAny = fitAny || r.Fits
+	}
+	return fitAny, len(results) < len(unknown), nil
 }
 
 // verifyNowhere makes the scan and the listing a pod found to fit nowhere

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2/ktesting"
 	fwk "k8s.io/kube-scheduler/framework"
 	"k8s.io/utils/ptr"
@@ -29,7 +30,8 @@ func memoCluster(t *testing.T) (*framework.Runner, context.Context, []string, []
 }
 
 // memoClusterOf is memoCluster, or with alike its nodes in two kinds (zone
-// 1 and no GPU used, zone 0 and one used), as node keys see them.
+// 1 and no GPU used, zone 0 and one used), as node keys see them, but for
+// n05, like no other: it runs a pod with required anti-affinity.
 func memoClusterOf(t *testing.T, alike bool) (*framework.Runner, context.Context, []string, []*corev1.Pod) {
 	_, ctx := ktesting.NewTestContext(t)
 	r, err := framework.New(ctx, framework.Options{})
@@ -58,6 +60,16 @@ func memoClusterOf(t *testing.T, alike bool) (*framework.Runner, context.Context
 			objs = append(objs, pod, builder.Claim("ns", run).Request(builder.Request("gpu", "gpu")).
 				Allocated(name, builder.AllocatedDevice("gpu", gpuDriver, name, fmt.Sprintf("gpu-%d", d))).ReservedFor(pod).Obj())
 		}
+	}
+	if alike {
+		solo := builder.Pod("ns", "solo").CPU("1").Label("app", "solo").Node("n05").Obj()
+		solo.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "solo"}},
+				TopologyKey:   corev1.LabelHostname,
+			}},
+		}}
+		objs = append(objs, solo)
 	}
 	snapshottest.Load(t, r.Snapshot(), objs...)
 	var pods []*corev1.Pod
@@ -175,8 +187,9 @@ func TestFitExistingMemoIsExact(t *testing.T) {
 				if err != nil || keys == nil {
 					t.Fatalf("NewNodeKeys: %v, %v", keys, err)
 				}
-				if keys.Of(nodes[0]) == "" || keys.Of(nodes[0]) != keys.Of(nodes[2]) {
-					t.Fatalf("alike nodes %s and %s have keys %q and %q", nodes[0], nodes[2], keys.Of(nodes[0]), keys.Of(nodes[2]))
+				if keys.Of(nodes[0]) == "" || keys.Of(nodes[0]) != keys.Of(nodes[2]) || keys.Of(nodes[5]) != "" {
+					t.Fatalf("alike nodes %s and %s have keys %q and %q; %s, running a pod with required anti-affinity, %q",
+						nodes[0], nodes[2], keys.Of(nodes[0]), keys.Of(nodes[2]), nodes[5], keys.Of(nodes[5]))
 				}
 				opts.Keys = keys
 			}

@@ -267,13 +267,21 @@ func (s *sweeper) scanFrom(cs *classState, open []string, fits map[string]bool, 
 
 // index is node's position among the candidates.
 func (s *sweeper) index(node string) int {
+	i, _ := s.indexOf(node)
+	return i
+}
+
+// indexOf is node's position among the candidates, ok false when it is
+// not one.
+func (s *sweeper) indexOf(node string) (int, bool) {
 	if s.positions == nil {
 		s.positions = make(map[string]int, len(s.candidates))
 		for i, n := range s.candidates {
 			s.positions[n] = i
 		}
 	}
-	return s.positions[node]
+	i, ok := s.positions[node]
+	return i, ok
 }
 
 // verifyScans makes every scan from a last one also walk from the start
