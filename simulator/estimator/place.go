@@ -230,7 +230,7 @@ func (r *run) unplaceable(ctx context.Context, pod *v1.Pod, cls *class, verdict 
 // unplaced lists pod among the estimate's unplaced pods. The entries are
 // cut from chunks of growing size rather than allocated one by one: an
 // estimate over every pending pod lists thousands, most of them in
-// classes the group's template cannot hold (a tenth of L2-distinct's
+// classes the group's template cannot hold (nearly a tenth of L2-distinct's
 // allocations were these entries).
 func (r *run) unplaced(pod *v1.Pod, result *framework.NodeResult, limit string) {
 	if len(r.unplacedSlab) == cap(r.unplacedSlab) {
