@@ -79,7 +79,7 @@ func (k *NodeKeys) Keyable(pod *v1.Pod) bool {
 	if k.reads != nil {
 		profile = k.reads.profile
 	}
-	if len(spreadOf(pod, profile)) > 0 || !(&sharing{read: map[string]bool{}, profile: profile}).addPod(pod) {
+	if len(spreadOf(pod, profile)) > 0 || readsNodeNames(pod, profile) {
 		return false
 	}
 	for _, vol := range pod.Spec.Volumes {

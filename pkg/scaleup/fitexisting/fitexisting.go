@@ -506,33 +506,20 @@ func (s *sweeper) byKey(cs *classState, node string) (fits, known bool, key stri
 // keys are the feasible nodes' keys for a keyed class (see scan).
 func (s *sweeper) feasible(ctx context.Context, pod *corev1.Pod, cs *classState, open []string) (feasible, keys []string, unsampled func() []string, err error) {
 	fits := reuse(&s.scratch.fits) // verdicts of this call's filtering
-	early := false
-	if s.fresh(cs, open) {
-		// A keyed class's first scan finds no verdict: it lists the first
-		// node of each key and every node without one. The sweep keeps
-		// that list (keyReps), so the class is asked about them without
-		// walking every node, which for a class that fits nowhere is all
-		// there is to it.
-		unknown := s.reps.list(s)
-		if verifyScans {
-			s.verifyFresh(cs, open, unknown)
-		}
-		var fitAny bool
-		if fitAny, early, err = s.filter(ctx, pod, cs, unknown, s.opts.Sample, fits); err != nil {
-			return nil, nil, nil, err
-		}
-		if !early && !fitAny {
-			if verifyScans {
-				s.verifyNowhere(cs, open, fits)
-			}
-			return nil, nil, func() []string { return nil }, nil
-		}
-		// Some fit: the scans go on with their verdicts, as after the
-		// first scan's filtering.
-	}
-	for {
+	fresh := s.fresh(cs, open)
+	for early := false; ; {
 		var unknown []string
-		if feasible, keys, unknown = s.scan(cs, open, fits); len(unknown) == 0 || early {
+		if fresh {
+			// A keyed class's first scan finds no verdict: it lists the
+			// first node of each key and every node without one. The
+			// sweep keeps that list (keyReps), so the class is asked
+			// about them without walking every node, which for a class
+			// that fits nowhere is all there is to it.
+			fresh, unknown = false, s.reps.list(s)
+			if verifyScans {
+				s.verifyFresh(cs, open, unknown)
+			}
+		} else if feasible, keys, unknown = s.scan(cs, open, fits); len(unknown) == 0 || early {
 			break
 		}
 		// Short of Sample, stop at enough fits; else filter every
