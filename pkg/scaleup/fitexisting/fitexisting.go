@@ -252,7 +252,9 @@ type scratch struct {
 	fits, asked, seen     map[string]bool
 	walk                  scanResult
 	first, others, unsamp []string
-	redo                  []int
+	// tries is the ranked nodes followed by their alike ones.
+	tries []string
+	redo  []int
 }
 
 // reuse empties m (made on first use) for another pod.
@@ -366,7 +368,10 @@ func (s *sweeper) fit(ctx context.Context, pod *corev1.Pod, cs *classState) (str
 		if err != nil {
 			return "", err
 		}
-		if node, err := s.firstFit(ctx, pod, cs, append(order, alike...)); node != "" || err != nil {
+		tries := append(append(s.scratch.tries[:0], order...), alike...)
+		node, err := s.firstFit(ctx, pod, cs, tries)
+		s.scratch.tries = tries[:0]
+		if node != "" || err != nil {
 			return node, err
 		}
 	}
