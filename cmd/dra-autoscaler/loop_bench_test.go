@@ -351,7 +351,6 @@ func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, o
 	// autoscaler: it counts in live-MB as it did before.
 	held := liveHeap()
 	client.share(state)
-	state = nil
 	freed := float64(held) - float64(liveHeap())
 	if mode.next {
 		st, err := l.RunOnce(ctx)
