@@ -302,6 +302,9 @@ type passResult struct {
 	// gcCycles and gcCPU are the collections during the timed pass and
 	// their CPU seconds.
 	gcCycles, gcCPU float64
+	// static counts the objects the fake server holds outside its
+	// tracker, shared those it serves the informers' copy of.
+	static, shared int
 }
 
 // gcSamples reads the collector's cycle count and CPU seconds so far.
@@ -350,7 +353,7 @@ func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, o
 	// What the server's own copies took is freed here, outside the
 	// autoscaler: it counts in live-MB as it did before.
 	held := liveHeap()
-	client.share(state)
+	r.shared, r.static = client.share(state)
 	freed := float64(held) - float64(liveHeap())
 	if mode.next {
 		st, err := l.RunOnce(ctx)
@@ -545,7 +548,8 @@ type fakeServer struct {
 // two top-level structs of every node, slice, claim and running pod
 // where a real autoscaler holds one: 0.2 GB at L4, which the collector
 // marked and RSS counted. An object the informers do not hold is kept.
-func (s *fakeServer) share(state *observe.ClusterState) {
+// It returns how many objects it swapped, of how many.
+func (s *fakeServer) share(state *observe.ClusterState) (shared, total int) {
 	held := map[string]map[string]runtime.Object{"nodes": {}, "pods": {}, "resourceslices": {}, "resourceclaims": {}}
 	add := func(resource string, o metav1.Object) {
 		held[resource][o.GetNamespace()+"/"+o.GetName()] = o.(runtime.Object)
@@ -565,16 +569,19 @@ func (s *fakeServer) share(state *observe.ClusterState) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for resource, objs := range s.static {
-		shared := make([]runtime.Object, len(objs))
+		served := make([]runtime.Object, len(objs))
 		for i, o := range objs {
 			m := o.(metav1.Object)
-			shared[i] = o
+			served[i] = o
 			if h, ok := held[resource][m.GetNamespace()+"/"+m.GetName()]; ok && h.(metav1.Object).GetUID() == m.GetUID() {
-				shared[i] = h
+				served[i] = h
+				shared++
 			}
 		}
-		s.static[resource] = shared
+		s.static[resource] = served
+		total += len(objs)
 	}
+	return shared, total
 }
 
 // gangFeatureGates are the gates gang scenarios run with, as a cluster

@@ -34,6 +34,11 @@ func TestLoopPassVerified(t *testing.T) {
 				t.Error("no carried estimate was checked")
 			}
 			t.Logf("%v decisions checked, %v of them carried estimates", checks, carried)
+			// The fake server holds one copy of the cluster, the
+			// informers' (newClient): memory as in production.
+			if r.static == 0 || r.shared != r.static {
+				t.Errorf("the fake server serves the informers' copy of %d of its %d objects, want all", r.shared, r.static)
+			}
 		})
 	}
 }
