@@ -63,6 +63,12 @@ func (j *journal) record(undo func()) {
 	}
 }
 
+// recording tells whether a fork is open, so that record would keep a
+// step: callers make the step's closure only then. Building the snapshot
+// (no fork) makes hundreds of thousands of changes, and their closures
+// were a third of what the build allocated, all dropped at once.
+func (j *journal) recording() bool { return j.open > 0 }
+
 // revert pops the top level and runs its undo steps newest first. It
 // returns how many steps it ran.
 func (j *journal) revert() (int, error) {
@@ -137,14 +143,16 @@ func (j *journal) own(name string) {
 
 // put sets m[k] = v and records how to restore the previous entry.
 func put[K comparable, V any](j *journal, m map[K]V, k K, v V) {
-	old, had := m[k]
-	j.record(func() {
-		if had {
-			m[k] = old
-		} else {
-			delete(m, k)
-		}
-	})
+	if j.recording() {
+		old, had := m[k]
+		j.record(func() {
+			if had {
+				m[k] = old
+			} else {
+				delete(m, k)
+			}
+		})
+	}
 	m[k] = v
 }
 
@@ -154,7 +162,9 @@ func del[K comparable, V any](j *journal, m map[K]V, k K) {
 	if !had {
 		return
 	}
-	j.record(func() { m[k] = old })
+	if j.recording() {
+		j.record(func() { m[k] = old })
+	}
 	delete(m, k)
 }
 

@@ -29,13 +29,15 @@ func (l *orderedList[T]) add(j *journal, key string, v T) {
 	l.pos[key] = len(l.items)
 	l.items = append(l.items, v)
 	l.keys = append(l.keys, key)
-	j.record(func() {
-		last := len(l.items) - 1
-		var zero T
-		l.items[last] = zero
-		l.items, l.keys = l.items[:last], l.keys[:last]
-		delete(l.pos, key)
-	})
+	if j.recording() {
+		j.record(func() {
+			last := len(l.items) - 1
+			var zero T
+			l.items[last] = zero
+			l.items, l.keys = l.items[:last], l.keys[:last]
+			delete(l.pos, key)
+		})
+	}
 }
 
 // replace swaps the element keyed key for v in place.
@@ -46,7 +48,9 @@ func (l *orderedList[T]) replace(j *journal, key string, v T) {
 	}
 	old := l.items[i]
 	l.items[i] = v
-	j.record(func() { l.items[i] = old })
+	if j.recording() {
+		j.record(func() { l.items[i] = old })
+	}
 }
 
 // remove moves the last element into the removed one's place. The undo
@@ -65,6 +69,9 @@ func (l *orderedList[T]) remove(j *journal, key string) {
 	l.items[last] = zero
 	l.items, l.keys = l.items[:last], l.keys[:last]
 	delete(l.pos, key)
+	if !j.recording() {
+		return
+	}
 	j.record(func() {
 		l.items = append(l.items, removed)
 		l.keys = append(l.keys, key)
