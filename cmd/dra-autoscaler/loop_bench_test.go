@@ -461,7 +461,8 @@ func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, o
 // and not written by these passes (no node is drained, no running pod
 // evicted), are served from objs themselves rather than from the
 // tracker's deep copy: the informers' copies share their content, as the
-// only copy a real autoscaler holds is its informers'. Pending pods,
+// only copy a real autoscaler holds is its informers' (and once they have
+// synced, from the informers' objects themselves: share). Pending pods,
 // which the loop nominates, and objects created later (kwok makes nodes
 // and publishes their slices) live in the tracker and are listed with
 // them.
@@ -546,8 +547,8 @@ type fakeServer struct {
 // the tracker, the informers' copy of it. The informers copy what they
 // list shallowly (client-go's reflector), so until then the process held
 // two top-level structs of every node, slice, claim and running pod
-// where a real autoscaler holds one: 0.2 GB at L4, which the collector
-// marked and RSS counted. An object the informers do not hold is kept.
+// where a real autoscaler holds one: 40 MB at L2-distinct, 80 MB at L4,
+// which the collector marked and RSS counted. An object the informers do not hold is kept.
 // It returns how many objects it swapped, of how many.
 func (s *fakeServer) share(state *observe.ClusterState) (shared, total int) {
 	held := map[string]map[string]runtime.Object{"nodes": {}, "pods": {}, "resourceslices": {}, "resourceclaims": {}}

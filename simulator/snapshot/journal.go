@@ -66,7 +66,7 @@ func (j *journal) record(undo func()) {
 // recording tells whether a fork is open, so that record would keep a
 // step: callers make the step's closure only then. Building the snapshot
 // (no fork) makes hundreds of thousands of changes, and their closures
-// were a third of what the build allocated, all dropped at once.
+// were nearly half of what the build allocated, all dropped at once.
 func (j *journal) recording() bool { return j.open > 0 }
 
 // revert pops the top level and runs its undo steps newest first. It
