@@ -228,6 +228,12 @@ func passes(tb testing.TB, b *testing.B, gen func() scale.Scenario, extra []stri
 	// barriers, sweeping on allocation).
 	b.ReportMetric(r.gcCycles, "gc-cycles")
 	b.ReportMetric(r.gcCPU, "gc-cpu-s")
+	// The pass's own peak resident set: the process's peak (what
+	// /usr/bin/time reports) also counts the setup, when the generated
+	// cluster, the fake server's copies and the informers' lists coexist.
+	if r.passPeak > 0 {
+		b.ReportMetric(r.passPeak, "pass-peak-MB")
+	}
 	logStages(b, r.stages)
 	return r
 }
@@ -302,6 +308,9 @@ type passResult struct {
 	// gcCycles and gcCPU are the collections during the timed pass and
 	// their CPU seconds.
 	gcCycles, gcCPU float64
+	// passPeak is the process's peak resident set in MB from the start
+	// of the timed pass to its end, 0 where the kernel cannot tell.
+	passPeak float64
 	// static counts the objects the fake server holds outside its
 	// tracker, shared those it serves the informers' copy of.
 	static, shared int
@@ -421,6 +430,7 @@ func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, o
 	goruntime.GC()
 	before := len(client.Actions())
 	cycles0, cpu0 := gcSamples()
+	peakKnown := resetPeakRSS()
 	t.StartTimer()
 	// Labelled so that a profile can keep the timed pass alone
 	// (`go tool pprof -tagfocus pass=timed`): setup and the untimed
@@ -430,6 +440,9 @@ func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, o
 	t.StopTimer()
 	cycles1, cpu1 := gcSamples()
 	r.gcCycles, r.gcCPU = cycles1-cycles0, cpu1-cpu0
+	if peakKnown {
+		r.passPeak = peakRSS()
+	}
 	for _, a := range client.Actions()[before:] {
 		switch a.GetVerb() {
 		case "watch":
@@ -605,6 +618,30 @@ func liveHeap() uint64 {
 	var ms goruntime.MemStats
 	goruntime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// resetPeakRSS makes the kernel's peak resident set of this process
+// (VmHWM) start again from the current one (Linux's clear_refs, value 5);
+// false where it cannot.
+func resetPeakRSS() bool {
+	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+}
+
+// peakRSS is VmHWM in MB (10^6 bytes), 0 when unreadable.
+func peakRSS() float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(data)) {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb float64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%f kB", &kb); err == nil {
+				return kb * 1024 / 1e6
+			}
+		}
+	}
+	return 0
 }
 
 // stageSeconds reads the time the pass recorded per upstream function and
