@@ -51,7 +51,7 @@ func TestDRATemplateSchedules(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.NodeCount != tc.nodes || len(res.Unplaced) != 0 {
+		if res.NodeCount != tc.nodes || res.Unplaced.Len() != 0 {
 			t.Errorf("%d pods: %d nodes, unplaced %+v; want %d nodes", tc.pods, res.NodeCount, res.Unplaced, tc.nodes)
 		}
 	}

@@ -27,8 +27,8 @@ func BenchmarkScaleFromZeroDRA(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if res.NodeCount != 500 || len(res.Unplaced) != 0 {
-					b.Fatalf("got %d nodes, %d unplaced; want 500, 0", res.NodeCount, len(res.Unplaced))
+				if res.NodeCount != 500 || res.Unplaced.Len() != 0 {
+					b.Fatalf("got %d nodes, %d unplaced; want 500, 0", res.NodeCount, res.Unplaced.Len())
 				}
 			}
 		})
@@ -60,8 +60,8 @@ func BenchmarkEstimateAllGroups(b *testing.B) {
 					b.Fatal(err)
 				}
 				for g, res := range results {
-					if len(res.Unplaced) != 0 {
-						b.Fatalf("group %d: %d pods unplaced", g, len(res.Unplaced))
+					if res.Unplaced.Len() != 0 {
+						b.Fatalf("group %d: %d pods unplaced", g, res.Unplaced.Len())
 					}
 					calls += res.FrameworkCalls
 				}

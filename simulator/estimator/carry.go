@@ -1,7 +1,6 @@
 package estimator
 
 import (
-	"slices"
 
 	v1 "k8s.io/api/core/v1"
 
@@ -177,6 +176,7 @@ func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped *Dropped) (*E
 		}
 	}
 	out := *prev
+	out.Unplaced = prev.Unplaced.shared()
 	out.FrameworkCalls, out.MemoHits = 0, 0
 	if dropped.len() == 0 {
 		return &out, true
@@ -198,32 +198,45 @@ func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped *Dropped) (*E
 
 // Dropped is a set of pods, matched by pointer (cheaper than by UID): the
 // pods gone from a round's input, made once for the hundred groups Carry
-// is asked about. It keeps what it made of each list of unplaced pods:
-// alike groups share theirs (renamed and carried estimates keep the
-// list), so a list is filtered once per round, not once per group.
+// is asked about. It keeps what it made of each run of unplaced pods and
+// of each list: the groups estimated over one order have the same runs
+// (UnplacedPods), alike groups the same lists, so a run is filtered once
+// per round, not once per group.
 type Dropped struct {
 	pods  map[*v1.Pod]bool
-	lists map[unplacedList]filtered
+	runs  map[podRun]keptRun
+	lists map[runList]filtered
 }
 
-// unplacedList names a list of unplaced pods by its storage: the lists
-// Estimate.Unplaced shares are never written to.
-type unplacedList struct {
-	at **Unplaced
+// podRun names a run's pods, and runList a list's runs, by their storage:
+// neither is ever written.
+type podRun struct {
+	at **v1.Pod
 	n  int
+}
+
+type runList struct {
+	at *unplacedRun
+	n  int
+}
+
+// keptRun is a run's pods less the dropped ones, and how many it dropped.
+type keptRun struct {
+	pods  []*v1.Pod
+	found int
 }
 
 // filtered is a list less the dropped pods: what is left, how many were
 // dropped, and the limit the pods left say.
 type filtered struct {
-	left    []*Unplaced
+	left    UnplacedPods
 	found   int
 	limited string
 }
 
 // DroppedOf is the set of pods.
 func DroppedOf(pods []*v1.Pod) *Dropped {
-	d := &Dropped{pods: make(map[*v1.Pod]bool, len(pods)), lists: map[unplacedList]filtered{}}
+	d := &Dropped{pods: make(map[*v1.Pod]bool, len(pods)), runs: map[podRun]keptRun{}, lists: map[runList]filtered{}}
 	for _, p := range pods {
 		d.pods[p] = true
 	}
@@ -240,31 +253,58 @@ func (d *Dropped) len() int {
 func (d *Dropped) has(p *v1.Pod) bool { return d != nil && d.pods[p] }
 
 // without is list less the dropped pods.
-func (d *Dropped) without(list []*Unplaced) filtered {
-	if len(list) == 0 {
+func (d *Dropped) without(list UnplacedPods) filtered {
+	if len(list.runs) == 0 {
 		return filtered{}
 	}
-	key := unplacedList{at: &list[0], n: len(list)}
+	key := runList{at: &list.runs[0], n: len(list.runs)}
 	if f, ok := d.lists[key]; ok {
 		return f
 	}
 	var f filtered
-	f.left = make([]*Unplaced, 0, max(len(list)-len(d.pods), 0))
-	for _, u := range list {
-		if d.pods[u.Pod] {
-			f.found++
+	for _, r := range list.runs {
+		k := d.run(r.pods)
+		f.found += k.found
+		if len(k.pods) == 0 {
 			continue
 		}
-		if u.Limit != "" {
-			f.limited = u.Limit
+		if r.limit != "" {
+			f.limited = r.limit
 		}
-		f.left = append(f.left, u)
+		f.left.addRun(k.pods, r.result, r.limit)
 	}
 	// Shared by every group that had the list: no append may reach
-	// another's entries.
-	f.left = slices.Clip(f.left)
+	// another's runs.
+	f.left = f.left.shared()
 	d.lists[key] = f
 	return f
+}
+
+// run is pods less the dropped ones: pods itself when none is dropped.
+func (d *Dropped) run(pods []*v1.Pod) keptRun {
+	key := podRun{at: &pods[0], n: len(pods)}
+	if k, ok := d.runs[key]; ok {
+		return k
+	}
+	k := keptRun{pods: pods}
+	for i, p := range pods {
+		if !d.pods[p] {
+			continue
+		}
+		left := make([]*v1.Pod, i, len(pods)-1)
+		copy(left, pods[:i])
+		for _, q := range pods[i:] {
+			if d.pods[q] {
+				k.found++
+			} else {
+				left = append(left, q)
+			}
+		}
+		k.pods = left
+		break
+	}
+	d.runs[key] = k
+	return k
 }
 
 // sameCap reports whether caps a and b (0: none) answer "may one more node

@@ -19,7 +19,7 @@ import (
 // carried is an estimate in comparable form, unplaced verdicts in full.
 func carriedOutcome(r *Estimate) (outcome, []string) {
 	var verdicts []string
-	for _, u := range r.Unplaced {
+	for u := range r.Unplaced.All() {
 		verdicts = append(verdicts, fmt.Sprintf("%s %s %s %s", u.Pod.Name, u.Result.Plugin, u.Result.Message, u.Limit))
 	}
 	return outcomeOf(r), verdicts
@@ -49,7 +49,7 @@ func TestCarryMatchesEstimatingAgain(t *testing.T) {
 					t.Fatal(err)
 				}
 				var unplaced []*v1.Pod
-				for _, u := range prev[0].Unplaced {
+				for u := range prev[0].Unplaced.All() {
 					unplaced = append(unplaced, u.Pod)
 				}
 				var everyOther []*v1.Pod
@@ -110,34 +110,57 @@ func TestCarryMatchesEstimatingAgain(t *testing.T) {
 	}
 }
 
-// A round's Dropped filters each list of unplaced pods once: alike groups
-// share theirs, and their carried estimates share the list left. A list
-// of other storage is filtered on its own, and a list left takes no
-// append into another's entries.
-func TestDroppedFiltersEachListOnce(t *testing.T) {
-	var pods []*v1.Pod
-	var u []*Unplaced
-	for i := range 5 {
-		p := builder.Pod(ns, fmt.Sprintf("p-%d", i)).Obj()
-		pods, u = append(pods, p), append(u, &Unplaced{Pod: p, Result: &framework.NodeResult{Plugin: "NodeResourcesFit"}})
+// A round's Dropped filters each run of unplaced pods once: the groups
+// estimated over one order have the same runs (with verdicts of their
+// own), and their carried estimates share the pods left. A run of other
+// storage is filtered on its own, a run without dropped pods is kept as
+// it is, and a list left takes no append into another's runs.
+func TestDroppedFiltersEachRunOnce(t *testing.T) {
+	var order []*v1.Pod
+	for i := range 6 {
+		order = append(order, builder.Pod(ns, fmt.Sprintf("p-%d", i)).Obj())
 	}
-	a := []*Unplaced{u[0], u[1], u[2], u[3]}
-	shared := a[:len(a):len(a)]
-	other := []*Unplaced{u[0], u[2], u[4], u[3]}
+	fit, other := &framework.NodeResult{Plugin: "NodeResourcesFit"}, &framework.NodeResult{Plugin: "DynamicResources"}
+	list := func(pods []*v1.Pod, result *framework.NodeResult, idx ...int) UnplacedPods {
+		var u UnplacedPods
+		for _, i := range idx {
+			u.add(pods, i, result, "")
+		}
+		return u
+	}
+	a := list(order, fit, 0, 1, 2, 3)
+	b := list(order, other, 0, 1, 2, 3) // another group's verdicts on the same pods
+	copied := slices.Clone(order)
+	c := list(copied, fit, 0, 1, 2, 3)
+	clean := list(order, fit, 4, 5)
 	// Dropped besides p-1: a pod of none of the lists.
-	d := DroppedOf([]*v1.Pod{pods[1], builder.Pod(ns, "elsewhere").Obj()})
-	fa, fs, fo := d.without(a), d.without(shared), d.without(other)
-	if !slices.Equal(fa.left, []*Unplaced{u[0], u[2], u[3]}) || fa.found != 1 {
-		t.Fatalf("filtered %v (found %d), want p-0, p-2, p-3 (found 1)", fa.left, fa.found)
+	d := DroppedOf([]*v1.Pod{order[1], builder.Pod(ns, "elsewhere").Obj()})
+	fa, fb, fc, fclean := d.without(a), d.without(b), d.without(c), d.without(clean)
+	names := func(u UnplacedPods) (out []string) {
+		for x := range u.All() {
+			out = append(out, x.Pod.Name+" "+x.Result.Plugin)
+		}
+		return out
 	}
-	if &fs.left[0] != &fa.left[0] {
-		t.Error("the same list filtered twice")
+	if got, want := names(fa.left), []string{"p-0 NodeResourcesFit", "p-2 NodeResourcesFit", "p-3 NodeResourcesFit"}; !slices.Equal(got, want) || fa.found != 1 {
+		t.Fatalf("filtered %q (found %d), want %q (found 1)", got, fa.found, want)
 	}
-	if !slices.Equal(fo.left, other) || fo.found != 0 {
-		t.Errorf("another list took the first one's result: %v (found %d)", fo.left, fo.found)
+	if got := names(fb.left); len(got) != 3 || got[0] != "p-0 DynamicResources" || fb.found != 1 {
+		t.Errorf("the other group's list left %q (found %d), want its own verdicts on p-0, p-2, p-3", got, fb.found)
 	}
-	if cap(fa.left) != len(fa.left) {
-		t.Errorf("the list left has room for %d appends into shared storage", cap(fa.left)-len(fa.left))
+	if &fa.left.runs[0].pods[0] != &fb.left.runs[0].pods[0] {
+		t.Error("the same run filtered twice")
+	}
+	if !slices.Equal(names(fc.left), names(fa.left)) || &fc.left.runs[0].pods[0] == &fa.left.runs[0].pods[0] {
+		t.Error("a run of other storage took the first one's result")
+	}
+	if &fclean.left.runs[0].pods[0] != &order[4] || fclean.found != 0 {
+		t.Error("a run without dropped pods was copied")
+	}
+	for _, f := range []filtered{fa, fb, fc, fclean} {
+		if cap(f.left.runs) != len(f.left.runs) {
+			t.Errorf("the list left has room for %d appends into shared storage", cap(f.left.runs)-len(f.left.runs))
+		}
 	}
 
 	// Two alike groups: one estimate, renamed; both carried past a round.
@@ -152,7 +175,7 @@ func TestDroppedFiltersEachListOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if &prev[0].Unplaced[0] != &prev[1].Unplaced[0] {
+	if prev[0].Unplaced.Len() == 0 || &prev[0].Unplaced.runs[0] != &prev[1].Unplaced.runs[0] {
 		t.Fatal("the alike groups' estimates do not share their unplaced pods: the case shows nothing")
 	}
 	drop := DroppedOf([]*v1.Pod{huge})
@@ -173,10 +196,10 @@ func TestDroppedFiltersEachListOnce(t *testing.T) {
 			t.Fatalf("group %s carried\n%+v\n%q\nestimated again\n%+v\n%q", g.Name, gotO, gotV, wantO, wantV)
 		}
 	}
-	if len(got[0].Unplaced) == 0 {
+	if got[0].Unplaced.Len() == 0 {
 		t.Fatal("nothing left unplaced: the case shows nothing")
 	}
-	if &got[0].Unplaced[0] != &got[1].Unplaced[0] {
+	if &got[0].Unplaced.runs[0] != &got[1].Unplaced.runs[0] {
 		t.Error("the alike groups' carried estimates filtered their shared list apart")
 	}
 }
@@ -192,7 +215,7 @@ func TestCarryNeedsTheDroppedNodesFree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(prev[0].Unplaced) != 1 || len(prev[0].droppedNodes) != 1 || prev[0].Unplaced[0].Result.Node != "" {
+	if u := slices.Collect(prev[0].Unplaced.All()); len(u) != 1 || len(prev[0].droppedNodes) != 1 || u[0].Result.Node != "" {
 		t.Fatalf("unplaced %+v, dropped nodes %q: want one verdict naming no node, one dropped node", prev[0].Unplaced, prev[0].droppedNodes)
 	}
 	if _, ok := e.Carry(prev[0], g, nil); !ok {
@@ -246,8 +269,8 @@ func TestCarryEmptied(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(prev[0].Placements) != len(tc.first) || len(prev[0].Unplaced) != len(tc.later) {
-				t.Fatalf("placed %d, unplaced %d: want the first %d placed and the later %d not", len(prev[0].Placements), len(prev[0].Unplaced), len(tc.first), len(tc.later))
+			if len(prev[0].Placements) != len(tc.first) || prev[0].Unplaced.Len() != len(tc.later) {
+				t.Fatalf("placed %d, unplaced %d: want the first %d placed and the later %d not", len(prev[0].Placements), prev[0].Unplaced.Len(), len(tc.first), len(tc.later))
 			}
 			fresh, err := e.EstimateGroups(ctx, tc.later, []TemplateGroup{g})
 			if err != nil {

@@ -141,11 +141,11 @@ func diffEstimates(pods []*v1.Pod, got, plain *Estimate) (*v1.Pod, string, strin
 
 // fates says per pod where an estimate put it, or why not.
 func fates(res *Estimate) map[*v1.Pod]string {
-	out := make(map[*v1.Pod]string, len(res.Placements)+len(res.Unplaced))
+	out := make(map[*v1.Pod]string, len(res.Placements)+res.Unplaced.Len())
 	for _, p := range res.Placements {
 		out[p.Pod] = "node " + p.Node
 	}
-	for _, u := range res.Unplaced {
+	for u := range res.Unplaced.All() {
 		switch {
 		case u.Limit != "":
 			out[u.Pod] = "unplaced (" + u.Limit + ")"

@@ -94,11 +94,9 @@ type Estimate struct {
 	NewNodes []string
 	// Placements lists where each placed pod goes, in placement order.
 	Placements []Placement
-	// Unplaced lists the pods that got no node, in the order tried. The
-	// entries are shared by the estimates carried or renamed from this
-	// one (thousands of pods, copied per group per planning round) and
-	// must not be modified.
-	Unplaced []*Unplaced
+	// Unplaced lists the pods that got no node, in the order tried,
+	// shared with the estimates carried or renamed from this one.
+	Unplaced UnplacedPods
 	// Limited names the limit that stopped the estimate ("" if none).
 	Limited string
 	// DevicesUsed counts the distinct devices of the new nodes' own
@@ -324,7 +322,7 @@ func (e *Estimator) estimate(ctx context.Context, order *ordering, g TemplateGro
 	}
 	r.res.FrameworkCalls, r.res.MemoHits = r.calls, r.memo.hits
 	logger.V(4).Info("Estimated node group", "pods", len(order.pods), "classes", len(order.classes),
-		"newNodes", r.res.NodeCount, "unplaced", len(r.res.Unplaced), "limited", r.res.Limited,
+		"newNodes", r.res.NodeCount, "unplaced", r.res.Unplaced.Len(), "limited", r.res.Limited,
 		"frameworkCalls", r.calls, "memoHits", r.memo.hits, "duration", time.Since(start))
 	return r.res, nil
 }
@@ -332,13 +330,13 @@ func (e *Estimator) estimate(ctx context.Context, order *ordering, g TemplateGro
 // binpack places pods in first-fit-decreasing order: each pod tries the
 // nodes still open to its class, in opening order, then a new node.
 func (r *run) binpack(ctx context.Context, order *ordering) error {
+	r.order = order.pods
 	for i, pod := range order.pods {
+		r.at = i
 		cls := order.classOf[i]
 		if !r.deadline.IsZero() && time.Now().After(r.deadline) {
 			r.res.Limited = LimitMaxDuration
-			for _, p := range order.pods[i:] {
-				r.unplaced(p, noVerdict, LimitMaxDuration)
-			}
+			r.res.Unplaced.addRun(order.pods[i:], noVerdict, LimitMaxDuration)
 			return nil
 		}
 		if cls.unplaceable != nil && !r.perPod && !cls.fitsLater {

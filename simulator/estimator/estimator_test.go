@@ -38,7 +38,7 @@ func outcomeOf(r *Estimate) outcome {
 	for _, p := range r.Placements {
 		o.Placed = append(o.Placed, p.Pod.Name+"@"+p.Node)
 	}
-	for _, u := range r.Unplaced {
+	for u := range r.Unplaced.All() {
 		o.Unplaced = append(o.Unplaced, u.Pod.Name+":"+u.Result.Plugin+u.Limit)
 	}
 	return o
@@ -133,10 +133,10 @@ func TestEstimate(t *testing.T) {
 					counts = append(counts, perNode[n])
 				}
 				if res.NodeCount != tc.wantNodes || !slices.Equal(counts, tc.wantPerNode) || res.Limited != tc.wantLimited ||
-					len(res.Unplaced) != tc.wantUnplace || res.DevicesUsed != tc.wantDevices {
+					res.Unplaced.Len() != tc.wantUnplace || res.DevicesUsed != tc.wantDevices {
 					t.Fatalf("got %+v, pods per node %v", outcomeOf(res), counts)
 				}
-				for _, u := range res.Unplaced {
+				for u := range res.Unplaced.All() {
 					if u.Limit == "" && (u.Result.Plugin != tc.wantPlugin || u.Result.Fits || u.Result.Message == "") {
 						t.Errorf("pod %s unplaced with %+v, want plugin %q", u.Pod.Name, u.Result, tc.wantPlugin)
 					}

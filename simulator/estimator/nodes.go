@@ -56,8 +56,10 @@ type run struct {
 	// (requestTemplate).
 	requestSize int
 	requests    []*cloudprovider.NodeTemplate
-	// unplacedSlab is the chunk the next Unplaced entries go in.
-	unplacedSlab []Unplaced
+	// order and at are the estimate's order and the index in it of the
+	// pod being placed, which the unplaced runs are cut from.
+	order []*v1.Pod
+	at    int
 }
 
 // hnode is one hypothetical node of the estimate.

@@ -227,15 +227,12 @@ func (r *run) unplaceable(ctx context.Context, pod *v1.Pod, cls *class, verdict 
 	klog.FromContext(ctx).V(4).Info("Pod class does not fit an empty node", "pod", klog.KObj(pod), "plugin", verdict.Plugin, "reason", verdict.Message)
 }
 
-// unplaced lists pod among the estimate's unplaced pods. The entries are
-// cut from chunks of growing size rather than allocated one by one: an
-// estimate over every pending pod lists thousands, most of them in
-// classes the group's template cannot hold (nearly a tenth of L2-distinct's
-// allocations were these entries).
+// unplaced lists pod, the pod being placed, among the estimate's
+// unplaced pods (UnplacedPods: a run of the order, not an entry per pod).
 func (r *run) unplaced(pod *v1.Pod, result *framework.NodeResult, limit string) {
-	if len(r.unplacedSlab) == cap(r.unplacedSlab) {
-		r.unplacedSlab = make([]Unplaced, 0, min(max(2*cap(r.unplacedSlab), 8), 1024))
+	if r.at < len(r.order) && r.order[r.at] == pod {
+		r.res.Unplaced.add(r.order, r.at, result, limit)
+		return
 	}
-	r.unplacedSlab = append(r.unplacedSlab, Unplaced{Pod: pod, Result: result, Limit: limit})
-	r.res.Unplaced = append(r.res.Unplaced, &r.unplacedSlab[len(r.unplacedSlab)-1])
+	r.res.Unplaced.addRun([]*v1.Pod{pod}, result, limit)
 }

@@ -352,7 +352,7 @@ func renamed(res *Estimate, from, to string, snap *snapshot.Snapshot) (*Estimate
 	}
 	// The unplaced pods' verdicts name no node (droppedNodes does): the
 	// entries are shared, not copied per pod for every alike group.
-	out.Unplaced = slices.Clip(res.Unplaced)
+	out.Unplaced = res.Unplaced.shared()
 	out.droppedNodes = make([]string, len(res.droppedNodes))
 	for i, n := range res.droppedNodes {
 		name, ok := rename(n)

@@ -86,7 +86,7 @@ func TestEstimateGroupsShareIdenticalTemplates(t *testing.T) {
 				if !slices.Equal(got[i].droppedNodes, alone[i].droppedNodes) {
 					t.Errorf("group %s: shared estimate dropped nodes %q, alone %q", g.Name, got[i].droppedNodes, alone[i].droppedNodes)
 				}
-				for _, u := range got[i].Unplaced {
+				for u := range got[i].Unplaced.All() {
 					if u.Result.Plugin != "" && len(got[i].droppedNodes) == 0 {
 						t.Errorf("group %s: pod %s has a verdict, but no dropped node is named", g.Name, u.Pod.Name)
 					}

@@ -29,7 +29,7 @@ type reasonEntry struct {
 	reason GroupReason
 	// cand and unplaced: an estimate's unplaced pods on cand's group.
 	cand     *candidate
-	unplaced []*estimator.Unplaced
+	unplaced estimator.UnplacedPods
 }
 
 // all gives every pod of pods reason r.
@@ -43,8 +43,8 @@ func (l *reasonLog) except(pods []*corev1.Pod, keep map[types.UID]bool, r GroupR
 }
 
 // left records the pods an estimate of c's group could not place.
-func (l *reasonLog) left(c candidate, unplaced []*estimator.Unplaced) {
-	if len(unplaced) > 0 {
+func (l *reasonLog) left(c candidate, unplaced estimator.UnplacedPods) {
+	if unplaced.Len() > 0 {
 		l.entries = append(l.entries, reasonEntry{group: c.info.Id, cand: &c, unplaced: unplaced})
 	}
 }
@@ -87,9 +87,9 @@ func (p *Planner) reasons(ctx context.Context, l *reasonLog, want map[types.UID]
 			}
 			continue
 		}
-		for _, u := range e.unplaced {
+		for u := range e.unplaced.All() {
 			if want[u.Pod.UID] {
-				add(u.Pod.UID, p.unplacedReason(ctx, e.cand, *u))
+				add(u.Pod.UID, p.unplacedReason(ctx, e.cand, u))
 			}
 		}
 	}
