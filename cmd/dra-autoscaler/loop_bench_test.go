@@ -11,6 +11,7 @@ import (
 	goruntime "runtime"
 	runtimemetrics "runtime/metrics"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -142,6 +143,9 @@ func (untimed) StopTimer()  {}
 // passes runs one pass per iteration of b (one, without b) over the
 // scenario gen makes, with the default flags plus extra.
 func passes(tb testing.TB, b *testing.B, gen func() scale.Scenario, extra []string) passResult {
+	// The heap before the scenario is made: what the process holds
+	// anyway, which live-MB leaves out.
+	empty := liveHeap()
 	sc := gen()
 	data, err := json.Marshal(sc.Config)
 	if err != nil {
@@ -179,11 +183,13 @@ func passes(tb testing.TB, b *testing.B, gen func() scale.Scenario, extra []stri
 	for more() {
 		t.StopTimer()
 		if !first {
+			r = passResult{}
+			empty = liveHeap()
 			sc = gen()
 		}
 		first = false
 		mode := passMode{next: sc.Next, drop: sc.DropPending}
-		r = runPass(ctx, tb, t, opts, &sc.Objects, func(first *pass.State) {
+		r = runPass(ctx, tb, t, opts, &sc.Objects, empty, func(first *pass.State) {
 			check(tb, first, sc.WantFit, sc.WantPlanned, sc.WantRemoved)
 			// The pods the first pass nominated are held on their nodes,
 			// not pending.
@@ -212,8 +218,11 @@ func passes(tb testing.TB, b *testing.B, gen func() scale.Scenario, extra []stri
 	// pass gave up for time.
 	b.ReportMetric(r.unranked, "unranked-pods")
 	// What the autoscaler holds after the pass (informer caches,
-	// snapshot, provider, loop), the fake API server's copy of the cluster
-	// aside.
+	// snapshot, provider, loop): the live heap less the process's before
+	// the scenario was made. The fake server holds no second copy of the
+	// cluster (it serves the informers' objects, newClient and share)
+	// beyond its tracker's few objects: those created or written in the
+	// passes.
 	b.ReportMetric(r.live, "live-MB")
 	// The informers' start, OnPods' handlers included: what a restart
 	// costs before its first pass.
@@ -299,8 +308,8 @@ type passResult struct {
 	// per stage.
 	functions, stages map[string]float64
 	// unranked counts the pods it left unranked; live is the heap the
-	// autoscaler's parts hold after it, in MB; synced is the informers'
-	// start, in seconds.
+	// scenario holds after it, in MB (see live-MB); synced is the
+	// informers' start, in seconds.
 	unranked, live, synced float64
 	// metrics are the autoscaler's.
 	metrics *metrics.Metrics
@@ -331,10 +340,10 @@ func gcSamples() (cycles, cpu float64) {
 // which first is given (the timed one is the pass after it, with what the
 // first kept; with mode.drop, without the pending pods). It empties *objs
 // once the fake clientset has them.
-func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, objs *[]runtime.Object, first func(*pass.State), mode passMode) (r passResult) {
+func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, objs *[]runtime.Object, empty uint64, first func(*pass.State),
+	mode passMode) (r passResult) {
 	client := newClient(*objs)
 	*objs = nil
-	base := liveHeap()
 	provider, err := newProvider(opts, client, nil)
 	if err != nil {
 		b.Fatal(err)
@@ -362,11 +371,7 @@ func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, o
 	if err != nil {
 		b.Fatal(err)
 	}
-	// What the server's own copies took is freed here, outside the
-	// autoscaler: it counts in live-MB as it did before.
-	held := liveHeap()
 	r.shared, r.static = client.share(state)
-	freed := float64(held) - float64(liveHeap())
 	if mode.next {
 		st, err := l.RunOnce(ctx)
 		if err != nil {
@@ -459,7 +464,7 @@ func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, o
 	if err != nil {
 		b.Fatal(err)
 	}
-	r.pass, r.live, r.metrics = st, (float64(liveHeap())-float64(base)+freed)/1e6, m
+	r.pass, r.live, r.metrics = st, (float64(liveHeap())-float64(empty))/1e6, m
 	goruntime.KeepAlive(l)
 	var unranked float64
 	r.functions, r.stages, unranked = stageSeconds(b, m)
@@ -474,22 +479,22 @@ func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, o
 }
 
 // newClient is a fake clientset holding objs. The ResourceSlices,
-// ResourceClaims, nodes and running pods, most of a GPU cluster's bytes
-// and not written by these passes (no node is drained, no running pod
-// evicted), are served from objs themselves rather than from the
-// tracker's deep copy: the informers' copies share their content, as the
-// only copy a real autoscaler holds is its informers' (and once they have
-// synced, from the informers' objects themselves: share). Pending pods,
-// which the loop nominates, and objects created later (kwok makes nodes
-// and publishes their slices) live in the tracker and are listed with
-// them.
+// ResourceClaims, nodes and pods, most of a GPU cluster's bytes, are
+// served from objs themselves rather than from the tracker's deep copy:
+// the informers' copies share their content, as the only copy a real
+// autoscaler holds is its informers' (and once they have synced, from the
+// informers' objects themselves: share). A pending pod moves into the
+// tracker when it is first written (the loop nominates it, a benchmark
+// deletes it); objects created later (kwok makes nodes and publishes
+// their slices) live in the tracker. The tracker's objects are listed
+// with the others.
 //
 // The tracker is the plain one, without field management: the autoscaler
 // never applies server-side, and the field-managed tracker builds a REST
 // mapper on every write, a fake API server's CPU (a tenth of the pass at
 // L2) that no real autoscaler spends.
 func newClient(objs []runtime.Object) *fakeServer {
-	srv := &fakeServer{static: map[string][]runtime.Object{}}
+	srv := &fakeServer{static: map[string][]runtime.Object{"pods": nil}, pending: map[string]*corev1.Pod{}}
 	var rest []runtime.Object
 	gangs := false
 	for _, o := range objs {
@@ -502,7 +507,7 @@ func newClient(objs []runtime.Object) *fakeServer {
 			srv.static["nodes"] = append(srv.static["nodes"], o)
 		case *corev1.Pod:
 			if p.Spec.NodeName == "" {
-				rest = append(rest, o)
+				srv.pending[p.Namespace+"/"+p.Name] = p
 				continue
 			}
 			srv.static["pods"] = append(srv.static["pods"], o)
@@ -524,6 +529,28 @@ func newClient(objs []runtime.Object) *fakeServer {
 			{GroupVersion: "scheduling.k8s.io/v1alpha3", APIResources: []metav1.APIResource{{Name: "compositepodgroups", Namespaced: true, Kind: "CompositePodGroup"}}},
 		}
 	}
+	// A pending pod the loop writes (its nomination) or the benchmark
+	// deletes moves into the tracker first, whose reactor then does the
+	// write and tells the informers (an Add, then the change).
+	client.PrependReactor("*", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
+		var name string
+		switch a := a.(type) {
+		case clienttesting.PatchAction:
+			name = a.GetName()
+		case clienttesting.UpdateAction:
+			name = a.GetObject().(metav1.Object).GetName()
+		case clienttesting.DeleteAction:
+			name = a.GetName()
+		default:
+			return false, nil, nil
+		}
+		if pod := srv.takePending(a.GetNamespace(), name); pod != nil {
+			if err := client.Tracker().Add(pod); err != nil {
+				return true, nil, err
+			}
+		}
+		return false, nil, nil
+	})
 	for resource := range srv.static {
 		client.PrependReactor("list", resource, func(a clienttesting.Action) (bool, runtime.Object, error) {
 			list := a.(clienttesting.ListActionImpl)
@@ -537,6 +564,12 @@ func newClient(objs []runtime.Object) *fakeServer {
 			}
 			srv.mu.Lock()
 			objs := srv.static[resource]
+			if resource == "pods" {
+				objs = slices.Clip(objs)
+				for _, p := range srv.pending {
+					objs = append(objs, p)
+				}
+			}
 			srv.mu.Unlock()
 			all := make([]runtime.Object, 0, len(objs)+len(items))
 			for _, o := range objs {
@@ -558,6 +591,19 @@ type fakeServer struct {
 	*fake.Clientset
 	mu     sync.Mutex
 	static map[string][]runtime.Object
+	// pending are the pending pods served outside the tracker, by
+	// namespace/name, until a write moves one into it.
+	pending map[string]*corev1.Pod
+}
+
+// takePending removes the pending pod ns/name from the objects served
+// outside the tracker and returns it; nil when it is not one of them.
+func (s *fakeServer) takePending(ns, name string) *corev1.Pod {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pending[ns+"/"+name]
+	delete(s.pending, ns+"/"+name)
+	return p
 }
 
 // share has the server serve, in place of each object it holds outside
@@ -598,6 +644,13 @@ func (s *fakeServer) share(state *observe.ClusterState) (shared, total int) {
 		}
 		s.static[resource] = served
 		total += len(objs)
+	}
+	for k, p := range s.pending {
+		if h, ok := held["pods"][k]; ok && h.(metav1.Object).GetUID() == p.UID {
+			s.pending[k] = h.(*corev1.Pod)
+			shared++
+		}
+		total++
 	}
 	return shared, total
 }
