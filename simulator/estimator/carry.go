@@ -1,7 +1,6 @@
 package estimator
 
 import (
-
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
