@@ -142,13 +142,20 @@ type pendingCopy struct {
 func (r *run) clone(pi *schedframework.PodInfo, n *hnode, t *transition) error {
 	r.res.Placements = append(r.res.Placements, Placement{Pod: pi.Pod, Node: n.name})
 	n.state = t.next
-	for _, sc := range t.slot.claims {
-		if sc == nil {
-			continue
+	if from := usedListOf(n.used); t.usedAfter != nil && t.usedFrom == from {
+		n.used = t.usedAfter
+	} else {
+		n.used = slices.Clip(n.used) // not written in place: it may be shared
+		for _, sc := range t.slot.claims {
+			if sc == nil {
+				continue
+			}
+			for k, res := range sc.alloc.Devices.Results {
+				n.use(usedDevice{res.Driver, sc.pools[k], res.Device})
+			}
 		}
-		for k, res := range sc.alloc.Devices.Results {
-			n.use(usedDevice{res.Driver, sc.pools[k], res.Device})
-		}
+		n.used = slices.Clip(n.used)
+		t.usedFrom, t.usedAfter = from, n.used
 	}
 	if n.virtual {
 		n.pending = append(n.pending, pendingCopy{pi: pi, slot: t.slot})
@@ -179,7 +186,7 @@ func (r *run) writeCopy(pi *schedframework.PodInfo, s *slot, n *hnode) error {
 		if claim == nil {
 			continue
 		}
-		if err := r.snap.SetResourceClaim(r.allocatedCopy(claim, sc, n, pod)); err != nil {
+		if err := r.snap.SetResourceClaim(r.allocatedCopy(claim, made, sc, n, pod)); err != nil {
 			return fmt.Errorf("copy placement of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
 		if made {
@@ -201,17 +208,25 @@ func (r *run) writeCopy(pi *schedframework.PodInfo, s *slot, n *hnode) error {
 
 // allocatedCopy returns claim as the framework leaves it after binding pod
 // on n: defaulted, with the DRA finalizer, the slot's allocation moved to
-// n's pools and node, and pod in reservedFor. Only what changes is copied.
-func (r *run) allocatedCopy(claim *resourceapi.ResourceClaim, sc *slotClaim, n *hnode, pod *v1.Pod) *resourceapi.ResourceClaim {
-	return allocatedCopyOf(claim, sc.alloc, func(k int) string { return template.PoolName(r.tmpl.Node.Name, sc.pools[k], n.name) },
+// n's pools and node, and pod in reservedFor. Only what changes is copied;
+// a claim just made from its template (made) is changed in place.
+func (r *run) allocatedCopy(claim *resourceapi.ResourceClaim, made bool, sc *slotClaim, n *hnode, pod *v1.Pod) *resourceapi.ResourceClaim {
+	return allocatedCopyOf(claim, made, sc.alloc, func(k int) string { return template.PoolName(r.tmpl.Node.Name, sc.pools[k], n.name) },
 		r.nodeSelector(n), pod)
 }
 
 // allocatedCopyOf is claim as the framework leaves it after binding pod
 // with src's allocation, its k-th device taken from pool(k) and the
-// allocation pinned by sel.
-func allocatedCopyOf(claim *resourceapi.ResourceClaim, src *resourceapi.AllocationResult, pool func(k int) string, sel *v1.NodeSelector, pod *v1.Pod) *resourceapi.ResourceClaim {
-	c := *claim
+// allocation pinned by sel. A claim just made (claimFor's made: a new
+// object no one else holds) is changed in place rather than copied: a
+// kept estimate makes one per pod.
+func allocatedCopyOf(claim *resourceapi.ResourceClaim, made bool, src *resourceapi.AllocationResult, pool func(k int) string, sel *v1.NodeSelector,
+	pod *v1.Pod) *resourceapi.ResourceClaim {
+	c := claim
+	if !made {
+		cp := *claim
+		c = &cp
+	}
 	c.Spec = framework.DefaultedSpec(claim)
 	if !slices.Contains(c.Finalizers, resourceapi.Finalizer) {
 		c.Finalizers = append(slices.Clip(c.Finalizers), resourceapi.Finalizer)
@@ -229,9 +244,9 @@ func allocatedCopyOf(claim *resourceapi.ResourceClaim, src *resourceapi.Allocati
 		alloc.Devices.Results[k] = res
 	}
 	c.Status.Allocation = &alloc
-	c.Status.ReservedFor = append(slices.Clip(claim.Status.ReservedFor),
+	c.Status.ReservedFor = append(slices.Clip(c.Status.ReservedFor),
 		resourceapi.ResourceClaimConsumerReference{APIGroup: v1.GroupName, Resource: "pods", Name: pod.Name, UID: pod.UID})
-	return &c
+	return c
 }
 
 // nodeSelector is the allocator's selector for n's devices, shared by all

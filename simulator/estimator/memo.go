@@ -53,6 +53,25 @@ type transition struct {
 	verdict framework.NodeResult // when !fits
 	next    int                  // state after the placement, when fits
 	slot    *slot                // the placement to copy, when fits
+	// usedFrom and usedAfter: the devices used (hnode.used) by the last
+	// node that took this placement, before (by its storage) and after.
+	// Nodes copied alike share the list rather than each building one.
+	usedFrom  usedList
+	usedAfter []usedDevice
+}
+
+// usedList names a node's list of used devices by its storage: lists a
+// copy shares (transition.usedAfter) are never written.
+type usedList struct {
+	at *usedDevice
+	n  int
+}
+
+func usedListOf(l []usedDevice) usedList {
+	if len(l) == 0 {
+		return usedList{}
+	}
+	return usedList{at: &l[0], n: len(l)}
 }
 
 func newMemo(enabled bool) *memo {

@@ -86,7 +86,7 @@ func (e *Estimator) CopyPlacement(pod *v1.Pod, info fwk.PodInfo, p *NodePlacemen
 		if claim == nil {
 			continue
 		}
-		if err := snap.SetResourceClaim(allocatedCopyOf(claim, p.allocs[i], pool, sel, pod)); err != nil {
+		if err := snap.SetResourceClaim(allocatedCopyOf(claim, made[i], p.allocs[i], pool, sel, pod)); err != nil {
 			return false, err
 		}
 		if made[i] {

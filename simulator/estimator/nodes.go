@@ -79,7 +79,9 @@ type hnode struct {
 	virtual bool
 	pending []pendingCopy
 	// used lists the template devices placed pods' claims took here
-	// (Estimate.DevicesUsed), each once.
+	// (Estimate.DevicesUsed), each once. Nodes copied alike share it
+	// (transition.usedAfter), so it is appended to, never written in
+	// place, and kept without spare room once shared.
 	used []usedDevice
 	// tmpl is what the node is an instance of: the run's template, or
 	// its request's (requestTemplate).

@@ -104,7 +104,8 @@ func (c *requestCache) get(p *corev1.Pod) request {
 		r = podRequests(p)
 	}
 	if c.next == nil {
-		c.next = map[*corev1.Pod]request{}
+		// A round asks about as many pods as the last.
+		c.next = make(map[*corev1.Pod]request, len(c.prev))
 	}
 	c.next[p] = r
 	return r
