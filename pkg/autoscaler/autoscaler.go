@@ -193,7 +193,7 @@ func New(ctx context.Context, opts *config.Options, env Env) (*Autoscaler, error
 	shapes := fragmentation.NewShapes(opts.Sharing.RequestShapeRetention)
 	placer := placement.New(runner, analyzer, shapes, opts.Sharing)
 	placer.Unranked = m.Sharing.UnrankedPlacements
-	if a.Chain, err = buildExpanders(opts, client, recorder, placer.StrandedFraction(ctx, est)); err != nil {
+	if a.Chain, err = buildExpanders(opts, client, recorder, placer.StrandedFraction(ctx, est), a.podInfos.Requests); err != nil {
 		return nil, err
 	}
 	providerLimits, err := provider.GetResourceLimiter()

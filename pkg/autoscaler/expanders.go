@@ -23,7 +23,8 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/expander/reserved"
 )
 
-func buildExpanders(opts *config.Options, client kubernetes.Interface, events record.EventRecorder, stranded fragmentation.Scorer) (expander.Chain, error) {
+func buildExpanders(opts *config.Options, client kubernetes.Interface, events record.EventRecorder, stranded fragmentation.Scorer,
+	requests leastwaste.Requests) (expander.Chain, error) {
 	strategy := func(s expander.Strategy) expander.Factory {
 		return func() (expander.Strategy, error) { return s, nil }
 	}
@@ -41,7 +42,7 @@ func buildExpanders(opts *config.Options, client kubernetes.Interface, events re
 	}
 	factories := map[string]expander.Factory{
 		reserved.Name:   strategy(reserved.New()),
-		leastwaste.Name: strategy(leastwaste.New()),
+		leastwaste.Name: strategy(leastwaste.NewWith(requests)),
 		mostpods.Name:   strategy(mostpods.New()),
 		leastnodes.Name: strategy(leastnodes.New()),
 		price.Name:      strategy(price.New()),

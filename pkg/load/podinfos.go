@@ -64,6 +64,21 @@ func (c *PodInfos) Of(pod *corev1.Pod) fwk.PodInfo {
 	return pi
 }
 
+// Requests is pod's CPU (millicores) and memory (bytes) requests as the
+// scheduler framework counts them, read from its PodInfo (computed when
+// the PodInfo was made); ok is false when no PodInfo can be made.
+func (c *PodInfos) Requests(pod *corev1.Pod) (cpu, mem int64, ok bool) {
+	pi := c.Of(pod)
+	if pi == nil {
+		return 0, 0, false
+	}
+	r := pi.CalculateResource().Resource
+	if r == nil {
+		return 0, 0, false
+	}
+	return r.GetMilliCPU(), r.GetMemory(), true
+}
+
 // keep stores pi for pod. c.mu is held.
 func (c *PodInfos) keep(pod *corev1.Pod, pi fwk.PodInfo) {
 	if c.kept == nil {

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/observe"
@@ -115,5 +117,33 @@ func TestPodInfosWarm(t *testing.T) {
 	none.Warm(bound) // a loop without a cache warms nothing, and does not panic
 	if none.Of(bound) == nil {
 		t.Error("a nil cache made no PodInfo")
+	}
+}
+
+// Requests reads the scheduler's count of a pod's requests: what the
+// component helpers sum for it (sidecars and overhead included), as the
+// least-waste expander summed them before.
+func TestPodInfosRequests(t *testing.T) {
+	sidecar := builder.Pod("ns", "sidecar").CPU("1").Memory("1Gi").Obj()
+	always := corev1.ContainerRestartPolicyAlways
+	sidecar.Spec.InitContainers = []corev1.Container{{Name: "proxy", RestartPolicy: &always, Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("256Mi")}}}}
+	overhead := builder.Pod("ns", "overhead").CPU("2").Obj()
+	overhead.Spec.Overhead = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}
+	c := NewPodInfos()
+	for _, tc := range []struct {
+		pod      *corev1.Pod
+		cpu, mem int64
+	}{
+		{builder.Pod("ns", "plain").CPU("1500m").Memory("2Gi").Obj(), 1500, 2 << 30},
+		{builder.Pod("ns", "none").Obj(), 0, 0},
+		{sidecar, 1500, 1<<30 + 256<<20},
+		{overhead, 2250, 0},
+	} {
+		cpu, mem, ok := c.Requests(tc.pod)
+		want := resourcehelper.PodRequests(tc.pod, resourcehelper.PodResourcesOptions{})
+		if !ok || cpu != tc.cpu || mem != tc.mem || cpu != want.Cpu().MilliValue() || mem != want.Memory().Value() {
+			t.Errorf("pod %s: %d mCPU, %d bytes (ok %v); want %d, %d", tc.pod.Name, cpu, mem, ok, tc.cpu, tc.mem)
+		}
 	}
 }

@@ -19,7 +19,19 @@ const Name = "least-waste"
 type strategy struct{ requests *requestCache }
 
 // New returns the strategy.
-func New() expander.Strategy { return strategy{requests: &requestCache{}} }
+func New() expander.Strategy { return NewWith(nil) }
+
+// Requests gives a pod's CPU (millicores) and memory (bytes) requests as
+// the scheduler counts them, ok false when it does not know the pod.
+type Requests func(*corev1.Pod) (cpu, mem int64, ok bool)
+
+// NewWith is New, with the pods' requests taken from known where it knows
+// them: the autoscaler hands it the PodInfos the scheduler framework
+// computed as the pods arrived, so that a pass does not sum every pending
+// pod's containers again.
+func NewWith(known Requests) expander.Strategy {
+	return strategy{requests: &requestCache{known: known}}
+}
 
 func (strategy) Name() string { return Name }
 
@@ -93,6 +105,7 @@ func podRequests(p *corev1.Pod) request {
 type requestCache struct {
 	mu         sync.Mutex
 	prev, next map[*corev1.Pod]request
+	known      Requests
 }
 
 func (c *requestCache) get(p *corev1.Pod) request {
@@ -100,6 +113,9 @@ func (c *requestCache) get(p *corev1.Pod) request {
 		return r
 	}
 	r, ok := c.prev[p]
+	if !ok && c.known != nil {
+		r.cpu, r.mem, ok = c.known(p)
+	}
 	if !ok {
 		r = podRequests(p)
 	}

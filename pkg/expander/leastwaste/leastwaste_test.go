@@ -27,6 +27,21 @@ func TestRequestCacheKeepsOnlyTheLastCall(t *testing.T) {
 	}
 }
 
+// Requests the caller knows are used; a pod it does not know is summed
+// from its containers.
+func TestRequestCacheAsksKnownFirst(t *testing.T) {
+	a, b := builder.Pod("ns", "a").CPU("1").Obj(), builder.Pod("ns", "b").CPU("2").Obj()
+	c := &requestCache{known: func(p *corev1.Pod) (int64, int64, bool) { return 3000, 7, p == a }}
+	for _, tc := range []struct {
+		pod      *corev1.Pod
+		cpu, mem int64
+	}{{a, 3000, 7}, {b, 2000, 0}} {
+		if r := c.get(tc.pod); r.cpu != tc.cpu || r.mem != tc.mem {
+			t.Errorf("pod %s: %d mCPU, %d bytes; want %d, %d", tc.pod.Name, r.cpu, r.mem, tc.cpu, tc.mem)
+		}
+	}
+}
+
 func TestBestAgreesWithWaste(t *testing.T) {
 	node := builder.Node("t").CPU("4").Memory("16Gi").Obj()
 	tmpl := &cloudprovider.NodeTemplate{Node: node}
