@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/kubernetes/scheme"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
@@ -414,13 +415,14 @@ func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, o
 				r.held++
 			}
 		}
-		// Deleted in batches the fake watch's channel holds, each seen
-		// by the informers before the next.
+		// Deleted in batches the fake watch's channel holds (100
+		// events; a pod served outside the tracker sends two, newClient),
+		// each seen by the informers before the next.
 		for i, p := range pending {
 			if err := client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
 				b.Fatal(err)
 			}
-			if (i+1)%50 == 0 {
+			if (i+1)%25 == 0 {
 				seen(len(pending) - i - 1)
 			}
 		}
@@ -529,9 +531,12 @@ func newClient(objs []runtime.Object) *fakeServer {
 			{GroupVersion: "scheduling.k8s.io/v1alpha3", APIResources: []metav1.APIResource{{Name: "compositepodgroups", Namespaced: true, Kind: "CompositePodGroup"}}},
 		}
 	}
-	// A pending pod the loop writes (its nomination) or the benchmark
-	// deletes moves into the tracker first, whose reactor then does the
-	// write and tells the informers (an Add, then the change).
+	// A pending pod the loop writes (its nomination) moves into the
+	// tracker with the write done: the write is made on a tracker of its
+	// own (the fake's own patch and update code), and the result added with
+	// one event, as many as the tracker's own write would send (the fake
+	// watch's channel holds 100). A pod the benchmark deletes is added and
+	// then deleted: two events (its batches are sized for that).
 	client.PrependReactor("*", "pods", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		var name string
 		switch a := a.(type) {
@@ -544,12 +549,24 @@ func newClient(objs []runtime.Object) *fakeServer {
 		default:
 			return false, nil, nil
 		}
-		if pod := srv.takePending(a.GetNamespace(), name); pod != nil {
-			if err := client.Tracker().Add(pod); err != nil {
-				return true, nil, err
-			}
+		pod := srv.takePending(a.GetNamespace(), name)
+		if pod == nil {
+			return false, nil, nil
 		}
-		return false, nil, nil
+		if _, ok := a.(clienttesting.DeleteAction); ok {
+			return false, nil, client.Tracker().Add(pod)
+		}
+		own := clienttesting.NewObjectTracker(scheme.Scheme, scheme.Codecs.UniversalDecoder())
+		if err := own.Add(pod); err != nil {
+			srv.putPending(pod)
+			return true, nil, err
+		}
+		_, written, err := clienttesting.ObjectReaction(own)(a)
+		if err != nil {
+			srv.putPending(pod)
+			return true, nil, err
+		}
+		return true, written, client.Tracker().Add(written)
 	})
 	for resource := range srv.static {
 		client.PrependReactor("list", resource, func(a clienttesting.Action) (bool, runtime.Object, error) {
@@ -604,6 +621,13 @@ func (s *fakeServer) takePending(ns, name string) *corev1.Pod {
 	p := s.pending[ns+"/"+name]
 	delete(s.pending, ns+"/"+name)
 	return p
+}
+
+// putPending serves pod outside the tracker again (a write that failed).
+func (s *fakeServer) putPending(pod *corev1.Pod) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending[pod.Namespace+"/"+pod.Name] = pod
 }
 
 // share has the server serve, in place of each object it holds outside
