@@ -25,6 +25,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	dynfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
@@ -496,7 +497,7 @@ func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, o
 // mapper on every write, a fake API server's CPU (a tenth of the pass at
 // L2) that no real autoscaler spends.
 func newClient(objs []runtime.Object) *fakeServer {
-	srv := &fakeServer{static: map[string][]runtime.Object{"pods": nil}, pending: map[string]*corev1.Pod{}}
+	srv := &fakeServer{static: map[string][]runtime.Object{"pods": nil}, pending: map[types.NamespacedName]*corev1.Pod{}}
 	var rest []runtime.Object
 	gangs := false
 	for _, o := range objs {
@@ -509,7 +510,7 @@ func newClient(objs []runtime.Object) *fakeServer {
 			srv.static["nodes"] = append(srv.static["nodes"], o)
 		case *corev1.Pod:
 			if p.Spec.NodeName == "" {
-				srv.pending[p.Namespace+"/"+p.Name] = p
+				srv.pending[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}] = p
 				continue
 			}
 			srv.static["pods"] = append(srv.static["pods"], o)
@@ -610,7 +611,7 @@ type fakeServer struct {
 	static map[string][]runtime.Object
 	// pending are the pending pods served outside the tracker, by
 	// namespace/name, until a write moves one into it.
-	pending map[string]*corev1.Pod
+	pending map[types.NamespacedName]*corev1.Pod
 }
 
 // takePending removes the pending pod ns/name from the objects served
@@ -618,8 +619,9 @@ type fakeServer struct {
 func (s *fakeServer) takePending(ns, name string) *corev1.Pod {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := s.pending[ns+"/"+name]
-	delete(s.pending, ns+"/"+name)
+	k := types.NamespacedName{Namespace: ns, Name: name}
+	p := s.pending[k]
+	delete(s.pending, k)
 	return p
 }
 
@@ -627,7 +629,7 @@ func (s *fakeServer) takePending(ns, name string) *corev1.Pod {
 func (s *fakeServer) putPending(pod *corev1.Pod) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.pending[pod.Namespace+"/"+pod.Name] = pod
+	s.pending[types.NamespacedName{Namespace: pod.Namespace, Name: pod.Name}] = pod
 }
 
 // share has the server serve, in place of each object it holds outside
@@ -635,8 +637,8 @@ func (s *fakeServer) putPending(pod *corev1.Pod) {
 // list shallowly (client-go's reflector), so until then the process held
 // two top-level structs of every node, slice, claim and running pod
 // where a real autoscaler holds one: 40 MB at L2-distinct, 80 MB at L4,
-// which the collector marked and RSS counted. An object the informers do not hold is kept.
-// It returns how many objects it swapped, of how many.
+// which the collector marked and RSS counted. An object the informers do
+// not hold is kept. It returns how many objects it swapped, of how many.
 func (s *fakeServer) share(state *observe.ClusterState) (shared, total int) {
 	held := map[string]map[string]runtime.Object{"nodes": {}, "pods": {}, "resourceslices": {}, "resourceclaims": {}}
 	add := func(resource string, o metav1.Object) {
@@ -670,7 +672,7 @@ func (s *fakeServer) share(state *observe.ClusterState) (shared, total int) {
 		total += len(objs)
 	}
 	for k, p := range s.pending {
-		if h, ok := held["pods"][k]; ok && h.(metav1.Object).GetUID() == p.UID {
+		if h, ok := held["pods"][k.String()]; ok && h.(metav1.Object).GetUID() == p.UID {
 			s.pending[k] = h.(*corev1.Pod)
 			shared++
 		}

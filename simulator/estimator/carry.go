@@ -203,20 +203,8 @@ func (e *Estimator) Carry(prev *Estimate, g TemplateGroup, dropped *Dropped) (*E
 // per round, not once per group.
 type Dropped struct {
 	pods  map[*v1.Pod]bool
-	runs  map[podRun]keptRun
-	lists map[runList]filtered
-}
-
-// podRun names a run's pods, and runList a list's runs, by their storage:
-// neither is ever written.
-type podRun struct {
-	at **v1.Pod
-	n  int
-}
-
-type runList struct {
-	at *unplacedRun
-	n  int
+	runs  map[sliceID[*v1.Pod]]keptRun // by the run's pods
+	lists map[sliceID[unplacedRun]]filtered
 }
 
 // keptRun is a run's pods less the dropped ones, and how many it dropped.
@@ -235,7 +223,7 @@ type filtered struct {
 
 // DroppedOf is the set of pods.
 func DroppedOf(pods []*v1.Pod) *Dropped {
-	d := &Dropped{pods: make(map[*v1.Pod]bool, len(pods)), runs: map[podRun]keptRun{}, lists: map[runList]filtered{}}
+	d := &Dropped{pods: make(map[*v1.Pod]bool, len(pods)), runs: map[sliceID[*v1.Pod]]keptRun{}, lists: map[sliceID[unplacedRun]]filtered{}}
 	for _, p := range pods {
 		d.pods[p] = true
 	}
@@ -256,7 +244,7 @@ func (d *Dropped) without(list UnplacedPods) filtered {
 	if len(list.runs) == 0 {
 		return filtered{}
 	}
-	key := runList{at: &list.runs[0], n: len(list.runs)}
+	key := idOf(list.runs)
 	if f, ok := d.lists[key]; ok {
 		return f
 	}
@@ -281,7 +269,7 @@ func (d *Dropped) without(list UnplacedPods) filtered {
 
 // run is pods less the dropped ones: pods itself when none is dropped.
 func (d *Dropped) run(pods []*v1.Pod) keptRun {
-	key := podRun{at: &pods[0], n: len(pods)}
+	key := idOf(pods)
 	if k, ok := d.runs[key]; ok {
 		return k
 	}

@@ -142,7 +142,7 @@ type pendingCopy struct {
 func (r *run) clone(pi *schedframework.PodInfo, n *hnode, t *transition) error {
 	r.res.Placements = append(r.res.Placements, Placement{Pod: pi.Pod, Node: n.name})
 	n.state = t.next
-	if from := usedListOf(n.used); t.usedAfter != nil && t.usedFrom == from {
+	if from := idOf(n.used); t.usedAfter != nil && t.usedFrom == from {
 		n.used = t.usedAfter
 	} else {
 		n.used = slices.Clip(n.used) // not written in place: it may be shared

@@ -56,22 +56,8 @@ type transition struct {
 	// usedFrom and usedAfter: the devices used (hnode.used) by the last
 	// node that took this placement, before (by its storage) and after.
 	// Nodes copied alike share the list rather than each building one.
-	usedFrom  usedList
+	usedFrom  sliceID[usedDevice]
 	usedAfter []usedDevice
-}
-
-// usedList names a node's list of used devices by its storage: lists a
-// copy shares (transition.usedAfter) are never written.
-type usedList struct {
-	at *usedDevice
-	n  int
-}
-
-func usedListOf(l []usedDevice) usedList {
-	if len(l) == 0 {
-		return usedList{}
-	}
-	return usedList{at: &l[0], n: len(l)}
 }
 
 func newMemo(enabled bool) *memo {

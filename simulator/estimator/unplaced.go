@@ -31,6 +31,21 @@ type unplacedRun struct {
 	limit  string
 }
 
+// sliceID names a slice by its storage, for slices never written once
+// shared (runs, lists of runs, used-device lists): the same ID, the same
+// elements. Empty slices have the zero ID.
+type sliceID[T any] struct {
+	at *T
+	n  int
+}
+
+func idOf[T any](s []T) sliceID[T] {
+	if len(s) == 0 {
+		return sliceID[T]{}
+	}
+	return sliceID[T]{at: &s[0], n: len(s)}
+}
+
 // Len is the number of unplaced pods.
 func (u UnplacedPods) Len() int { return u.n }
 
