@@ -16,7 +16,8 @@ import (
 //
 // Sets are reference counted: a device named by two allocations (a claim
 // both allocated and still pending, or inconsistent input) stays allocated
-// until both are gone.
+// until both are gone. The Refs maps count the names beyond the first
+// (refInc), so they are empty but for such devices.
 type allocatedIndex struct {
 	dedicated     sets.Set[structured.DeviceID]
 	dedicatedRefs map[structured.DeviceID]int
