@@ -120,7 +120,7 @@ func (p *Provider) Refresh(ctx context.Context) error {
 				}
 				g.instances[name] = inst
 				adopted[g] = append(adopted[g], node)
-				p.logger.Info("Adopted existing node", "nodeGroup", g.cfg.Name, "node", name)
+				p.logger.V(4).Info("Adopted existing node", "nodeGroup", g.cfg.Name, "node", name)
 			case !inst.registered && inst.live():
 				// Its boot goroutine created it and has not recorded
 				// that yet; it will find the work done.
@@ -132,6 +132,13 @@ func (p *Provider) Refresh(ctx context.Context) error {
 	}
 	p.mu.Unlock()
 
+	// One line per group: after a failover every node is adopted, and a
+	// line per node was ten thousand lines (and a hundredth of the pass).
+	for _, g := range p.groups {
+		if n := len(adopted[g]); n > 0 {
+			p.logger.Info("Adopted existing nodes", "nodeGroup", g.cfg.Name, "count", n)
+		}
+	}
 	if len(adopted) == 0 {
 		return nil
 	}

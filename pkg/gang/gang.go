@@ -13,6 +13,8 @@ import (
 	schedulingv1alpha3 "k8s.io/api/scheduling/v1alpha3"
 	schedulingv1beta1 "k8s.io/api/scheduling/v1beta1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/objorder"
 )
 
 // Gang is a gang PodGroup with its members.
@@ -161,7 +163,7 @@ func Split(pending, all []*corev1.Pod, groups []*schedulingv1beta1.PodGroup, com
 	for _, x := range waiting {
 		w = append(w, *x)
 	}
-	sort.Slice(w, func(i, j int) bool { return w[i].Namespace+"/"+w[i].Name < w[j].Namespace+"/"+w[j].Name })
+	sort.Slice(w, func(i, j int) bool { return objorder.Compare(w[i].Namespace, w[i].Name, w[j].Namespace, w[j].Name) < 0 })
 	return out, loose, w
 }
 

@@ -1,12 +1,15 @@
 package observe
 
 import (
+	"cmp"
 	"fmt"
-	"sort"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/objorder"
 )
 
 // PendingSelection are the knobs of Pending.
@@ -119,15 +122,14 @@ func Pending(pods []*corev1.Pod, sel PendingSelection, now time.Time) []*corev1.
 			out = append(out, p)
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		pi, pj := priority(out[i]), priority(out[j])
-		if pi != pj {
-			return pi > pj
+	slices.SortStableFunc(out, func(a, b *corev1.Pod) int {
+		if c := cmp.Compare(priority(b), priority(a)); c != 0 {
+			return c
 		}
-		if !out[i].CreationTimestamp.Equal(&out[j].CreationTimestamp) {
-			return out[i].CreationTimestamp.Before(&out[j].CreationTimestamp)
+		if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+			return c
 		}
-		return out[i].Namespace+"/"+out[i].Name < out[j].Namespace+"/"+out[j].Name
+		return objorder.Compare(a.Namespace, a.Name, b.Namespace, b.Name)
 	})
 	return out
 }

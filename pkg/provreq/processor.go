@@ -18,6 +18,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/gang"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/objorder"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/limits"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
@@ -205,7 +206,7 @@ func (p *Processor) Decide(ctx context.Context, in ProcessInput) (*Decisions, li
 		if !ti.Equal(&tj) {
 			return ti.Before(&tj)
 		}
-		return reqs[i].Namespace+"/"+reqs[i].Name < reqs[j].Namespace+"/"+reqs[j].Name
+		return objorder.Compare(reqs[i].Namespace, reqs[i].Name, reqs[j].Namespace, reqs[j].Name) < 0
 	})
 	consumed := boundConsumers(in.Pods)
 	seen := map[types.UID]bool{}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/objorder"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/drainability"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/eligibility"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/unneeded"
@@ -357,7 +358,9 @@ func (p *RemovalPlanner) screen(plan *RemovalPlan, pdbs *drainability.PDBs, g *R
 			left = append(left, bound)
 		}
 	}
-	sort.Slice(left, func(i, j int) bool { return left[i].Namespace+"/"+left[i].Name < left[j].Namespace+"/"+left[j].Name })
+	sort.Slice(left, func(i, j int) bool {
+		return objorder.Compare(left[i].Namespace, left[i].Name, left[j].Namespace, left[j].Name) < 0
+	})
 	for _, bound := range left {
 		out := rules.CheckOn(bound, pdbs.Covered(bound), ready)
 		switch out.Verdict {
