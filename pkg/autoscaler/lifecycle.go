@@ -29,9 +29,9 @@ const syncTimeout = 2 * time.Minute
 // Start starts what the passes read, once this replica leads: the
 // cluster's informers (their handlers making, as objects arrive, what a
 // pass would otherwise make while the user waits: pods' scheduler
-// PodInfos, slices' facts), ProvisioningRequests' when they are served,
-// CapacityReservations', CapacityBuffers' and the simulated scheduler's
-// own. Everything stops with ctx; Shutdown waits for it.
+// PodInfos, slices' facts, claims' allocation indexes),
+// ProvisioningRequests' when they are served, CapacityReservations',
+// CapacityBuffers' and the simulated scheduler's own. Everything stops with ctx; Shutdown waits for it.
 func (a *Autoscaler) Start(ctx context.Context) error {
 	client := a.env.Client
 	served, err := observe.Discover(client)
@@ -44,6 +44,10 @@ func (a *Autoscaler) Start(ctx context.Context) error {
 	}
 	slices := a.Runner.Snapshot().SliceWarmer()
 	if err := obs.OnSlices(slices.Warm, slices.Forget); err != nil {
+		return err
+	}
+	claims := a.Runner.Snapshot().ClaimWarmer()
+	if err := obs.OnClaims(claims.Warm, claims.Forget); err != nil {
 		return err
 	}
 	if err := obs.Start(ctx, syncTimeout); err != nil {

@@ -167,28 +167,39 @@ func (o *Observer) OnPods(fn func(*corev1.Pod)) error {
 // arrives. Call it before Start, which waits until warm has seen the
 // first list. Both run on the informer's goroutine: they must be quick.
 func (o *Observer) OnSlices(warm, gone func(*resourceapi.ResourceSlice)) error {
-	call := func(fn func(*resourceapi.ResourceSlice), obj any) {
+	return onObjects(o, o.factory.Resource().V1().ResourceSlices().Informer(), "slice", warm, gone)
+}
+
+// OnClaims is OnSlices for ResourceClaims (the snapshot indexes their
+// allocations as they arrive).
+func (o *Observer) OnClaims(warm, gone func(*resourceapi.ResourceClaim)) error {
+	return onObjects(o, o.factory.Resource().V1().ResourceClaims().Informer(), "claim", warm, gone)
+}
+
+// onObjects registers warm and gone with inf as OnSlices says.
+func onObjects[T any](o *Observer, inf cache.SharedIndexInformer, kind string, warm, gone func(T)) error {
+	call := func(fn func(T), obj any) {
 		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 			obj = d.Obj
 		}
-		if s, ok := obj.(*resourceapi.ResourceSlice); ok {
-			fn(s)
+		if x, ok := obj.(T); ok {
+			fn(x)
 		}
 	}
-	reg, err := o.factory.Resource().V1().ResourceSlices().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { call(warm, obj) },
 		UpdateFunc: func(old, obj any) { call(gone, old); call(warm, obj) },
 		DeleteFunc: func(obj any) { call(gone, obj) },
 	})
 	if err != nil {
-		return fmt.Errorf("slice handler: %w", err)
+		return fmt.Errorf("%s handler: %w", kind, err)
 	}
 	o.handlers = append(o.handlers, reg)
 	return nil
 }
 
 // Start starts the informers and waits for their caches, and for the
-// OnPods and OnSlices handlers to have seen them.
+// OnPods, OnSlices and OnClaims handlers to have seen them.
 func (o *Observer) Start(ctx context.Context, timeout time.Duration) error {
 	o.factory.Start(ctx.Done())
 	ctx, cancel := context.WithTimeout(ctx, timeout)

@@ -4,10 +4,12 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"sync"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/klog/v2"
 )
 
 // claimBase is the claims of the last LoadResourceClaims, indexed, kept
@@ -16,7 +18,7 @@ import (
 // allocated claims again, which walks every claim's allocation and cost
 // an idle pass more than anything else. It is a snapshot of its own
 // holding claims only, so that it indexes them exactly as any snapshot
-// does.
+// does. Its ClaimWarmer also indexes claims into it as they arrive.
 type claimBase struct {
 	snap *Snapshot
 	// loaded maps each claim's key to the object loaded for it and the
@@ -33,11 +35,86 @@ type loadedClaim struct {
 	listed uint64
 }
 
+// ClaimWarmer indexes claims into the snapshot's claim base as they
+// arrive (an informer handler calls Warm), for the next build to copy:
+// the first pass after a start (or a failover) would otherwise index
+// every allocated claim of the cluster while the user waits, 40,000 at
+// 10,000 GPU nodes, a fifth of a second. A build still loads exactly the
+// claims it lists (LoadResourceClaims): what Warm indexed of a claim not
+// listed, or of another object than the one listed, is undone there.
+// Unlike the snapshot, it is safe for concurrent use.
+type ClaimWarmer struct {
+	mu   sync.Mutex
+	base *claimBase
+}
+
+// ClaimWarmer returns the snapshot's warmer; it stays the snapshot's
+// across Reset.
+func (s *Snapshot) ClaimWarmer() *ClaimWarmer { return s.warm }
+
+// Warm indexes claim now. A claim that cannot be set is left to the
+// build, which reports it.
+func (w *ClaimWarmer) Warm(claim *resourceapi.ResourceClaim) {
+	if w == nil || claim == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b := w.baseFor(nil)
+	key := nsKey(claim.Namespace, claim.Name)
+	if l, ok := b.loaded[key]; ok && l.claim == claim {
+		return
+	}
+	if err := b.snap.SetResourceClaim(claim); err != nil {
+		return
+	}
+	// Marked as listed by the last load: the next one drops it unless
+	// it lists it too.
+	b.loaded[key] = loadedClaim{claim: claim, listed: b.loads}
+}
+
+// Forget drops a deleted claim, if the base holds that object of it.
+func (w *ClaimWarmer) Forget(claim *resourceapi.ResourceClaim) {
+	if w == nil || claim == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b := w.base
+	if b == nil {
+		return
+	}
+	key := nsKey(claim.Namespace, claim.Name)
+	if l, ok := b.loaded[key]; ok && l.claim == claim {
+		delete(b.loaded, key)
+		_ = b.snap.RemoveResourceClaim(claim.Namespace, claim.Name)
+	}
+}
+
+// baseFor returns the base, made anew when there is none or when it
+// honours other feature gates than user's (nil: any, as Warm cannot
+// know; the next build makes it anew if they differ). w.mu must be held.
+func (w *ClaimWarmer) baseFor(user *Snapshot) *claimBase {
+	if w.base != nil && (user == nil || w.base.snap.gates == user.gates) {
+		return w.base
+	}
+	logger := klog.Background()
+	if user != nil {
+		logger = user.logger
+	}
+	w.base = &claimBase{snap: New(logger), loaded: map[string]loadedClaim{}}
+	if user != nil {
+		w.base.snap.gates = user.gates
+	}
+	return w.base
+}
+
 // LoadResourceClaims sets claims into an empty snapshot (after Reset), as
 // SetResourceClaim of each would, indexing only the claims changed since
-// the last load (a lookup for each of the others) and copying the indexes. Claims that cannot be set are left out and
-// named in the error. In a snapshot holding claims, or with forks open,
-// it is SetResourceClaim of each.
+// the last load or warmed since (a lookup for each of the others) and
+// copying the indexes. Claims that cannot be set are left out and named in
+// the error. In a snapshot holding claims, or with forks open, it is
+// SetResourceClaim of each.
 func (s *Snapshot) LoadResourceClaims(claims []*resourceapi.ResourceClaim) error {
 	if len(s.claims) > 0 || s.j.depth() != 0 {
 		var errs []error
@@ -46,12 +123,10 @@ func (s *Snapshot) LoadResourceClaims(claims []*resourceapi.ResourceClaim) error
 		}
 		return errors.Join(errs...)
 	}
-	b := s.claimBase
-	if b == nil || b.snap.gates != s.gates {
-		b = &claimBase{snap: New(s.logger), loaded: map[string]loadedClaim{}}
-		b.snap.gates = s.gates
-		s.claimBase = b
-	}
+	w := s.warm
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b := w.baseFor(s)
 	err := b.load(claims)
 	src := b.snap
 	s.claims = maps.Clone(src.claims)

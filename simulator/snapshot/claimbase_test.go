@@ -19,7 +19,9 @@ import (
 // leaves the snapshot as setting every claim into a new one would: over
 // random builds where claims stay, go, come back, are replaced (other
 // devices, owners, pinned to no node, admin access, shared) or are listed
-// twice, and where the pass in between changed the snapshot's claims.
+// twice, where the pass in between changed the snapshot's claims, and
+// where the ClaimWarmer indexed, before the build, claims it lists,
+// versions it does not list and deletions.
 func TestLoadResourceClaimsAsFresh(t *testing.T) {
 	const driver = "gpu.example.com"
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -68,6 +70,21 @@ func TestLoadResourceClaimsAsFresh(t *testing.T) {
 			list = append(list, list[rng.IntN(len(list))]) // listed twice
 		}
 		rng.Shuffle(len(list), func(i, j int) { list[i], list[j] = list[j], list[i] })
+		w := s.ClaimWarmer()
+		for key := range 12 {
+			switch rng.IntN(6) {
+			case 0:
+				if c, ok := current[key]; ok {
+					w.Warm(c) // arrived, then listed
+				}
+			case 1:
+				w.Warm(claim(key)) // a version the build does not list
+			case 2:
+				if c, ok := current[key]; ok {
+					w.Forget(c) // deleted, yet listed (the list is older)
+				}
+			}
+		}
 
 		mustOK(t, s.Reset())
 		if err := s.LoadResourceClaims(list); err != nil {
@@ -89,6 +106,45 @@ func TestLoadResourceClaimsAsFresh(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Warm runs on an informer's goroutine while passes build: the race
+// detector (make test runs this package with it) sees their accesses,
+// and every build is still as fresh.
+func TestClaimWarmerConcurrentWithBuilds(t *testing.T) {
+	const driver = "gpu.example.com"
+	claims := make([]*resourceapi.ResourceClaim, 200)
+	for i := range claims {
+		node := fmt.Sprintf("n%d", i%4)
+		claims[i] = builder.Claim("ns", fmt.Sprintf("c%d", i)).Request(builder.Request("gpu", "gpu")).
+			Allocated(node, builder.AllocatedDevice("gpu", driver, node, fmt.Sprintf("gpu-%d", i/4))).Obj()
+	}
+	s := newTestSnapshot(t)
+	w := s.ClaimWarmer()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i, c := range claims {
+			w.Warm(c)
+			if i%3 == 0 {
+				w.Forget(c)
+			}
+		}
+	}()
+	fresh := newTestSnapshot(t)
+	for _, c := range claims {
+		mustOK(t, fresh.SetResourceClaim(c))
+	}
+	for range 20 {
+		mustOK(t, s.Reset())
+		if err := s.LoadResourceClaims(claims); err != nil {
+			t.Fatal(err)
+		}
+		if diff := claimsDiff(s, fresh); diff != "" {
+			t.Fatalf("loaded differs from fresh: %s", diff)
+		}
+	}
+	<-done
 }
 
 // claimsDiff compares what the snapshots' readers see of their claims.

@@ -104,8 +104,8 @@ type Snapshot struct {
 	// facts memoises what LocalDevices reads of slices (not content); it
 	// outlives Reset.
 	facts *sliceFacts
-	// claimBase: see LoadResourceClaims; it outlives Reset.
-	claimBase *claimBase
+	// warm holds the claim base (LoadResourceClaims); it outlives Reset.
+	warm *ClaimWarmer
 }
 
 type placedPod struct {
@@ -127,6 +127,7 @@ func New(logger klog.Logger) *Snapshot {
 		},
 		logger:        logger,
 		facts:         &sliceFacts{arrived: &SliceWarmer{}},
+		warm:          &ClaimWarmer{},
 		nodes:         map[string]*framework.NodeInfo{},
 		all:           newOrderedList[fwk.NodeInfo](),
 		affinity:      newOrderedList[fwk.NodeInfo](),
@@ -190,9 +191,9 @@ func (s *Snapshot) Reset() error {
 	if s.j.depth() != 0 {
 		return fmt.Errorf("reset snapshot: %d forks still open", s.j.depth())
 	}
-	facts, base, seq, epoch := s.facts, s.claimBase, s.genSeq, s.epoch
+	facts, warm, seq, epoch := s.facts, s.warm, s.genSeq, s.epoch
 	*s = *New(s.logger)
-	s.facts, s.claimBase = facts, base
+	s.facts, s.warm = facts, warm
 	s.facts.reset()
 	s.genSeq, s.epoch = seq, epoch+1
 	s.touch("")
