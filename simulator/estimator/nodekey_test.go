@@ -1,6 +1,7 @@
 package estimator
 
 import (
+	"fmt"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -176,3 +177,53 @@ func TestKeyable(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// OfAll makes, side by side, the keys Of makes one by one: over enough
+// nodes to run on several goroutines (the race detector, which make test
+// runs this package with, sees them), in a few kinds told apart by what a
+// filter reads, some keyed before OfAll is asked (kept) and one like no
+// other.
+func TestNodeKeysOfAll(t *testing.T) {
+	var objs []any
+	var names []string
+	for i := range 3 * minParallelKeys {
+		k := newKeyNode(fmt.Sprintf("n%d", i))
+		switch i % 3 {
+		case 1:
+			k.claim.Status.Allocation.Devices.Results[0].Device = "gpu-1"
+		case 2:
+			k.node.Labels["zone"] = "z2"
+		}
+		if i == 7 {
+			k.pod.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{TopologyKey: corev1.LabelHostname}}}}
+		}
+		objs = append(objs, k.objs()...)
+		names = append(names, k.node.Name)
+	}
+	snap := snapshot.New(ktesting.NewLogger(t, ktesting.DefaultConfig))
+	snapshottest.Load(t, snap, objs...)
+	one, err := NewNodeKeys(snap, nil, nil)
+	if err != nil || one == nil {
+		t.Fatalf("NewNodeKeys: %v, %v", one, err)
+	}
+	all, _ := NewNodeKeys(snap, nil, nil)
+	for _, n := range names[:10] {
+		all.Of(n)
+	}
+	got := all.OfAll(names)
+	kinds := map[string]bool{}
+	for i, n := range names {
+		want := one.Of(n)
+		if got[i] != want {
+			t.Fatalf("OfAll's key of %s differs from Of's", n)
+		}
+		if again := all.Of(n); again != want {
+			t.Fatalf("Of after OfAll differs for %s", n)
+		}
+		kinds[want] = true
+	}
+	if len(kinds) != 4 || !kinds[""] {
+		t.Errorf("%d kinds of key (with none: %v), want 3 kinds and none", len(kinds), kinds[""])
+	}
+}

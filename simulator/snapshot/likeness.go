@@ -25,7 +25,8 @@ type LocalDevices struct {
 // slices not bound to a node exist (any node may draw on them), a pool
 // of the node spans generations, or a device may be shared between
 // claims (its shares and consumed capacity are not described here).
-// Not safe for concurrent use: it memoises what it reads of each slice.
+// Like the other reads, it may run concurrently with reads (the memo of
+// what it reads of each slice is locked), never with a mutation.
 func (s *Snapshot) LocalDevices(node string) (devs LocalDevices, ok bool) {
 	if len(s.slicesOfNode[""]) > 0 {
 		return LocalDevices{}, false
@@ -56,7 +57,7 @@ func (s *Snapshot) LocalDevices(node string) (devs LocalDevices, ok bool) {
 // pool named after node renamed "". It is memoised with what
 // LocalDevices reads, so that the other keys made of nodes' slices (the
 // stranded-capacity analyzer's) do not encode the slices again. ok is
-// false when the slice cannot be encoded. Not safe for concurrent use.
+// false when the slice cannot be encoded.
 func (s *Snapshot) SliceDigest(slice *resourceapi.ResourceSlice, node string) (digest [sha256.Size]byte, ok bool) {
 	f, ok := s.facts.of(slice, node)
 	return f.digest, ok
@@ -75,7 +76,7 @@ func SliceDeviceIDs(slice *resourceapi.ResourceSlice) []structured.DeviceID {
 // LocalDevices reads: MakeDeviceID interns three strings per device, and
 // the per-node readers (stranded capacity, utilization) look up every
 // device of thousands of nodes every pass. node is the node the slice is
-// bound to. Not safe for concurrent use.
+// bound to.
 func (s *Snapshot) DeviceIDs(slice *resourceapi.ResourceSlice, node string) []structured.DeviceID {
 	if f, ok := s.facts.of(slice, node); ok {
 		return f.ids

@@ -19,6 +19,9 @@ import (
 // no build read since the last keepResets resets is dropped. Slices new
 // to a build take the facts their SliceWarmer made as they arrived.
 type sliceFacts struct {
+	// mu: LocalDevices, a read, may run on several goroutines at once
+	// (estimator.NodeKeys.OfAll), and reading a fact records it read.
+	mu    sync.Mutex
 	facts map[*resourceapi.ResourceSlice]keptFact
 	// resets counts Reset calls: the age of a fact is how many ago it
 	// was last read.
@@ -51,6 +54,8 @@ type sliceFact struct {
 // of returns slice's facts; ok is false when the slice cannot be
 // digested.
 func (m *sliceFacts) of(slice *resourceapi.ResourceSlice, node string) (sliceFact, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	if f, ok := m.facts[slice]; ok {
 		if f.read != m.resets {
 			f.read = m.resets
@@ -75,6 +80,8 @@ func (m *sliceFacts) of(slice *resourceapi.ResourceSlice, node string) (sliceFac
 // reset starts a new build: facts read within the last keepResets
 // resets are kept for it.
 func (m *sliceFacts) reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.resets++
 	for slice, f := range m.facts {
 		if m.resets-f.read > keepResets {

@@ -114,6 +114,8 @@ type Keys interface {
 	// Of returns node's key in its current state, "" for a node like no
 	// other.
 	Of(node string) string
+	// OfAll is Of of each node (made side by side where it can be).
+	OfAll(nodes []string) []string
 }
 
 // maxSweeps bounds the passes over the pods: a pod with inter-pod

@@ -72,8 +72,7 @@ func (r *keyReps) list(s *sweeper) []string {
 func (r *keyReps) build(s *sweeper, shared uint64) {
 	*r = keyReps{keys: make([]string, len(s.candidates)), first: map[string]int{}, count: map[string]int{},
 		keyless: map[int]bool{}, synced: len(s.changes), shared: shared}
-	for i, n := range s.candidates {
-		k := s.opts.Keys.Of(n)
+	for i, k := range s.opts.Keys.OfAll(s.candidates) {
 		r.keys[i] = k
 		r.add(i, k)
 	}
