@@ -1,20 +1,18 @@
 package estimator
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"hash"
 	"io"
 	"maps"
-	goruntime "runtime"
 	"slices"
 	"strconv"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/internal/parallel"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/shortcut"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
@@ -108,8 +106,7 @@ func (k *NodeKeys) Of(node string) string {
 	return key
 }
 
-// minParallelKeys is the fewest keys OfAll makes on more than one
-// goroutine.
+// minParallelKeys is how many keys OfAll makes per goroutine at least.
 const minParallelKeys = 256
 
 // OfAll is Of of each node, the keys not known yet made on as many
@@ -148,14 +145,7 @@ func (k *NodeKeys) OfAll(nodes []string) []string {
 			return sum, ok
 		})
 	}
-	workers := min(goruntime.GOMAXPROCS(0), len(todo)/minParallelKeys+1)
-	if workers <= 1 {
-		for j := range todo {
-			key(j)
-		}
-	} else {
-		workqueue.ParallelizeUntil(context.Background(), workers, len(todo), key, workqueue.WithChunkSize(64))
-	}
+	parallel.Each(len(todo), minParallelKeys, key)
 	for j, i := range todo {
 		if m := made[j]; m.node != nil {
 			k.objects[m.node] = m.sum

@@ -17,6 +17,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/internal/parallel"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
 
@@ -131,7 +132,24 @@ func NewShapes(retention time.Duration) *Shapes {
 	return &Shapes{retention: retention, seen: map[string]seenShape{}, byPod: map[types.UID]podShape{}, byContent: map[string]*Shape{}}
 }
 
-// Observe records the shapes of pods at now.
+// minParallelPods is how many pods Observe reads per goroutine at least.
+const minParallelPods = 1024
+
+// podRead is what Observe read of one pod, side by side with the others.
+type podRead struct {
+	from []any
+	// kept is the pod's shape when its claim objects are those it was
+	// made from; otherwise specs and key (contentKey) describe it.
+	kept  *Shape
+	hit   bool
+	specs []resourceapi.ResourceClaimSpec
+	key   []byte
+	err   error
+}
+
+// Observe records the shapes of pods at now. What a pod's shape is made
+// of is read from the snapshot on several goroutines (reads only: 60,000
+// pods at the largest benchmark), then recorded in order.
 func (s *Shapes) Observe(snap *snapshot.Snapshot, pods []*v1.Pod, now time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -139,14 +157,28 @@ func (s *Shapes) Observe(snap *snapshot.Snapshot, pods []*v1.Pod, now time.Time)
 	if len(s.byPod) == 0 {
 		s.byPod = make(map[types.UID]podShape, len(pods)) // sized once, not grown pod by pod
 	}
+	var claiming []*v1.Pod
 	for _, p := range pods {
-		if len(p.Spec.ResourceClaims) == 0 {
-			continue
+		if len(p.Spec.ResourceClaims) > 0 {
+			claiming = append(claiming, p)
 		}
-		from := claimObjects(snap, p)
-		c, ok := s.byPod[p.UID]
-		if !ok || !slices.Equal(c.from, from) {
-			c = podShape{from: from, shape: s.shapeOf(claimSpecs(snap, p, true))}
+	}
+	read := make([]podRead, len(claiming))
+	parallel.Each(len(claiming), minParallelPods, func(i int) {
+		p, o := claiming[i], &read[i]
+		o.from = claimObjects(snap, p)
+		if c, ok := s.byPod[p.UID]; ok && slices.Equal(c.from, o.from) {
+			o.kept, o.hit = c.shape, true
+			return
+		}
+		o.specs = claimSpecs(snap, p, true)
+		o.key, o.err = contentKey(o.specs)
+	})
+	for i, p := range claiming {
+		o := &read[i]
+		c := podShape{from: o.from, shape: o.kept}
+		if !o.hit {
+			c.shape = s.shapeOf(o.specs, o.key, o.err)
 		}
 		c.seen = s.observed
 		s.byPod[p.UID] = c
@@ -157,19 +189,29 @@ func (s *Shapes) Observe(snap *snapshot.Snapshot, pods []*v1.Pod, now time.Time)
 	maps.DeleteFunc(s.byPod, func(_ types.UID, c podShape) bool { return c.seen != s.observed })
 }
 
-// shapeOf is NewShape(specs...), nil for no specs, kept by content.
-func (s *Shapes) shapeOf(specs []resourceapi.ResourceClaimSpec) *Shape {
-	if len(specs) == 0 {
-		return nil
-	}
+// contentKey is the protobuf encoding of specs, each preceded by its
+// length: shapes are kept by it (byContent).
+func contentKey(specs []resourceapi.ResourceClaimSpec) ([]byte, error) {
 	var key []byte
 	for i := range specs {
 		b, err := specs[i].Marshal()
 		if err != nil {
-			return NewShape(specs...)
+			return nil, err
 		}
 		key = binary.AppendUvarint(key, uint64(len(b)))
 		key = append(key, b...)
+	}
+	return key, nil
+}
+
+// shapeOf is NewShape(specs...), nil for no specs, kept by content (key,
+// contentKey's; err, its error, keeps nothing).
+func (s *Shapes) shapeOf(specs []resourceapi.ResourceClaimSpec, key []byte, err error) *Shape {
+	if len(specs) == 0 {
+		return nil
+	}
+	if err != nil {
+		return NewShape(specs...)
 	}
 	if sh, ok := s.byContent[string(key)]; ok {
 		return sh

@@ -1,6 +1,7 @@
 package fragmentation
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -68,5 +69,52 @@ func TestShapesByContent(t *testing.T) {
 	}
 	if got := len(s.Active(time.Unix(0, 0))); got != 3 {
 		t.Errorf("%d shapes, want 3", got)
+	}
+}
+
+// Over enough pods to be read on several goroutines (the race detector,
+// which make test runs this package with, sees them), every pod gets the
+// shape ShapeOf gives it, kept pods keep theirs and a pod whose claim
+// changed gets the new one.
+func TestShapesObserveMany(t *testing.T) {
+	r, _ := newRunner(t)
+	specs := []struct {
+		profile string
+		count   int64
+	}{{"1g", 1}, {"1g", 2}, {"whole", 1}}
+	var claims []any
+	var pods []*v1.Pod
+	for i := range 3 * minParallelPods {
+		name := fmt.Sprintf("p%d", i)
+		sp := specs[i%len(specs)]
+		claims = append(claims, builder.Claim(ns, name).Request(profile("gpu", sp.profile).Count(sp.count)).Obj())
+		pods = append(pods, builder.Pod(ns, name).Claim("dev", name).Obj())
+	}
+	load(t, r, migNode("n1"), claims)
+	s := NewShapes(time.Hour)
+	check := func(when string) {
+		t.Helper()
+		for _, p := range pods {
+			want, ok := ShapeOf(r.Snapshot(), p, true)
+			got := s.byPod[p.UID].shape
+			if !ok || got == nil || got.Key != want.Key {
+				t.Fatalf("%s: pod %s has shape %v, want %v", when, p.Name, got, want)
+			}
+		}
+		if n := len(s.Active(time.Unix(0, 0))); n != len(specs) {
+			t.Fatalf("%s: %d shapes, want %d", when, n, len(specs))
+		}
+	}
+	s.Observe(r.Snapshot(), pods, time.Unix(0, 0))
+	check("first")
+	kept := s.byPod[pods[0].UID].shape
+	// p1's claim is replaced by one with p0's spec.
+	if err := r.Snapshot().SetResourceClaim(builder.Claim(ns, "p1").Request(profile("gpu", "1g").Count(1)).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	s.Observe(r.Snapshot(), pods, time.Unix(0, 0))
+	check("again")
+	if s.byPod[pods[0].UID].shape != kept || s.byPod[pods[1].UID].shape != kept {
+		t.Error("an unchanged pod's shape made again, or a changed one's not shared by content")
 	}
 }
