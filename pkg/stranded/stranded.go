@@ -20,6 +20,10 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
 
+// measureAhead is how many nodes the meter has measured at once
+// (fragmentation.Analyzer.MeasureAhead) before it analyses them one by one.
+const measureAhead = 1024
+
 // Meter keeps the last figures of every node across passes, so that a
 // pass cut short by the budget still reports every node (those not
 // reached with their previous figures) and the next pass starts where it
@@ -97,12 +101,22 @@ func (s *Meter) Run(ctx context.Context, in MeterInput, now time.Time) *Figures 
 		s.cursor = 0
 	}
 	calls := s.analyzer.Calls
+	var ahead []string
 	for i := range nodes {
 		if i > 0 && s.clock().Sub(start) > s.budget {
 			s.cursor = (s.cursor + i) % len(nodes)
 			logger.V(2).Info("Stranded-capacity budget spent; the other nodes keep their last figures",
 				"measured", i, "nodes", len(nodes), "budget", s.budget)
 			break
+		}
+		if i%measureAhead == 0 {
+			// The next nodes' states are read side by side; a batch at a
+			// time, so that the budget still bounds the pass.
+			ahead = ahead[:0]
+			for j := i; j < min(i+measureAhead, len(nodes)); j++ {
+				ahead = append(ahead, nodes[(s.cursor+j)%len(nodes)])
+			}
+			s.analyzer.MeasureAhead(ahead)
 		}
 		node := nodes[(s.cursor+i)%len(nodes)]
 		nr, err := s.analyzer.Node(ctx, node, shapes)

@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/internal/parallel"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/shortcut"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
@@ -171,11 +172,7 @@ func (a *Analyzer) Node(ctx context.Context, node string, shapes []*Shape) (Node
 // the stranded-capacity meter measures every node every pass.
 func (a *Analyzer) measure(node string) (state, error) {
 	snap := a.snap()
-	if e := snap.Epoch(); e != a.epoch {
-		a.epoch = e
-		a.byGen = map[genKey]state{}
-		a.sliceKeys = map[*resourceapi.ResourceSlice]string{}
-	}
+	a.turn(snap)
 	gk := genKey{node, snap.NodeGen(node)}
 	if st, ok := a.byGen[gk]; ok {
 		return st, nil
@@ -193,6 +190,18 @@ func (a *Analyzer) measure(node string) (state, error) {
 
 // measureState is measure by the node's DeviceState.
 func (a *Analyzer) measureState(node string) (state, error) {
+	k, m, hit, err := a.read(node, a.sliceKey)
+	if err != nil || hit {
+		return m.st, err
+	}
+	a.keep(k, m)
+	return m.st, nil
+}
+
+// read is measureState without writing a memo (safe to run concurrently
+// with itself and with snapshot reads): the node's key in states, what
+// was measured, and whether states held it already.
+func (a *Analyzer) read(node string, sliceKey func(*resourceapi.ResourceSlice, string) string) (measuredKey, measured, bool, error) {
 	snap := a.snap()
 	ds := snap.DeviceState(node)
 	var obj *v1.Node
@@ -201,11 +210,11 @@ func (a *Analyzer) measureState(node string) (state, error) {
 	}
 	k := measuredKey{node, ds.Node, ds.Shared}
 	if m, ok := a.states[k]; ok && m.node == obj && slices.Equal(m.slices, ds.Slices) {
-		return m.st, nil
+		return k, m, true, nil
 	}
-	st, err := measure(snap, node, ds.Slices, a.sliceKey)
+	st, err := measure(snap, node, ds.Slices, sliceKey)
 	if err != nil {
-		return state{}, err
+		return k, measured{}, false, err
 	}
 	if !a.admits(obj) {
 		// The probes are the profile's pods too: on a node its
@@ -215,11 +224,82 @@ func (a *Analyzer) measureState(node string) (state, error) {
 		// answers).
 		st.key += "|not admitted"
 	}
+	return k, measured{slices: ds.Slices, node: obj, st: st}, false, nil
+}
+
+func (a *Analyzer) keep(k measuredKey, m measured) {
 	if len(a.states) >= maxMemo {
 		a.states = map[measuredKey]measured{}
 	}
-	a.states[k] = measured{slices: ds.Slices, node: obj, st: st}
-	return st, nil
+	a.states[k] = m
+}
+
+// minParallelNodes is how many nodes MeasureAhead reads per goroutine at
+// least.
+const minParallelNodes = 256
+
+// MeasureAhead measures, side by side, the nodes not measured at their
+// current generation, for the next Node or Rank calls to find: the
+// stranded-capacity meter asks about every node of the cluster in turn,
+// and measuring one only reads the snapshot. Errors are left for Node to
+// meet and report.
+func (a *Analyzer) MeasureAhead(nodes []string) {
+	if !a.Shortcuts.On(shortcut.AnalyzerCache) {
+		return // every answer made afresh: nothing would be found
+	}
+	snap := a.snap()
+	a.turn(snap)
+	type ahead struct {
+		gk  genKey
+		k   measuredKey
+		m   measured
+		hit bool
+		err error
+	}
+	var todo []ahead
+	for _, n := range nodes {
+		gk := genKey{n, snap.NodeGen(n)}
+		if _, ok := a.byGen[gk]; !ok {
+			todo = append(todo, ahead{gk: gk})
+		}
+	}
+	// Slice keys not memoised are made, not kept, meanwhile.
+	sliceKey := func(s *resourceapi.ResourceSlice, node string) string {
+		if !strings.HasPrefix(s.Spec.Pool.Name, node+"/") {
+			if d, ok := snap.SliceDigest(s, node); ok {
+				return string(d[:])
+			}
+		}
+		if k, ok := a.sliceKeys[s]; ok {
+			return k
+		}
+		return sliceContentKey(s)
+	}
+	parallel.Each(len(todo), minParallelNodes, func(j int) {
+		t := &todo[j]
+		t.k, t.m, t.hit, t.err = a.read(t.gk.node, sliceKey)
+	})
+	for _, t := range todo {
+		if t.err != nil {
+			continue
+		}
+		if !t.hit {
+			a.keep(t.k, t.m)
+		}
+		if len(a.byGen) >= maxMemo {
+			a.byGen = map[genKey]state{}
+		}
+		a.byGen[t.gk] = t.m.st
+	}
+}
+
+// turn drops the memos no Reset outlives when snap was reset since.
+func (a *Analyzer) turn(snap *snapshot.Snapshot) {
+	if e := snap.Epoch(); e != a.epoch {
+		a.epoch = e
+		a.byGen = map[genKey]state{}
+		a.sliceKeys = map[*resourceapi.ResourceSlice]string{}
+	}
 }
 
 // admits says whether the profile's addedAffinity, which the probes get

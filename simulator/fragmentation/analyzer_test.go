@@ -328,3 +328,46 @@ func TestMeasureKeptAcrossPasses(t *testing.T) {
 		last = st.free
 	}
 }
+
+// MeasureAhead reads nodes side by side (the race detector, which make
+// test runs this package with, sees it) and the reports are those an
+// analyzer measuring one node at a time gives; a node changed since is
+// measured again.
+func TestMeasureAhead(t *testing.T) {
+	r, ctx := newRunner(t)
+	var objs [][]any
+	var names []string
+	for i := range 3 * minParallelNodes {
+		name := fmt.Sprintf("n%d", i)
+		if i%2 == 0 {
+			objs = append(objs, migNode(name))
+		} else {
+			objs = append(objs, plainNode(name, 1+i%4))
+		}
+		names = append(names, name)
+	}
+	load(t, r, objs...)
+	for i, tmpl := range []string{"s2", "s3", "s4"} {
+		place(t, ctx, r, fmt.Sprintf("p%d", i), tmpl, names[2*i])
+	}
+	sh := shapes(t, r, "s2", "s3")
+	ahead, one := NewAnalyzer(r), NewAnalyzer(r)
+	ahead.MeasureAhead(names)
+	if len(ahead.byGen) != len(names) {
+		t.Fatalf("%d nodes measured ahead, want %d", len(ahead.byGen), len(names))
+	}
+	place(t, ctx, r, "late", "s2", names[6]) // changed after: measured again
+	for _, n := range names {
+		got, err := ahead.Node(ctx, n, sh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := one.Node(ctx, n, sh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s: measured ahead %+v, one by one %+v", n, got, want)
+		}
+	}
+}
