@@ -181,11 +181,15 @@ func (a *Analyzer) measure(node string) (state, error) {
 	if err != nil {
 		return state{}, err
 	}
+	a.keepGen(gk, st)
+	return st, nil
+}
+
+func (a *Analyzer) keepGen(gk genKey, st state) {
 	if len(a.byGen) >= maxMemo {
 		a.byGen = map[genKey]state{}
 	}
 	a.byGen[gk] = st
-	return st, nil
 }
 
 // measureState is measure by the node's DeviceState.
@@ -264,17 +268,7 @@ func (a *Analyzer) MeasureAhead(nodes []string) {
 		}
 	}
 	// Slice keys not memoised are made, not kept, meanwhile.
-	sliceKey := func(s *resourceapi.ResourceSlice, node string) string {
-		if !strings.HasPrefix(s.Spec.Pool.Name, node+"/") {
-			if d, ok := snap.SliceDigest(s, node); ok {
-				return string(d[:])
-			}
-		}
-		if k, ok := a.sliceKeys[s]; ok {
-			return k
-		}
-		return sliceContentKey(s)
-	}
+	sliceKey := func(s *resourceapi.ResourceSlice, node string) string { return a.sliceKeyOf(s, node, false) }
 	parallel.Each(len(todo), minParallelNodes, func(j int) {
 		t := &todo[j]
 		t.k, t.m, t.hit, t.err = a.read(t.gk.node, sliceKey)
@@ -286,10 +280,7 @@ func (a *Analyzer) MeasureAhead(nodes []string) {
 		if !t.hit {
 			a.keep(t.k, t.m)
 		}
-		if len(a.byGen) >= maxMemo {
-			a.byGen = map[genKey]state{}
-		}
-		a.byGen[t.gk] = t.m.st
+		a.keepGen(t.gk, t.m.st)
 	}
 }
 
@@ -318,6 +309,12 @@ func (a *Analyzer) admits(node *v1.Node) bool {
 // pools named "<node>/<pool>" (hypothetical nodes' second pools) are
 // hashed here without their name, which relativePool keys apart.
 func (a *Analyzer) sliceKey(s *resourceapi.ResourceSlice, node string) string {
+	return a.sliceKeyOf(s, node, true)
+}
+
+// sliceKeyOf is sliceKey, memoising what it makes only if keep (without,
+// it is safe to run concurrently with itself).
+func (a *Analyzer) sliceKeyOf(s *resourceapi.ResourceSlice, node string, keep bool) string {
 	if !strings.HasPrefix(s.Spec.Pool.Name, node+"/") {
 		if d, ok := a.snap().SliceDigest(s, node); ok {
 			return string(d[:])
@@ -325,6 +322,9 @@ func (a *Analyzer) sliceKey(s *resourceapi.ResourceSlice, node string) string {
 	}
 	if k, ok := a.sliceKeys[s]; ok {
 		return k
+	}
+	if !keep {
+		return sliceContentKey(s)
 	}
 	if len(a.sliceKeys) >= maxMemo {
 		a.sliceKeys = map[*resourceapi.ResourceSlice]string{}

@@ -119,7 +119,8 @@ type Shapes struct {
 type podShape struct {
 	from  []any
 	shape *Shape
-	seen  uint64
+	// observed is the Observe call that saw the pod last.
+	observed uint64
 }
 
 type seenShape struct {
@@ -180,13 +181,13 @@ func (s *Shapes) Observe(snap *snapshot.Snapshot, pods []*v1.Pod, now time.Time)
 		if !o.hit {
 			c.shape = s.shapeOf(o.specs, o.key, o.err)
 		}
-		c.seen = s.observed
+		c.observed = s.observed
 		s.byPod[p.UID] = c
 		if c.shape != nil {
 			s.seen[c.shape.Key] = seenShape{shape: c.shape, last: now}
 		}
 	}
-	maps.DeleteFunc(s.byPod, func(_ types.UID, c podShape) bool { return c.seen != s.observed })
+	maps.DeleteFunc(s.byPod, func(_ types.UID, c podShape) bool { return c.observed != s.observed })
 }
 
 // contentKey is the protobuf encoding of specs, each preceded by its

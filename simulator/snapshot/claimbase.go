@@ -38,8 +38,8 @@ type loadedClaim struct {
 // ClaimWarmer indexes claims into the snapshot's claim base as they
 // arrive (an informer handler calls Warm), for the next build to copy:
 // the first pass after a start (or a failover) would otherwise index
-// every allocated claim of the cluster while the user waits, 40,000 at
-// 10,000 GPU nodes, a fifth of a second. A build still loads exactly the
+// every allocated claim of the cluster while the user waits (40,000 at
+// 10,000 GPU nodes: 0.16 s). A build still loads exactly the
 // claims it lists (LoadResourceClaims): what Warm indexed of a claim not
 // listed, or of another object than the one listed, is undone there.
 // Unlike the snapshot, it is safe for concurrent use.
