@@ -330,25 +330,32 @@ func TestMeasureKeptAcrossPasses(t *testing.T) {
 }
 
 // MeasureAhead reads nodes side by side (the race detector, which make
-// test runs this package with, sees it) and the reports are those an
-// analyzer measuring one node at a time gives; a node changed since is
-// measured again.
+// test runs this package with, sees it: shared devices' consumed capacity
+// included, whose quantities the snapshot holds) and the reports are
+// those an analyzer measuring one node at a time gives; a node changed
+// since is measured again.
 func TestMeasureAhead(t *testing.T) {
 	r, ctx := newRunner(t)
 	var objs [][]any
 	var names []string
 	for i := range 3 * minParallelNodes {
 		name := fmt.Sprintf("n%d", i)
-		if i%2 == 0 {
+		switch i % 3 {
+		case 0:
 			objs = append(objs, migNode(name))
-		} else {
+		case 1:
 			objs = append(objs, plainNode(name, 1+i%4))
+		default:
+			objs = append(objs, sharedNode(name))
 		}
 		names = append(names, name)
 	}
 	load(t, r, objs...)
 	for i, tmpl := range []string{"s2", "s3", "s4"} {
-		place(t, ctx, r, fmt.Sprintf("p%d", i), tmpl, names[2*i])
+		place(t, ctx, r, fmt.Sprintf("p%d", i), tmpl, names[3*i])
+	}
+	for i := range 2 * minParallelNodes {
+		place(t, ctx, r, fmt.Sprintf("m%d", i), "mem20", names[3*(i%minParallelNodes)+2])
 	}
 	sh := shapes(t, r, "s2", "s3")
 	ahead, one := NewAnalyzer(r), NewAnalyzer(r)

@@ -147,7 +147,11 @@ func measure(snap *snapshot.Snapshot, node string, nodeSlices []*resourceapi.Res
 					left := total
 					if q := consumed[name]; q != nil {
 						left -= q.AsApproximateFloat64()
-						fmt.Fprintf(h, "%d:%s=%s|", i, name, q.String())
+						// q is the snapshot's, and measure may run on
+						// several goroutines (MeasureAhead): String
+						// would cache its text in it.
+						number, suffix := q.CanonicalizeBytes(nil)
+						fmt.Fprintf(h, "%d:%s=%s%s|", i, name, number, suffix)
 					}
 					r := CapacityResource(driver, name)
 					st.total[r] += total
