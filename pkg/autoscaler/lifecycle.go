@@ -31,7 +31,8 @@ const syncTimeout = 2 * time.Minute
 // pass would otherwise make while the user waits: pods' scheduler
 // PodInfos, slices' facts, claims' allocation indexes),
 // ProvisioningRequests' when they are served, CapacityReservations',
-// CapacityBuffers' and the simulated scheduler's own. Everything stops with ctx; Shutdown waits for it.
+// CapacityBuffers' and the simulated scheduler's own. Everything stops
+// with ctx; Shutdown waits for it.
 func (a *Autoscaler) Start(ctx context.Context) error {
 	client := a.env.Client
 	served, err := observe.Discover(client)

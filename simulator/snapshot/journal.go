@@ -195,9 +195,8 @@ func innerSet[K, K2 comparable](j *journal, m map[K]sets.Set[K2], k K) sets.Set[
 // first. Counting (rather than plain insert/delete) keeps the set right
 // when two claims name the same device, e.g. a claim that is both
 // allocated and still pending; counting only the extra names keeps the
-// common case, one claim per device, to the set alone (a second map of
-// every allocated device cost a tenth of writing a claim at 10,000
-// nodes).
+// common case, one claim per device, to the set alone (the count map was
+// written, and journaled, for every device of every claim written).
 func refInc[K comparable](j *journal, extra map[K]int, set sets.Set[K], k K) {
 	if !set.Has(k) {
 		put(j, set, k, sets.Empty{})
