@@ -99,7 +99,7 @@ func (s *sweeper) blame(cs *classState, got, want string) shortcut.Name {
 	switch {
 	case want != "" && s.ruledOutByKey(cs, want):
 		return shortcut.NodeKeys
-	case want != "" && cs != nil && (cs.hopeless || cs.closed[want]):
+	case want != "" && cs != nil && (cs.hopeless || s.isClosed(cs, want)):
 		return shortcut.FitClasses
 	case got != "" && s.copied:
 		return shortcut.PlacementCopy
@@ -175,7 +175,7 @@ func (s *sweeper) ruledOut(cs *classState, got string) ([]string, map[string]sho
 		switch {
 		case s.ruledOutByKey(cs, n):
 			why[n] = shortcut.NodeKeys
-		case cs.hopeless || cs.closed[n]:
+		case cs.hopeless || s.isClosed(cs, n):
 			why[n] = shortcut.FitClasses
 		default:
 			continue

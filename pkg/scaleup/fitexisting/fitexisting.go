@@ -180,7 +180,11 @@ func NumFeasibleNodesToFind(n int) int {
 // classState is what one sweep knows about a class.
 type classState struct {
 	hopeless bool
-	closed   map[string]bool
+	// closed holds, by candidate index, the nodes closed to the class
+	// (nil until the first); nClosed counts them. Scans from the last
+	// one read it by index, without hashing a name per node.
+	closed  []bool
+	nClosed int
 	// open are the candidates not closed, rebuilt when stale (some of
 	// it closed since: closedSince nodes).
 	open        []string
@@ -218,11 +222,29 @@ type keyVerdict struct {
 	shared uint64
 }
 
-func (cs *classState) close(node string) {
-	if !cs.closed[node] {
-		cs.closed[node], cs.stale = true, true
-		cs.closedSince++
+// close closes node to cs.
+func (s *sweeper) close(cs *classState, node string) {
+	i, ok := s.indexOf(node)
+	if !ok {
+		return
 	}
+	if cs.closed == nil {
+		cs.closed = make([]bool, len(s.candidates))
+	}
+	if !cs.closed[i] {
+		cs.closed[i], cs.stale = true, true
+		cs.closedSince++
+		cs.nClosed++
+	}
+}
+
+// isClosed reports whether node is closed to cs.
+func (s *sweeper) isClosed(cs *classState, node string) bool {
+	if cs == nil || cs.nClosed == 0 {
+		return false
+	}
+	i, ok := s.indexOf(node)
+	return ok && cs.closed[i]
 }
 
 type sweeper struct {
@@ -282,7 +304,7 @@ func (s *sweeper) sweep(ctx context.Context, pods []*corev1.Pod, retry bool) ([]
 		var cs *classState
 		if class != "" {
 			if cs = s.classes[class]; cs == nil {
-				cs = &classState{closed: map[string]bool{}, open: s.candidates}
+				cs = &classState{open: s.candidates}
 				if s.opts.Memoizable != nil && s.opts.Memoizable(pod) {
 					cs.fits = map[string]memoFit{}
 					if s.opts.Keys != nil && s.opts.Keys.Keyable(pod) {
@@ -341,7 +363,7 @@ func (s *sweeper) fit(ctx context.Context, pod *corev1.Pod, cs *classState) (str
 			// nodes a key rules out before it asks.
 			for _, n := range cs.open {
 				if fits, known, _ := s.byKey(cs, n); known && !fits {
-					cs.close(n)
+					s.close(cs, n)
 				}
 			}
 		}
@@ -349,7 +371,7 @@ func (s *sweeper) fit(ctx context.Context, pod *corev1.Pod, cs *classState) (str
 		// once an eighth of it is closed: one pod placed closes about one
 		// node, and rebuilding 5,000 names per pod was a tenth of the stage.
 		if cs.stale && (s.opts.Rank == nil || cs.closedSince*8 >= len(cs.open)) {
-			cs.open = slices.DeleteFunc(slices.Clone(cs.open), func(n string) bool { return cs.closed[n] })
+			cs.open = slices.DeleteFunc(slices.Clone(cs.open), func(n string) bool { return s.isClosed(cs, n) })
 			cs.stale, cs.closedSince = false, 0
 		}
 		open = cs.open
@@ -434,7 +456,7 @@ func (s *sweeper) firstFit(ctx context.Context, pod *corev1.Pod, cs *classState,
 	if cs != nil {
 		for _, r := range p.Results {
 			if !r.Fits {
-				cs.close(r.Node)
+				s.close(cs, r.Node)
 				s.learn(cs, r.Node, false)
 			}
 		}
@@ -570,7 +592,7 @@ func (s *sweeper) filter(ctx context.Context, pod *corev1.Pod, cs *classState, u
 		case r.Fits && cs != nil && cs.fits != nil:
 			cs.fits[r.Node] = memoFit{gen: snap.NodeGen(r.Node), key: key}
 		case !r.Fits && cs != nil:
-			cs.close(r.Node)
+			s.close(cs, r.Node)
 		}
 		fitAny = fitAny || r.Fits
 	}
@@ -598,7 +620,7 @@ func (s *sweeper) unsampled(cs *classState, open []string, fits map[string]bool,
 		rest := s.scratch.unsamp[:0]
 		defer func() { s.scratch.unsamp = rest[:0] }()
 		for _, n := range open {
-			if f, seen := fits[n]; taken[n] || (seen && !f) || (cs != nil && cs.closed[n]) {
+			if f, seen := fits[n]; taken[n] || (seen && !f) || s.isClosed(cs, n) {
 				continue
 			}
 			if f, known, _ := s.byKey(cs, n); known && !f {

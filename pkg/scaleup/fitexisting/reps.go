@@ -36,7 +36,7 @@ type keyReps struct {
 // fresh reports whether cs is a keyed class's first scan: no verdict,
 // nothing closed, every candidate open.
 func (s *sweeper) fresh(cs *classState, open []string) bool {
-	return cs != nil && cs.byKey != nil && cs.last == nil && len(cs.closed) == 0 && len(cs.fits) == 0 &&
+	return cs != nil && cs.byKey != nil && cs.last == nil && cs.nClosed == 0 && len(cs.fits) == 0 &&
 		len(cs.byKey) == 0 && len(open) == len(s.candidates)
 }
 

@@ -49,6 +49,10 @@ func (s *sweeper) scan(cs *classState, open []string, fits map[string]bool) (fea
 // scanResult is what a scan found, and where it stopped.
 type scanResult struct {
 	feasible, keys, unknown []string
+	// at holds the feasible nodes' candidate indexes, -1 where not
+	// looked up yet: the next scan from this one merges by index, and
+	// carries the indexes on instead of hashing each name again.
+	at []int
 	// pending are the nodes before the stop that are neither feasible
 	// nor closed: unknown, or sharing a key asked about.
 	pending []string
@@ -77,7 +81,7 @@ func emptyResult(buf *scanResult, keyed bool) scanResult {
 	if buf != nil {
 		r = *buf
 	}
-	r.feasible, r.keys, r.unknown, r.pending = r.feasible[:0], r.keys[:0], r.unknown[:0], r.pending[:0]
+	r.feasible, r.keys, r.unknown, r.pending, r.at = r.feasible[:0], r.keys[:0], r.unknown[:0], r.pending[:0], r.at[:0]
 	if !keyed {
 		r.keys = nil
 	}
@@ -85,8 +89,10 @@ func emptyResult(buf *scanResult, keyed bool) scanResult {
 	return r
 }
 
-func (r *scanResult) add(n, key string, keyed bool) {
+// add adds feasible node n, at its candidate index (-1: not known).
+func (r *scanResult) add(n, key string, at int, keyed bool) {
 	r.feasible = append(r.feasible, n)
+	r.at = append(r.at, at)
 	if keyed {
 		r.keys = append(r.keys, key)
 	}
@@ -103,10 +109,15 @@ const (
 	keyAsked                   // to learn from the node asked about its key
 )
 
-// judge is a scan's verdict on node n; key is its key when known. asked
-// holds the keys with a node to filter.
-func (s *sweeper) judge(cs *classState, n string, fits, asked map[string]bool) (verdict, string) {
-	if cs != nil && cs.closed[n] {
+// judge is a scan's verdict on node n, at candidate index at (-1: not
+// known); key is its key when known. asked holds the keys with a node to
+// filter.
+func (s *sweeper) judge(cs *classState, n string, at int, fits, asked map[string]bool) (verdict, string) {
+	if at >= 0 && cs != nil {
+		if cs.nClosed > 0 && cs.closed[at] {
+			return notOpen, ""
+		}
+	} else if s.isClosed(cs, n) {
 		return notOpen, ""
 	}
 	if len(fits) > 0 {
@@ -136,7 +147,7 @@ func (s *sweeper) judge(cs *classState, n string, fits, asked map[string]bool) (
 	case ok && fit:
 		return knownFit, key
 	case ok:
-		cs.close(n)
+		s.close(cs, n)
 		return notOpen, ""
 	case key == "":
 		return toFilter, ""
@@ -148,18 +159,23 @@ func (s *sweeper) judge(cs *classState, n string, fits, asked map[string]bool) (
 	}
 }
 
-// take adds n's verdict v to r, with known the count of known fits so
-// far; stop says the Sample-th known fit was reached.
-func (s *sweeper) take(r *scanResult, n, key string, v verdict, keyed bool, known *int) (stop bool) {
+// take adds n's verdict v to r, n being at candidate index at (-1: not
+// known), with known the count of known fits so far; stop says the
+// Sample-th known fit was reached.
+func (s *sweeper) take(r *scanResult, n, key string, at int, v verdict, keyed bool, known *int) (stop bool) {
 	switch v {
 	case knownFit:
-		r.add(n, key, keyed)
 		if *known++; *known >= s.opts.Sample {
-			r.end = s.index(n)
+			if at < 0 {
+				at = s.index(n)
+			}
+			r.add(n, key, at, keyed)
+			r.end = at
 			return true
 		}
+		r.add(n, key, at, keyed)
 	case filteredFit:
-		r.add(n, key, keyed)
+		r.add(n, key, at, keyed)
 	case toFilter:
 		r.unknown = append(r.unknown, n)
 		r.pending = append(r.pending, n)
@@ -183,8 +199,8 @@ func (s *sweeper) walk(cs *classState, open []string, fits map[string]bool, buf 
 // walkOn goes on walking nodes after what r holds.
 func (s *sweeper) walkOn(r *scanResult, cs *classState, nodes []string, fits, asked map[string]bool, keyed bool, known *int) {
 	for _, n := range nodes {
-		v, key := s.judge(cs, n, fits, asked)
-		if s.take(r, n, key, v, keyed, known) {
+		v, key := s.judge(cs, n, -1, fits, asked)
+		if s.take(r, n, key, -1, v, keyed, known) {
 			return
 		}
 	}
@@ -219,29 +235,33 @@ func (s *sweeper) scanFrom(cs *classState, open []string, fits map[string]bool, 
 	defer func() { s.scratch.redo = redo[:0] }()
 	known := 0
 	i, j := 0, 0
-	at := -1 // base.feasible[i]'s index
 	for i < len(base.feasible) || j < len(redo) {
 		var n, key string
 		var v verdict
-		if i < len(base.feasible) && at < 0 {
-			at = s.index(base.feasible[i])
+		at := -1 // base.feasible[i]'s index
+		if i < len(base.feasible) {
+			if at = base.at[i]; at < 0 {
+				at = s.index(base.feasible[i])
+				base.at[i] = at
+			}
 		}
 		switch {
 		case j < len(redo) && (i == len(base.feasible) || redo[j] <= at):
-			n = s.candidates[redo[j]]
-			if i < len(base.feasible) && base.feasible[i] == n {
-				i, at = i+1, -1
+			if redo[j] == at {
+				i++
 			}
+			at = redo[j]
+			n = s.candidates[at]
 			j++
-			v, key = s.judge(cs, n, fits, asked)
+			v, key = s.judge(cs, n, at, fits, asked)
 		default:
 			n = base.feasible[i]
 			if keyed {
 				key = base.keys[i]
 			}
-			i, at = i+1, -1
+			i++
 			v = knownFit
-			if cs.closed[n] {
+			if cs.nClosed > 0 && cs.closed[at] {
 				v = notOpen
 			} else if len(fits) > 0 {
 				if fit, filtered := fits[n]; filtered {
@@ -252,7 +272,7 @@ func (s *sweeper) scanFrom(cs *classState, open []string, fits map[string]bool, 
 				}
 			}
 		}
-		if s.take(&r, n, key, v, keyed, &known) {
+		if s.take(&r, n, key, at, v, keyed, &known) {
 			return r
 		}
 	}
@@ -294,6 +314,8 @@ func diffScans(a, b scanResult) string {
 		return fmt.Sprintf("feasible %q, full %q", a.feasible, b.feasible)
 	case !slices.Equal(a.keys, b.keys):
 		return "keys differ"
+	case !sameIndexes(a, b):
+		return "candidate indexes differ"
 	case !slices.Equal(a.unknown, b.unknown):
 		return fmt.Sprintf("unknown %q, full %q", a.unknown, b.unknown)
 	case !slices.Equal(a.pending, b.pending):
@@ -302,4 +324,14 @@ func diffScans(a, b scanResult) string {
 		return fmt.Sprintf("stopped at %d (done %v), full at %d (done %v)", a.end, a.done, b.end, b.done)
 	}
 	return ""
+}
+
+// sameIndexes reports whether a's and b's known candidate indexes agree.
+func sameIndexes(a, b scanResult) bool {
+	for i := range min(len(a.at), len(b.at)) {
+		if a.at[i] >= 0 && b.at[i] >= 0 && a.at[i] != b.at[i] {
+			return false
+		}
+	}
+	return len(a.at) == len(a.feasible) && len(b.at) == len(b.feasible)
 }
