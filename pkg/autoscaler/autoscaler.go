@@ -263,7 +263,7 @@ func New(ctx context.Context, opts *config.Options, env Env) (*Autoscaler, error
 		a.provreqs.LaunchStage(env.Leading),
 		a.Planner.GangsStage(runner),
 		&fitexisting.Stage{Runner: runner, Ranker: placer, NodeKeys: nodeKeys(runner), Observe: m.Observe,
-			Options: fitexisting.Options{ClassOf: est.ClassKey, Memoizable: est.Memoizable, PodInfo: a.podInfos.Of, Copier: est,
+			Options: fitexisting.Options{ClassOf: est.ClassKey, ClassifyAll: est.ClassifyAll, Memoizable: est.Memoizable, PodInfo: a.podInfos.Of, Copier: est,
 				Shortcuts: shortcuts, Check: a.Checker}},
 		a.Planner.Stage(m.Observe),
 	}

@@ -2,11 +2,14 @@ package estimator
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
@@ -217,5 +220,75 @@ func TestInertGroups(t *testing.T) {
 				t.Errorf("%s not memoizable", tc.a.Name)
 			}
 		})
+	}
+}
+
+// ClassifyAll keys pods side by side as ClassKey keys them one at a time:
+// every pod gets the key and memoizable verdict a fresh estimator gives
+// it, read off the cache ClassifyAll filled (pods with no class are left
+// out of it), the second time from the entries the first made. The pods
+// are enough to be split between goroutines, and share claims: run with
+// -race.
+func TestClassifyAll(t *testing.T) {
+	r, _ := newRunner(t)
+	s := r.Snapshot()
+	snapshottest.Load(t, s, classes()...)
+	snapshottest.Load(t, s,
+		builder.ClaimTemplate(ns, "one-gpu").Request(builder.Request("gpu", "gpu")).Obj(),
+		builder.ClaimTemplate(ns, "two-gpus").Request(builder.Request("gpu", "gpu").Count(2)).Obj(),
+		builder.Claim(ns, "shared").Request(builder.Request("gpu", "gpu")).Obj(),
+		builder.Claim(ns, "own").Request(builder.Request("gpu", "gpu")).Obj(),
+	)
+	kinds := []func(name string) *v1.Pod{
+		func(n string) *v1.Pod {
+			return builder.Pod(ns, n).CPU("1").OwnedBy("apps/v1", "ReplicaSet", "rs").ClaimFromTemplate("dev", "one-gpu").Obj()
+		},
+		func(n string) *v1.Pod {
+			return builder.Pod(ns, n).CPU("2").OwnedBy("apps/v1", "ReplicaSet", "rs").ClaimFromTemplate("dev", "two-gpus").Obj()
+		},
+		func(n string) *v1.Pod { return builder.Pod(ns, n).CPU("1").Claim("dev", "shared").Obj() },
+		func(n string) *v1.Pod { return builder.Pod(ns, n).CPU("1").Claim("dev", "own").Obj() },
+		func(n string) *v1.Pod { return builder.Pod(ns, n).CPU("1").Claim("dev", "not-there").Obj() },
+		func(n string) *v1.Pod { return builder.Pod(ns, n).CPU("1").ClaimFromTemplate("dev", "no-template").Obj() },
+		func(n string) *v1.Pod {
+			// A quantity behind a pointer, its text not cached: keying
+			// marshals it.
+			p := builder.Pod(ns, n).Memory("1Gi").Label("app", "cache").Obj()
+			limit := resource.NewQuantity(1<<30, resource.BinarySI)
+			p.Spec.Volumes = []v1.Volume{{Name: "scratch", VolumeSource: v1.VolumeSource{EmptyDir: &v1.EmptyDirVolumeSource{SizeLimit: limit}}}}
+			return p
+		},
+		func(n string) *v1.Pod {
+			// Spread that is not best-effort: no class.
+			p := builder.Pod(ns, n).CPU("1").Label("app", "spread").Obj()
+			p.Spec.TopologySpreadConstraints = []v1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: "zone",
+				WhenUnsatisfiable: v1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "spread"}}}}
+			return p
+		},
+		func(n string) *v1.Pod {
+			return builder.Pod(ns, n).CPU("1").Label("app", "near").RequiredAffinity("zone", "app", "near", nil).Obj()
+		},
+	}
+	var pods []*v1.Pod
+	for i := range 1200 {
+		pods = append(pods, kinds[i%len(kinds)](fmt.Sprintf("p-%d", i)))
+	}
+	fresh := New(r, Options{})
+	e := New(r, Options{})
+	for round := range 2 {
+		e.ClassifyAll(pods)
+		for _, p := range pods {
+			want := fresh.ClassKey(p)
+			entry, cached := e.cache.entries[p]
+			switch {
+			case want == "" && cached:
+				t.Fatalf("round %d: pod %s has no class, ClassifyAll keyed it %q", round, p.Name, entry.key)
+			case want != "" && !cached:
+				t.Fatalf("round %d: ClassifyAll left pod %s out", round, p.Name)
+			case want != "" && (entry.key != want || e.Memoizable(p) != fresh.Memoizable(p)):
+				t.Fatalf("round %d: pod %s keyed %q (memoizable %v), one at a time %q (%v)", round, p.Name, entry.key,
+					e.Memoizable(p), want, fresh.Memoizable(p))
+			}
+		}
 	}
 }

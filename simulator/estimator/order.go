@@ -13,6 +13,7 @@ import (
 	schedframework "k8s.io/kubernetes/pkg/scheduler/framework"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/internal/parallel"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
 
@@ -199,26 +200,60 @@ func (e *Estimator) ClassKey(pod *v1.Pod) string {
 		return ""
 	}
 	snap := e.runner.Snapshot()
+	e.cache.turn(snap)
+	entry, ok := e.classEntry(snap, pod)
+	if !ok {
+		return ""
+	}
+	e.cache.entries[pod] = entry // Memoizable reads it there
+	return entry.key
+}
+
+// ClassifyAll keys pods for ClassKey and Memoizable ahead, side by side:
+// a pod's key reads the snapshot and the cache only, and the first pass
+// after a start keys every pending pod (20,000 at L4) before it can fit
+// any. The cache is written afterwards, on the caller's goroutine.
+func (e *Estimator) ClassifyAll(pods []*v1.Pod) {
+	if e == nil || e.runner == nil {
+		return
+	}
+	snap := e.runner.Snapshot()
+	e.cache.turn(snap)
+	entries := make([]cacheEntry, len(pods))
+	keyed := make([]bool, len(pods))
+	parallel.Each(len(pods), 256, func(i int) {
+		if pods[i] != nil {
+			entries[i], keyed[i] = e.classEntry(snap, pods[i])
+		}
+	})
+	for i, ok := range keyed {
+		if ok {
+			e.cache.entries[pods[i]] = entries[i]
+		}
+	}
+}
+
+// classEntry is what ClassKey keeps of pod, ok false for a pod with no
+// class (tried on its own). It writes nothing: ClassifyAll runs it side
+// by side.
+func (e *Estimator) classEntry(snap *snapshot.Snapshot, pod *v1.Pod) (cacheEntry, bool) {
 	inert := inertGroup(snap, pod)
 	if mayFitLater(pod, e.runner.Profile(), inert) {
-		return ""
+		return cacheEntry{}, false
 	}
 	refs, err := resolve(snap, pod, nil)
 	if err != nil {
-		return ""
+		return cacheEntry{}, false
 	}
-	e.cache.turn(snap)
 	entry, ok := e.cache.lookup(pod)
 	if ok && slices.Equal(entry.refs, refs) && entry.inert == inert {
-		e.cache.entries[pod] = entry // Memoizable reads it there
-		return entry.key
+		return entry, true
 	}
 	key, memoizable, devices, err := keyOf(pod, refs, e.runner.Profile(), inert)
 	if err != nil {
-		return ""
+		return cacheEntry{}, false
 	}
-	e.cache.entries[pod] = cacheEntry{refs: refs, key: key, memoizable: memoizable, devices: devices, info: entry.info, inert: inert}
-	return key
+	return cacheEntry{refs: refs, key: key, memoizable: memoizable, devices: devices, info: entry.info, inert: inert}, true
 }
 
 // Memoizable reports whether a pod's class is memoizable (see memo.go):

@@ -40,6 +40,11 @@ type Options struct {
 	// ClassOf groups equivalent pods; "" for pods always tried. Nil: every
 	// pod is tried.
 	ClassOf func(*corev1.Pod) string
+	// ClassifyAll, when set, is given the pods before they are tried,
+	// to compute what ClassOf and Memoizable answer side by side
+	// (estimator.Estimator.ClassifyAll); nil: each is computed when
+	// asked.
+	ClassifyAll func([]*corev1.Pod)
 	// Memoizable says a pod's class verdict on a node depends on that
 	// node alone (estimator.Memoizable): a fit found there still holds
 	// while the node's generation (snapshot.Gen) is the same. Nil: none.
@@ -81,6 +86,9 @@ func (o Options) gated() Options {
 	}
 	if !set.On(shortcut.FitMemo) {
 		o.Memoizable = nil
+	}
+	if o.ClassOf == nil && o.Memoizable == nil {
+		o.ClassifyAll = nil
 	}
 	if !set.On(shortcut.NodeKeys) {
 		o.Keys = nil
@@ -144,6 +152,9 @@ func FitWith(ctx context.Context, runner *framework.Runner, pods []*corev1.Pod, 
 		opts.Sample = NumFeasibleNodesToFind(len(candidates))
 	}
 	opts = opts.gated()
+	if opts.ClassifyAll != nil {
+		opts.ClassifyAll(pods)
+	}
 	if opts.ClassOf == nil {
 		opts.ClassOf = func(*corev1.Pod) string { return "" }
 	}
