@@ -161,11 +161,20 @@ func resolve(snap *snapshot.Snapshot, pod *v1.Pod, sharedClaims map[string]bool)
 	for i := range pod.Spec.ResourceClaims {
 		podClaim := &pod.Spec.ResourceClaims[i]
 		ref := &refs[i]
-		name, _, err := resourceclaim.Name(pod, podClaim)
+		// Checked first: resourceclaim.Name reports a claim not made yet
+		// with an error, which costs more to build than the check.
+		made := !framework.ClaimNotMadeYet(pod, podClaim)
+		var name *string
+		var err error
+		if made {
+			name, _, err = resourceclaim.Name(pod, podClaim)
+		}
 		switch {
-		case err == nil && name == nil:
+		case made && err != nil:
+			return nil, fmt.Errorf("pod %s/%s claim %s: %w", pod.Namespace, pod.Name, podClaim.Name, err)
+		case made && name == nil:
 			ref.none = true
-		case err == nil:
+		case made:
 			claim, gerr := snap.ResourceClaims().Get(pod.Namespace, *name)
 			if gerr != nil {
 				ref.missing, ref.shared = *name, true
@@ -173,7 +182,7 @@ func resolve(snap *snapshot.Snapshot, pod *v1.Pod, sharedClaims map[string]bool)
 			}
 			ref.claim = claim
 			ref.shared = sharedClaims[pod.Namespace+"/"+*name] || claim.Status.Allocation != nil || len(claim.Status.ReservedFor) > 0
-		case podClaim.ResourceClaimTemplateName != nil:
+		default:
 			t, ok := snap.ResourceClaimTemplate(pod.Namespace, *podClaim.ResourceClaimTemplateName)
 			if !ok {
 				ref.missing, ref.shared = "template/"+*podClaim.ResourceClaimTemplateName, true
@@ -184,8 +193,6 @@ func resolve(snap *snapshot.Snapshot, pod *v1.Pod, sharedClaims map[string]bool)
 			// it yet is the framework's to find, and a PodGroup's claim is
 			// one for all its members: such pods are not memoized.
 			ref.shared = len(snap.ClaimsOwnedBy(pod.UID)) > 0 || framework.GroupClaimOwner(snap, pod, podClaim) != nil
-		default:
-			return nil, fmt.Errorf("pod %s/%s claim %s: %w", pod.Namespace, pod.Name, podClaim.Name, err)
 		}
 	}
 	return refs, nil

@@ -296,6 +296,9 @@ func sharedClaims(pods []*v1.Pod) map[string]bool {
 	var shared map[string]bool
 	for _, p := range pods {
 		for i := range p.Spec.ResourceClaims {
+			if framework.ClaimNotMadeYet(p, &p.Spec.ResourceClaims[i]) {
+				continue // no name yet, and the error saying so costs
+			}
 			name, _, err := resourceclaim.Name(p, &p.Spec.ResourceClaims[i])
 			if err != nil || name == nil {
 				continue
