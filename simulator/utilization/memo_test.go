@@ -1,6 +1,7 @@
 package utilization
 
 import (
+	"fmt"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -85,5 +86,73 @@ func TestRemember(t *testing.T) {
 	}
 	if _, ok := memo.uses["n1"]; ok {
 		t.Error("a node not read for three passes is still kept")
+	}
+}
+
+// NodesAhead counts, side by side, what Node would count one node at a
+// time: every node whose pools are its own is in the memo afterwards,
+// with the use a calculator without a memo gives; a node
+// whose pool has a slice elsewhere is not (nor is that elsewhere); a node already held in its
+// state is not counted again. Enough nodes to split: run with -race.
+func TestNodesAhead(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	snap := snapshot.New(logger)
+	const nodes = 600
+	var objs []any
+	var names []string
+	for i := range nodes {
+		name := fmt.Sprintf("n%d", i)
+		names = append(names, name)
+		objs = append(objs, builder.Node(name).CPU("8").Memory("32Gi").Obj(), gpus(name, 4))
+		var results []resourceapi.DeviceRequestAllocationResult
+		for d := range i % 5 {
+			results = append(results, builder.AllocatedDevice("gpu", gpu, name, fmt.Sprintf("gpu-%d", d)))
+		}
+		if len(results) > 0 {
+			objs = append(objs, builder.Claim("ns", "c-"+name).Request(builder.Request("gpu", "gpu")).Allocated(name, results...).Obj())
+		}
+	}
+	// n0's pool has a slice on n1 too: neither is kept.
+	objs = append(objs, builder.ResourceSlice("n1-more", "n1", gpu, "n0").Devices(builder.Device("gpu-9")).Obj())
+	snapshottest.Load(t, snap, objs...)
+	memo := NewMemo()
+	for pass := range 2 {
+		calc, err := FromSnapshot(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		calc.Remember(memo)
+		const sentinel = 0.999
+		if pass == 1 {
+			// Held in its state: not counted again.
+			u := memo.uses["n7"]
+			u.use = sentinel
+			memo.uses["n7"] = u
+		}
+		calc.NodesAhead(names)
+		plain, err := FromSnapshot(snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names {
+			_, held := memo.uses[name]
+			if kept := name != "n0" && name != "n1"; held != kept {
+				t.Fatalf("pass %d: node %s held %v, want %v", pass, name, held, kept)
+			}
+			ni, err := snap.NodeInfos().Get(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := plain.Node(ni).DRA
+			if pass == 1 && name == "n7" {
+				want = sentinel
+			}
+			if got := calc.Node(ni).DRA; got != want {
+				t.Fatalf("pass %d: node %s device use %v, one at a time %v", pass, name, got, want)
+			}
+			if u := memo.uses[name]; held && u.read != memo.passes {
+				t.Fatalf("pass %d: node %s last read in pass %d of %d", pass, name, u.read, memo.passes)
+			}
+		}
 	}
 }

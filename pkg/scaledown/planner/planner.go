@@ -243,6 +243,17 @@ func (p *RemovalPlanner) Plan(ctx context.Context, in RemovalInput) (*RemovalPla
 	}
 	gangs := drainability.NewGangs(in.PodGroups, in.CompositePodGroups, in.Pods)
 
+	// Every node's device use, counted side by side before the nodes
+	// are screened one by one.
+	var screened []string
+	for _, g := range in.Groups {
+		for _, n := range g.Nodes {
+			if !in.Deleting[n.Name] {
+				screened = append(screened, n.Name)
+			}
+		}
+	}
+	calc.NodesAhead(screened)
 	var cands []*candidate
 	for gi := range in.Groups {
 		g := &in.Groups[gi]
