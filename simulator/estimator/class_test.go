@@ -249,7 +249,9 @@ func TestClassifyAll(t *testing.T) {
 		func(n string) *v1.Pod { return builder.Pod(ns, n).CPU("1").Claim("dev", "shared").Obj() },
 		func(n string) *v1.Pod { return builder.Pod(ns, n).CPU("1").Claim("dev", "own").Obj() },
 		func(n string) *v1.Pod { return builder.Pod(ns, n).CPU("1").Claim("dev", "not-there").Obj() },
-		func(n string) *v1.Pod { return builder.Pod(ns, n).CPU("1").ClaimFromTemplate("dev", "no-template").Obj() },
+		func(n string) *v1.Pod {
+			return builder.Pod(ns, n).CPU("1").ClaimFromTemplate("dev", "no-template").Obj()
+		},
 		func(n string) *v1.Pod {
 			// A quantity behind a pointer, its text not cached: keying
 			// marshals it.
