@@ -223,7 +223,8 @@ func TestInertGroups(t *testing.T) {
 	}
 }
 
-// ClassifyAll keys pods side by side as ClassKey keys them one at a time:
+// ClassifyAll keys pods side by side as ClassKey keys them one at a time
+// (and classify as it does one at a time):
 // every pod gets the key and memoizable verdict a fresh estimator gives
 // it, read off the cache ClassifyAll filled (pods with no class are left
 // out of it), the second time from the entries the first made. The pods
@@ -274,6 +275,25 @@ func TestClassifyAll(t *testing.T) {
 	var pods []*v1.Pod
 	for i := range 1200 {
 		pods = append(pods, kinds[i%len(kinds)](fmt.Sprintf("p-%d", i)))
+	}
+	// classify keys side by side too: the same order and classes as one
+	// pod at a time.
+	got, err := newClassCache().classify(s, pods, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	classifyAtLeast = len(pods) + 1
+	want, err := newClassCache().classify(s, pods, true)
+	classifyAtLeast = 256
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want.pods {
+		g, w := got.classOf[i], want.classOf[i]
+		if got.pods[i] != want.pods[i] || g.key != w.key || g.id != w.id || g.memoizable != w.memoizable || g.fitsLater != w.fitsLater {
+			t.Fatalf("classified side by side, pod %d is %s of class %d %q, one at a time %s of class %d %q", i, got.pods[i].Name, g.id, g.key,
+				want.pods[i].Name, w.id, w.key)
+		}
 	}
 	fresh := New(r, Options{})
 	e := New(r, Options{})

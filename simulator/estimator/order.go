@@ -115,20 +115,20 @@ func (cc *classCache) classify(snap *snapshot.Snapshot, pods []*v1.Pod, evict bo
 	next := make(map[*v1.Pod]cacheEntry, len(sorted))
 	byKey := map[string]*class{}
 	o := &ordering{pods: sorted, classOf: make([]*class, len(sorted))}
+	// Each pod's entry reads the snapshot and the cache only: made side
+	// by side (the planner classifies the pods left every round), then
+	// taken in order, so the first error in order is the one returned.
+	entries := make([]cacheEntry, len(sorted))
+	errs := make([]error, len(sorted))
+	parallel.Each(len(sorted), classifyAtLeast, func(i int) {
+		entries[i], errs[i] = cc.entryOf(snap, sorted[i], shared)
+	})
 	for i, p := range sorted {
-		refs, err := resolve(snap, p, shared)
-		if err != nil {
-			return nil, err
+		if errs[i] != nil {
+			return nil, errs[i]
 		}
-		inert := inertGroup(snap, p)
-		entry, ok := cc.lookup(p)
-		if !ok || !slices.Equal(entry.refs, refs) || entry.inert != inert {
-			key, memoizable, devices, err := keyOf(p, refs, cc.profile, inert)
-			if err != nil {
-				return nil, err
-			}
-			entry = cacheEntry{refs: refs, key: key, memoizable: memoizable, devices: devices, info: entry.info, inert: inert}
-		}
+		entry := entries[i]
+		inert := entry.inert
 		if entry.info == nil {
 			entry.info = cc.newPodInfo(p)
 		}
@@ -165,6 +165,29 @@ func (cc *classCache) classify(snap *snapshot.Snapshot, pods []*v1.Pod, evict bo
 		out.pods[i], out.infos[i], out.classOf[i] = sorted[k], next[sorted[k]].info, o.classOf[k]
 	}
 	return out, nil
+}
+
+// classifyAtLeast is how many pods classify gives each goroutine at
+// least (tests set it past their pods to compare with one at a time).
+var classifyAtLeast = 256
+
+// entryOf is pod's entry as of snap: the cached one while its claims and
+// group are as they were, else keyed anew (the PodInfo carried over).
+func (cc *classCache) entryOf(snap *snapshot.Snapshot, p *v1.Pod, shared map[string]bool) (cacheEntry, error) {
+	refs, err := resolve(snap, p, shared)
+	if err != nil {
+		return cacheEntry{}, err
+	}
+	inert := inertGroup(snap, p)
+	entry, ok := cc.lookup(p)
+	if ok && slices.Equal(entry.refs, refs) && entry.inert == inert {
+		return entry, nil
+	}
+	key, memoizable, devices, err := keyOf(p, refs, cc.profile, inert)
+	if err != nil {
+		return cacheEntry{}, err
+	}
+	return cacheEntry{refs: refs, key: key, memoizable: memoizable, devices: devices, info: entry.info, inert: inert}, nil
 }
 
 // newPodInfo returns the scheduler's PodInfo of pod with its resources
@@ -237,23 +260,11 @@ func (e *Estimator) ClassifyAll(pods []*v1.Pod) {
 // class (tried on its own). It writes nothing: ClassifyAll runs it side
 // by side.
 func (e *Estimator) classEntry(snap *snapshot.Snapshot, pod *v1.Pod) (cacheEntry, bool) {
-	inert := inertGroup(snap, pod)
-	if mayFitLater(pod, e.runner.Profile(), inert) {
+	if mayFitLater(pod, e.runner.Profile(), inertGroup(snap, pod)) {
 		return cacheEntry{}, false
 	}
-	refs, err := resolve(snap, pod, nil)
-	if err != nil {
-		return cacheEntry{}, false
-	}
-	entry, ok := e.cache.lookup(pod)
-	if ok && slices.Equal(entry.refs, refs) && entry.inert == inert {
-		return entry, true
-	}
-	key, memoizable, devices, err := keyOf(pod, refs, e.runner.Profile(), inert)
-	if err != nil {
-		return cacheEntry{}, false
-	}
-	return cacheEntry{refs: refs, key: key, memoizable: memoizable, devices: devices, info: entry.info, inert: inert}, true
+	entry, err := e.cache.entryOf(snap, pod, nil)
+	return entry, err == nil
 }
 
 // Memoizable reports whether a pod's class is memoizable (see memo.go):
