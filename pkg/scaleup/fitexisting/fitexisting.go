@@ -258,6 +258,11 @@ func (s *sweeper) isClosed(cs *classState, node string) bool {
 	return ok && cs.closed[i]
 }
 
+// closedAt reports whether the candidate at index i is closed to cs.
+func (cs *classState) closedAt(i int) bool {
+	return cs != nil && cs.nClosed > 0 && cs.closed[i]
+}
+
 type sweeper struct {
 	runner     *framework.Runner
 	opts       Options

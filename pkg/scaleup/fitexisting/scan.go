@@ -113,11 +113,7 @@ const (
 // known); key is its key when known. asked holds the keys with a node to
 // filter.
 func (s *sweeper) judge(cs *classState, n string, at int, fits, asked map[string]bool) (verdict, string) {
-	if at >= 0 && cs != nil {
-		if cs.nClosed > 0 && cs.closed[at] {
-			return notOpen, ""
-		}
-	} else if s.isClosed(cs, n) {
+	if (at >= 0 && cs.closedAt(at)) || (at < 0 && s.isClosed(cs, n)) {
 		return notOpen, ""
 	}
 	if len(fits) > 0 {
@@ -261,7 +257,7 @@ func (s *sweeper) scanFrom(cs *classState, open []string, fits map[string]bool, 
 			}
 			i++
 			v = knownFit
-			if cs.nClosed > 0 && cs.closed[at] {
+			if cs.closedAt(at) {
 				v = notOpen
 			} else if len(fits) > 0 {
 				if fit, filtered := fits[n]; filtered {
