@@ -296,6 +296,25 @@ func check(b testing.TB, st *pass.State, fit, nodes, removed int) {
 	}
 }
 
+// passAllocs, when set, names the allocation profiles written just before
+// and just after the timed pass (FILE.before, FILE.after): what the pass
+// itself allocated is `go tool pprof -sample_index=alloc_space -base
+// FILE.before FILE.after`. The test binary's -memprofile mixes in the
+// setup, which allocates far more than a pass.
+var passAllocs = flag.String("loop.allocs", "", "write the allocation profiles before and after each timed pass to `FILE`.before and FILE.after")
+
+// writeAllocs writes the allocation profile to name.
+func writeAllocs(b testing.TB, name string) {
+	f, err := os.Create(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		b.Fatal(err)
+	}
+}
+
 // passMode says which pass of a scenario is timed: the first, or (next)
 // the one after it, with (drop) the pending pods deleted in between.
 type passMode struct{ next, drop bool }
@@ -439,6 +458,9 @@ func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, o
 	// The setup's garbage (the fake clientset's copies above all) is the
 	// benchmark's: collected before the pass, not during it.
 	goruntime.GC()
+	if *passAllocs != "" {
+		writeAllocs(b, *passAllocs+".before")
+	}
 	before := len(client.Actions())
 	cycles0, cpu0 := gcSamples()
 	r.setupPeak = peakRSS()
@@ -451,6 +473,11 @@ func runPass(ctx context.Context, b testing.TB, t timer, opts *config.Options, o
 	pprof.Do(ctx, pprof.Labels("pass", "timed"), func(ctx context.Context) { st, err = l.RunOnce(ctx) })
 	t.StopTimer()
 	cycles1, cpu1 := gcSamples()
+	if *passAllocs != "" {
+		// The profile counts allocations up to the last collection.
+		goruntime.GC()
+		writeAllocs(b, *passAllocs+".after")
+	}
 	r.gcCycles, r.gcCPU = cycles1-cycles0, cpu1-cpu0
 	if peakKnown {
 		r.passPeak = peakRSS()

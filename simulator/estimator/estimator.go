@@ -118,6 +118,9 @@ type Estimate struct {
 	// the name of the node its verdict was given on. Either keeps Carry
 	// from emptying the estimate (carry.go).
 	tookShared, nameRead bool
+	// seed is the estimate's memo for a kept estimate of the same group
+	// (EstimateAndKeepFrom); carried along with the estimate, not renamed.
+	seed *seed
 }
 
 // Placement is one pod on one new node.
@@ -233,6 +236,15 @@ func (e *Estimator) EstimateGroups(ctx context.Context, pods []*v1.Pod, groups [
 // so that a planner can go on from the chosen option. Its result is the
 // one Estimate gives for the same input.
 func (e *Estimator) EstimateAndKeep(ctx context.Context, pods []*v1.Pod, tmpl *cloudprovider.NodeTemplate, group string) (*Estimate, error) {
+	return e.EstimateAndKeepFrom(ctx, nil, pods, tmpl, group)
+}
+
+// EstimateAndKeepFrom is EstimateAndKeep where from, an estimate of the
+// same group and template (nil: none), still holds on the snapshot as it
+// is now: made on it, or carried to it by Carry. The verdicts from's
+// estimate learnt answer the kept one's without the framework (memo.go,
+// seed); the result is the same.
+func (e *Estimator) EstimateAndKeepFrom(ctx context.Context, from *Estimate, pods []*v1.Pod, tmpl *cloudprovider.NodeTemplate, group string) (*Estimate, error) {
 	g := TemplateGroup{Name: group, Template: tmpl}
 	if err := e.check([]TemplateGroup{g}); err != nil {
 		return nil, err
@@ -245,7 +257,11 @@ func (e *Estimator) EstimateAndKeep(ctx context.Context, pods []*v1.Pod, tmpl *c
 	if err != nil {
 		return nil, err
 	}
-	res, err := e.estimate(ctx, order, g, true)
+	var s *seed
+	if from != nil && from.group == group && from.seed != nil && from.seed.tmpl == tmpl {
+		s = from.seed
+	}
+	res, err := e.estimateFrom(ctx, order, g, true, s)
 	if err != nil {
 		return nil, err
 	}
@@ -279,6 +295,11 @@ func (e *Estimator) check(groups []TemplateGroup) error {
 // estimate runs one group's binpacking in a fork of its own, reverted or
 // (keep) committed.
 func (e *Estimator) estimate(ctx context.Context, order *ordering, g TemplateGroup, keep bool) (res *Estimate, err error) {
+	return e.estimateFrom(ctx, order, g, keep, nil)
+}
+
+// estimateFrom is estimate with the memo sown from s (nil: none).
+func (e *Estimator) estimateFrom(ctx context.Context, order *ordering, g TemplateGroup, keep bool, s *seed) (res *Estimate, err error) {
 	logger := klog.FromContext(ctx).WithValues("nodeGroup", g.Name)
 	ctx = klog.NewContext(ctx, logger)
 	start := time.Now()
@@ -308,6 +329,7 @@ func (e *Estimator) estimate(ctx context.Context, order *ordering, g TemplateGro
 		// Without the class shortcut every pod tries every node.
 		perPod: !e.on(shortcut.EstimateClasses),
 	}
+	r.memo.sow(s, order.classes)
 	r.maxNodes = e.maxNodes(g)
 	r.res.maxNodes = r.maxNodes
 	if e.opts.MaxDuration > 0 {
@@ -321,6 +343,9 @@ func (e *Estimator) estimate(ctx context.Context, order *ordering, g TemplateGro
 		r.res.DevicesUsed += len(n.used)
 	}
 	r.res.FrameworkCalls, r.res.MemoHits = r.calls, r.memo.hits
+	if !keep {
+		r.res.seed = r.seedOf(order.classes)
+	}
 	logger.V(4).Info("Estimated node group", "pods", len(order.pods), "classes", len(order.classes),
 		"newNodes", r.res.NodeCount, "unplaced", r.res.Unplaced.Len(), "limited", r.res.Limited,
 		"frameworkCalls", r.calls, "memoHits", r.memo.hits, "duration", time.Since(start))

@@ -1,6 +1,9 @@
 package estimator
 
-import "github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+import (
+	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+)
 
 // The memo is what makes an estimate cost O(classes × node states) rather
 // than O(pods × nodes) framework calls.
@@ -37,6 +40,8 @@ type memo struct {
 	trans     map[transKey]*transition
 	nextState int
 	hits      int
+	// cleared: reset ran, so some verdicts learnt were given up (seed).
+	cleared bool
 }
 
 const (
@@ -109,4 +114,59 @@ func (m *memo) fit(state int, cls *class, s *slot) int {
 // content, which does not change) and keep counting up.
 func (m *memo) reset() {
 	clear(m.trans)
+	m.cleared = true
+}
+
+// A seed hands an estimate's memo to a later estimate of the same group
+// and template (EstimateAndKeepFrom): the kept estimate then copies the
+// placements the option's estimate found instead of asking the framework
+// again about every node state. Its verdicts hold there when nothing a
+// memoizable verdict reads changed in between: the snapshot is the one
+// the option was estimated on, or one the planner carries the option's
+// whole estimate to (carry.go: its pods are Independent and what was
+// kept since is local, so the same verdicts hold). Within one estimate
+// a verdict holds from where it was learnt on; the keep meets each state
+// earlier or as early, so the memo is handed on only when nothing its
+// estimate did could change a verdict on another node: not when it was
+// reset (an anti-affinity pod was placed, and what it learnt after was
+// learnt beside that pod), nor when a placement took a device of a slice
+// bound to no node or to another node (tookShared: a verdict learnt once
+// such a device was gone, "does not fit" or a placement on the node's own
+// pools, may differ while it is still free).
+type seed struct {
+	m    *memo
+	tmpl *cloudprovider.NodeTemplate
+	// keys are the class keys by class id of the estimate's ordering:
+	// the later estimate orders other pods and numbers its classes anew.
+	keys []string
+}
+
+// seedOf is what r's memo can hand on, nil when nothing.
+func (r *run) seedOf(classes []*class) *seed {
+	if !r.memo.enabled || r.memo.cleared || r.res.tookShared || len(r.memo.trans) == 0 {
+		return nil
+	}
+	keys := make([]string, len(classes))
+	for i, c := range classes {
+		keys[i] = c.key
+	}
+	return &seed{m: r.memo, tmpl: r.tmpl, keys: keys}
+}
+
+// sow fills m, still empty, with s's verdicts for the classes of
+// classes that s knew by key. State ids keep counting from s's.
+func (m *memo) sow(s *seed, classes []*class) {
+	if s == nil || !m.enabled {
+		return
+	}
+	ids := make(map[string]int, len(classes))
+	for _, c := range classes {
+		ids[c.key] = c.id
+	}
+	for k, t := range s.m.trans {
+		if id, ok := ids[s.keys[k.class]]; ok {
+			m.trans[transKey{k.state, id}] = t
+		}
+	}
+	m.nextState = s.m.nextState
 }

@@ -362,5 +362,7 @@ func renamed(res *Estimate, from, to string, snap *snapshot.Snapshot) (*Estimate
 		out.droppedNodes[i] = name
 	}
 	out.FrameworkCalls, out.MemoHits, out.group = 0, 0, to
+	// The memo speaks of the other template's nodes and pools.
+	out.seed = nil
 	return &out, true
 }

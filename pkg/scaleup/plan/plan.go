@@ -123,9 +123,11 @@ func (p *Planner) plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegr
 		}
 		g := groupByID(groups, best.NodeGroup)
 		// Keep the chosen nodes in the snapshot: later rounds (and the
-		// explanation of what is left) see them as taken.
+		// explanation of what is left) see them as taken. The option's
+		// estimate, made on this snapshot or carried to it, lends the
+		// keep what it learnt.
 		mark := p.estimate.Mark()
-		kept, err := p.estimate.EstimateAndKeep(ctx, best.Pods, g.Template, g.Id)
+		kept, err := p.estimate.EstimateAndKeepFrom(ctx, carry.estimateOf(g.Id), best.Pods, g.Template, g.Id)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -117,6 +117,15 @@ func (c *carry) put(pods []*corev1.Pod, cands []candidate, results []*estimator.
 	c.last, c.removed, c.gone = pods, nil, nil
 }
 
+// estimateOf is the round's estimate of group, carried or made, nil when
+// the round did not estimate it.
+func (c *carry) estimateOf(group string) *estimator.Estimate {
+	if c == nil {
+		return nil
+	}
+	return c.prev[group].res
+}
+
 // kept records the round's choice: the pods it took and whether the keep
 // left the others' estimates standing.
 func (c *carry) kept(took []*corev1.Pod, local bool) {
