@@ -27,6 +27,15 @@ func (p *Planner) PlanCounting(ctx context.Context, pods []*corev1.Pod, groups [
 	return out, c.estimated, c.carried, nil
 }
 
+// KeepCalls is Plan, also saying how many framework calls its keeps made.
+func (p *Planner) KeepCalls(ctx context.Context, pods []*corev1.Pod, groups []*nodegroups.Info, usage limits.Usage, now time.Time) (*Plan, int, error) {
+	out, c, err := p.plan(ctx, pods, groups, usage, now)
+	if err != nil {
+		return nil, 0, err
+	}
+	return out, c.keepCalls, nil
+}
+
 // TriesOf is what explain lists of a pod group cycle's placements.
 var TriesOf = triesOf
 

@@ -131,6 +131,7 @@ func (p *Planner) plan(ctx context.Context, pods []*corev1.Pod, groups []*nodegr
 		if err != nil {
 			return nil, nil, err
 		}
+		carry.keepCalls += kept.FrameworkCalls
 		carry.kept(best.Pods, p.estimate.KeptLocal(mark, kept, g.Template))
 		// With balancing, the nodes are spread over g and the groups
 		// similar to it (balance.go).

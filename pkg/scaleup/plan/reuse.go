@@ -44,8 +44,9 @@ type carry struct {
 	// dependent counts the pods left that are not Independent; while
 	// any is left, nothing is carried.
 	dependent map[types.UID]bool
-	// estimated and carried count estimates run and carried, for tests.
-	estimated, carried int
+	// estimated and carried count estimates run and carried, keepCalls
+	// the framework calls the keeps made, for tests.
+	estimated, carried, keepCalls int
 }
 
 type carried struct {

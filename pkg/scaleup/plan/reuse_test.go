@@ -345,3 +345,37 @@ func TestCarryEstimatesOnlyWhatChanged(t *testing.T) {
 		t.Errorf("%d estimated, %d carried, %d without carrying; want 6, 9, 15", estimated, carried, all)
 	}
 }
+
+// The keep of each round's choice copies what the option's estimate
+// learnt, carried options' included (rounds two and three choose
+// estimates carried from round one): no framework call, and the plan a
+// planner without any memo makes.
+func TestKeepsCopyTheOptions(t *testing.T) {
+	pods := func() []*corev1.Pod {
+		return cat(podsFor("a", "a", "3", 4), podsFor("b", "b", "3", 3), podsFor("c", "c", "3", 2))
+	}
+	groups := func() []*nodegroups.Info {
+		return []*nodegroups.Info{pooled("a-1", "a", "", "4", 10), pooled("a-2", "a", "", "4", 10), pooled("b-1", "b", "", "4", 10),
+			pooled("b-2", "b", "", "4", 10), pooled("c-1", "c", "", "4", 10), pooled("c-2", "c", "", "4", 10)}
+	}
+	var plans [2]rendered
+	var calls [2]int
+	for i, memo := range []bool{true, false} {
+		e := newEnv(t)
+		p := plan.New(e.opts, estimator.New(e.runner, estimator.Options{DisableMemo: !memo}), e.chain, limits.New(e.conf, nil), e.backoff, nil)
+		out, n, err := p.KeepCalls(e.ctx, pods(), groups(), limits.Usage{}, now)
+		if err != nil {
+			t.Fatalf("memo=%v: %v", memo, err)
+		}
+		if len(out.ScaleUps) != 3 {
+			t.Fatalf("memo=%v: %d scale-ups, want one per pool", memo, len(out.ScaleUps))
+		}
+		plans[i], calls[i] = render(out), n
+	}
+	if diff := cmp.Diff(plans[1], plans[0]); diff != "" {
+		t.Errorf("plan with seeded keeps differs (-without memo +with):\n%s", diff)
+	}
+	if calls[0] != 0 || calls[1] == 0 {
+		t.Errorf("keeps made %d framework calls with the memo, %d without; want 0 and some", calls[0], calls[1])
+	}
+}
