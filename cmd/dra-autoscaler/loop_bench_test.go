@@ -313,8 +313,11 @@ func writeAllocs(b testing.TB, name string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
-	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+	err = pprof.Lookup("allocs").WriteTo(f, 0)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		b.Fatal(err)
 	}
 }
