@@ -23,7 +23,7 @@ func TestLoopPassVerified(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := passes(t, nil, gen, []string{"--simulation-verify"})
 			checks := 0.0
-			for _, k := range []string{"fitExisting", "estimate", "carry", "removal"} {
+			for _, k := range []string{"fitExisting", "estimate", "carry", "removal", "removalCopy"} {
 				checks += testutil.ToFloat64(r.metrics.ShadowChecks.WithLabelValues(k))
 			}
 			if checks == 0 {
@@ -33,7 +33,13 @@ func TestLoopPassVerified(t *testing.T) {
 			if strings.HasPrefix(name, "L2-distinct") && carried == 0 {
 				t.Error("no carried estimate was checked")
 			}
-			t.Logf("%v decisions checked, %v of them carried estimates", checks, carried)
+			// D1's pods fill destinations of one kind: placements were
+			// copied, and verify mode compared each with the framework's.
+			copied := testutil.ToFloat64(r.metrics.ShadowChecks.WithLabelValues("removalCopy"))
+			if strings.HasPrefix(name, "D1") && copied == 0 {
+				t.Error("no copied removal placement was checked")
+			}
+			t.Logf("%v decisions checked, %v of them carried estimates, %v removal copies", checks, carried, copied)
 			// The fake server holds one copy of the cluster, the
 			// informers' (newClient): memory as in production.
 			if r.static == 0 || r.shared != r.static {

@@ -16,6 +16,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/planner"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/removal"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/shortcut"
 )
 
@@ -36,6 +37,14 @@ func newScaleDown(opts *config.Options, runner *framework.Runner, client kuberne
 			}
 			return classes.ClassKey(pod)
 		},
+		Keys: func(pods []*corev1.Pod) (removal.Keys, error) {
+			keys, err := estimator.NewNodeKeys(runner.Snapshot(), runner.Profile(), pods)
+			if keys == nil {
+				return nil, err
+			}
+			return keys, nil
+		},
+		Copier:     classes,
 		Shortcuts:  check.Set,
 		Check:      check,
 		Thresholds: eligibility.Thresholds{Utilization: sd.UtilizationThreshold, GPU: sd.GPUUtilizationThreshold},

@@ -3,8 +3,11 @@ package estimator
 import (
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	fwk "k8s.io/kube-scheduler/framework"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 )
 
 // Copying a placement between existing nodes that look alike.
@@ -56,13 +59,16 @@ func (e *Estimator) CapturePlacement(placed *v1.Pod, node string) (*NodePlacemen
 // CopyPlacement places pod on node as p says, p having been captured on a
 // node whose key before that placement is node's key now, and returns
 // true; info (may be nil) is the pod's PodInfo. It returns false, having
-// changed nothing, when the framework's way may differ: the pod owns
-// claims already (the framework looks among them for the ones to make),
-// a claim of the pod is allocated or reserved already, or the claims do
-// not match p's.
+// changed nothing, when the framework's way may differ: a claim is still
+// to be made from its template while the pod owns claims already (the
+// framework looks among them for the one to take), a claim of the pod is
+// allocated or reserved already, or the claims do not match p's. A claim
+// made already and named in the pod's status (a pod moved off a node
+// scale-down removes, its claim released) is allocated as the framework
+// allocates it: the DRA plugin reads it by that name.
 func (e *Estimator) CopyPlacement(pod *v1.Pod, info fwk.PodInfo, p *NodePlacement, node string) (bool, error) {
 	snap := e.runner.Snapshot()
-	if p == nil || len(p.allocs) != len(pod.Spec.ResourceClaims) || len(snap.ClaimsOwnedBy(pod.UID)) > 0 {
+	if p == nil || len(p.allocs) != len(pod.Spec.ResourceClaims) || (toMake(pod) && len(snap.ClaimsOwnedBy(pod.UID)) > 0) {
 		return false, nil
 	}
 	claims := make([]*resourceapi.ResourceClaim, len(pod.Spec.ResourceClaims))
@@ -107,4 +113,44 @@ func (e *Estimator) CopyPlacement(pod *v1.Pod, info fwk.PodInfo, p *NodePlacemen
 		err = snap.AddPod(placed, node)
 	}
 	return err == nil, err
+}
+
+// toMake reports a claim of pod still to be made from its template.
+func toMake(pod *v1.Pod) bool {
+	for i := range pod.Spec.ResourceClaims {
+		if framework.ClaimNotMadeYet(pod, &pod.Spec.ResourceClaims[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// Same reports whether two placements, each captured on its own node,
+// took the same devices of their nodes for the same requests: what a
+// copy of one to the other's node would have allocated is what the
+// framework did.
+func (p *NodePlacement) Same(q *NodePlacement) bool {
+	if p == nil || q == nil || len(p.allocs) != len(q.allocs) {
+		return p == q
+	}
+	for i, a := range p.allocs {
+		b := q.allocs[i]
+		if (a == nil) != (b == nil) {
+			return false
+		}
+		if a == nil {
+			continue
+		}
+		if len(a.Devices.Results) != len(b.Devices.Results) || !apiequality.Semantic.DeepEqual(a.Devices.Config, b.Devices.Config) {
+			return false
+		}
+		for k, ra := range a.Devices.Results {
+			rb := b.Devices.Results[k]
+			ra.Pool, rb.Pool = "", "" // each its own node's pool
+			if !apiequality.Semantic.DeepEqual(ra, rb) {
+				return false
+			}
+		}
+	}
+	return true
 }

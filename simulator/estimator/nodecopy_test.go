@@ -1,6 +1,7 @@
 package estimator
 
 import (
+	"fmt"
 	"testing"
 
 	v1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ func TestCopyPlacementIsExact(t *testing.T) {
 		Request(builder.Request("gpu", "gpu"), builder.Request("nic", "nic")).MatchAttribute(pcieRoot).Obj()
 	twoGPUs := builder.ClaimTemplate(ns, "two-gpus").Request(builder.Request("gpu", "gpu").Count(2)).Obj()
 	own, ownObjs := ownClaimPods("own", 2, 1)
+	moved, movedObjs := movedPods("moved", 2)
 	tests := []struct {
 		name string
 		objs []any
@@ -29,6 +31,7 @@ func TestCopyPlacementIsExact(t *testing.T) {
 		{"a claim from a template, two GPUs", []any{twoGPUs}, templatePods("two", "two-gpus", "1", 2)},
 		{"GPU and NIC on one PCIe root", []any{gpuNIC}, templatePods("pair", "gpu-nic", "2", 2)},
 		{"claims made already", ownObjs, own},
+		{"claims made from a template, released (a pod scale-down moves)", append(movedObjs, twoGPUs), moved},
 		{"no claim", nil, []*v1.Pod{
 			builder.Pod(ns, "cpu-0").CPU("2").OwnedBy("apps/v1", "ReplicaSet", "cpu").Obj(),
 			builder.Pod(ns, "cpu-1").CPU("2").OwnedBy("apps/v1", "ReplicaSet", "cpu").Obj(),
@@ -105,4 +108,19 @@ func TestCopyPlacementRefuses(t *testing.T) {
 	if ok, _ := e.CopyPlacement(pods[1], nil, &NodePlacement{}, "node-1"); ok {
 		t.Error("copied a placement with other claims")
 	}
+}
+
+// movedPods are n pods as scale-down moves them: each owns the claim its
+// template made, named in its status, the allocation dropped (released)
+// and the node cleared.
+func movedPods(prefix string, n int) ([]*v1.Pod, []any) {
+	pods := make([]*v1.Pod, n)
+	var objs []any
+	for i := range pods {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		pods[i] = builder.Pod(ns, name).CPU("1").OwnedBy("apps/v1", "ReplicaSet", prefix).
+			ClaimFromTemplate("gpu", "two-gpus").ClaimStatus("gpu", name+"-gpu").Obj()
+		objs = append(objs, builder.Claim(ns, name+"-gpu").Request(builder.Request("gpu", "gpu").Count(2)).OwnedByPod(pods[i], "gpu").Obj())
+	}
+	return pods, objs
 }

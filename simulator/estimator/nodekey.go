@@ -106,6 +106,19 @@ func (k *NodeKeys) Of(node string) string {
 	return key
 }
 
+// Known records key as node's key in its present state, for a caller
+// that made that state by copying a placement to node from a node whose
+// key after the placement was key: the copy leaves the node as the
+// placement left its own (CopyPlacement), so computing the key again
+// would give key (verify mode checks it so, as scale-down's removal
+// simulation does).
+func (k *NodeKeys) Known(node, key string) {
+	if k == nil || key == "" {
+		return
+	}
+	k.cache[node] = cachedKey{gen: k.snap.NodeGen(node), key: key}
+}
+
 // minParallelKeys is how many keys OfAll makes per goroutine at least.
 const minParallelKeys = 256
 

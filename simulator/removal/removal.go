@@ -20,7 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
@@ -67,6 +69,62 @@ type Session struct {
 	pos    map[string]int
 	gone   []bool
 	gens   snapshot.GenLog
+	// copies, when set, copy a placement the framework made for a
+	// memoizable, keyable class to a destination of the same key (the
+	// removalCopy shortcut); fits holds those placements by class and
+	// key.
+	copies *Copies
+	fits   map[keyClass]keptFit
+}
+
+// Copies let a pass copy placements between destinations that look alike
+// to the filters (the removalCopy shortcut): a GPU cluster's nodes come in
+// a few kinds, and the pods moved off a node of one kind fill the next
+// node of that kind as they filled the last. The first pod of a class to
+// meet a destination in a state is placed by the framework; a later pod
+// of the class meeting a destination in a state of the same key, first in
+// its order, is placed by a copy of that placement. Verify mode (the
+// memo's) places every pod through the framework and compares the copy it
+// would have made.
+type Copies struct {
+	Keys   Keys
+	Copier Copier
+	// Found is told of a copy the framework would not make; Checked of
+	// every copy compared (verify mode). Either may be nil.
+	Found   func(pod, node, got, want string)
+	Checked func()
+}
+
+// Keys tells nodes apart by what the filters read of them
+// (estimator.NodeKeys).
+type Keys interface {
+	// Keyable reports whether pod's verdict on a node is all in its key.
+	Keyable(pod *corev1.Pod) bool
+	// Of returns node's key in its present state, "" for a node like no
+	// other.
+	Of(node string) string
+	// Known records node's key in its present state, which a copy made
+	// as the state a node of another key was left in after the copied
+	// placement: that node's key then.
+	Known(node, key string)
+}
+
+// Copier copies placements between nodes with equal keys (the
+// estimator).
+type Copier interface {
+	CapturePlacement(placed *corev1.Pod, node string) (*estimator.NodePlacement, bool)
+	CopyPlacement(pod *corev1.Pod, info fwk.PodInfo, p *estimator.NodePlacement, node string) (bool, error)
+}
+
+type keyClass struct{ key, class string }
+
+// keptFit is a placement the framework made for a class on a node of a
+// key, at the snapshot's shared generation then, and the node's key
+// after it ("" if it had none).
+type keptFit struct {
+	p      *estimator.NodePlacement
+	shared uint64
+	after  string
 }
 
 // Begin opens a pass. Pods may move to the nodes of stay (nodes that are
@@ -127,6 +185,38 @@ func (p *Session) UseMemo(a *framework.Alike) {
 	p.runner.Snapshot().LogGens(&p.gens)
 }
 
+// UseCopies lets the pass copy placements between destinations of one
+// key (see Copies), with the memo: its classes are the ones copied, and
+// its rejections are kept by key too, so a destination in a state known
+// to turn a class down is passed like the one that did. Without a memo
+// it does nothing.
+func (p *Session) UseCopies(c *Copies) {
+	if p.memo == nil || c == nil || c.Keys == nil || c.Copier == nil {
+		return
+	}
+	p.copies = c
+	p.fits = map[keyClass]keptFit{}
+	p.memo.Rejected = p.rejections()
+}
+
+// rejections is an empty memo of rejections, kept by key too with
+// copies.
+func (p *Session) rejections() *framework.Rejections {
+	if p.copies != nil {
+		return framework.NewKeyedRejections(p.copies.Keys.Of)
+	}
+	return framework.NewRejections()
+}
+
+// anew forgets every verdict the memo and the copies hold.
+func (p *Session) anew() {
+	if p.memo != nil {
+		p.memo.Rejected = p.rejections()
+	}
+	clear(p.passed)
+	clear(p.fits)
+}
+
 // End drops every change of the pass.
 func (p *Session) End() error {
 	if p.closed {
@@ -184,16 +274,25 @@ func (p *Session) TryAll(ctx context.Context, cs []Candidate) (res CandidateVerd
 	}
 	snap.Fork()
 	keep := false
-	passed, memoAnew := maps.Clone(p.passed), false
+	passed, memoAnew, shuns := maps.Clone(p.passed), false, false
 	p.markGone(unit, true)
 	defer func() {
 		end := snap.Revert
 		switch {
 		case keep:
 			end = snap.Commit
+		case shuns:
+			// A pod placed with required anti-affinity turned pods away
+			// from its domain; reverted, it is gone, and verdicts made
+			// while it stood may not hold for nodes whose Gen did not
+			// move.
+			p.anew()
+			p.markGone(unit, false)
 		case memoAnew:
-			// The verdicts the counts stood for are gone.
+			// The verdicts the counts stood for are gone, and fits found
+			// while the node was away may not hold with it back.
 			clear(p.passed)
+			clear(p.fits)
 			p.markGone(unit, false)
 		default:
 			// The revert gives back the generations the counts were
@@ -218,10 +317,10 @@ func (p *Session) TryAll(ctx context.Context, cs []Candidate) (res CandidateVerd
 		widens = widens || freed
 	}
 	if widens && p.memo != nil {
-		p.memo.Rejected = framework.NewRejections()
-		clear(p.passed)
+		p.anew()
 		memoAnew = true
 	}
+	infos := p.podInfos(cs)
 	for _, c := range cs {
 		if err := snap.RemoveNode(c.Node); err != nil {
 			return res, err
@@ -229,7 +328,8 @@ func (p *Session) TryAll(ctx context.Context, cs []Candidate) (res CandidateVerd
 	}
 	res.Moves = map[string]string{}
 	var targets []string
-	if len(pods) > 0 {
+	if len(pods) > 0 && p.memo == nil {
+		// With the memo, placeKnown walks the destinations itself.
 		targets = make([]string, 0, len(p.destinations))
 		for _, d := range p.destinations {
 			if !unit[d] && !p.removed[d] {
@@ -238,7 +338,7 @@ func (p *Session) TryAll(ctx context.Context, cs []Candidate) (res CandidateVerd
 		}
 	}
 	for _, pod := range pods {
-		placement, err := p.place(ctx, unbound(pod), targets)
+		placement, err := p.place(ctx, unbound(pod), infos[pod.UID], targets)
 		p.forget()
 		if err != nil {
 			return res, fmt.Errorf("node %s: re-place pod %s/%s: %w", pod.Spec.NodeName, pod.Namespace, pod.Name, err)
@@ -250,6 +350,12 @@ func (p *Session) TryAll(ctx context.Context, cs []Candidate) (res CandidateVerd
 			return res, nil
 		}
 		res.Moves[pod.Namespace+"/"+pod.Name] = placement.Node
+		if shunsOthers(pod) {
+			// Nodes of its domain may turn pods down that a kept fit
+			// says they take.
+			shuns = true
+			clear(p.fits)
+		}
 	}
 	keep = true
 	res.Removable = true
@@ -272,11 +378,11 @@ const window = 64
 // one a single cycle over all destinations gives (the first that fits),
 // for the reason the estimator's scoped cycles give theirs: a node's
 // allocations read only its own slices and those bound to no node.
-func (p *Session) place(ctx context.Context, pod *corev1.Pod, targets []string) (*framework.ScheduleResult, error) {
+func (p *Session) place(ctx context.Context, pod *corev1.Pod, info fwk.PodInfo, targets []string) (*framework.ScheduleResult, error) {
 	snap := p.runner.Snapshot()
 	defer snap.ScopeSlices(nil)
 	if p.memo != nil {
-		return p.placeKnown(ctx, pod, targets)
+		return p.placeKnown(ctx, pod, info)
 	}
 	all := &framework.ScheduleResult{}
 	for start := 0; start < len(targets); start += window {
@@ -296,21 +402,106 @@ func (p *Session) place(ctx context.Context, pod *corev1.Pod, targets []string) 
 
 // placeKnown is place with the memo: a pod of a memoizable class starts
 // past the destinations its class's count spans (verify mode checks the
-// count and starts from the first).
-func (p *Session) placeKnown(ctx context.Context, pod *corev1.Pod, targets []string) (*framework.ScheduleResult, error) {
+// count and starts from the first). info, if not nil, is the PodInfo of
+// the pod as it was on its node: a copied placement reuses what it
+// computed of the pod.
+func (p *Session) placeKnown(ctx context.Context, pod *corev1.Pod, info fwk.PodInfo) (*framework.ScheduleResult, error) {
 	class := ""
 	if p.memo.Class != nil {
 		class = p.memo.Class(pod)
 	}
 	if class == "" {
-		return p.runner.SchedulePodFirstFitKnown(ctx, pod, targets, p.memo)
+		return p.placeFrom(ctx, pod, class, 0)
 	}
 	p.forget()
 	start := p.advance(class)
+	c := p.copyAt(pod, class, start)
 	if p.memo.Verify {
 		p.check(pod, class, start)
 		start = 0
+	} else if c.kept != nil {
+		copied, err := p.copies.Copier.CopyPlacement(pod, info, c.kept.p, c.node)
+		if err != nil || copied {
+			if copied {
+				// Its key is the one the copied placement left.
+				p.copies.Keys.Known(c.node, c.kept.after)
+			}
+			return &framework.ScheduleResult{Node: c.node}, err
+		}
 	}
+	pl, err := p.placeFrom(ctx, pod, class, start)
+	if err != nil || pl.Node == "" || c.node == "" {
+		return pl, err
+	}
+	if c.kept != nil { // verify mode: the copy it would have made
+		p.compare(pod, c, pl)
+	}
+	if pl.Node == c.node {
+		if np, ok := p.copies.Copier.CapturePlacement(pl.Pod, pl.Node); ok {
+			p.fits[c.kc] = keptFit{p: np, shared: c.shared, after: p.copies.Keys.Of(pl.Node)}
+		}
+	}
+	return pl, nil
+}
+
+// copyTarget is where a pod of a class would go by a copy: node, the
+// first destination its class's count leaves, of key and class kc; kept
+// is the placement to copy there, nil when none is known.
+type copyTarget struct {
+	node   string
+	kc     keyClass
+	shared uint64
+	kept   *keptFit
+}
+
+// copyAt is the copy target for pod, of class, the destinations before
+// start passed; none (node "") without copies or for a pod or node
+// without a key.
+func (p *Session) copyAt(pod *corev1.Pod, class string, start int) copyTarget {
+	if p.copies == nil || start >= len(p.destinations) || !p.copies.Keys.Keyable(pod) {
+		return copyTarget{}
+	}
+	node := p.destinations[start] // advance stops at a live one
+	key := p.copies.Keys.Of(node)
+	if key == "" {
+		return copyTarget{}
+	}
+	c := copyTarget{node: node, kc: keyClass{key: key, class: class}, shared: p.runner.Snapshot().NodeGen(node).Shared}
+	if v, ok := p.fits[c.kc]; ok && v.shared == c.shared {
+		c.kept = &v
+	}
+	return c
+}
+
+// compare is verify mode's look at a copy: the framework, asked, placed
+// the pod (pl) where the copy would have, with the same devices.
+func (p *Session) compare(pod *corev1.Pod, c copyTarget, pl *framework.ScheduleResult) {
+	if p.copies.Checked != nil {
+		p.copies.Checked()
+	}
+	got := "a copy on " + c.node
+	want := "placed on " + pl.Node
+	if pl.Node == c.node {
+		np, ok := p.copies.Copier.CapturePlacement(pl.Pod, pl.Node)
+		switch {
+		case !ok || !np.Same(c.kept.p):
+			want += " with other devices"
+		case p.copies.Keys.Of(pl.Node) != c.kept.after:
+			// The key a copy would have recorded (Known).
+			want += ", leaving it of another key"
+		default:
+			return
+		}
+	}
+	if p.copies.Found != nil {
+		p.copies.Found(pod.Namespace+"/"+pod.Name, c.node, got, want)
+	}
+}
+
+// placeFrom places pod, of class, on the first live destination from
+// start that takes it, through the framework (the memo's rejections
+// read).
+func (p *Session) placeFrom(ctx context.Context, pod *corev1.Pod, class string, start int) (*framework.ScheduleResult, error) {
 	// A window of live destinations at a time: most pods fit one of the
 	// first, and listing all for each pod cost more than placing it.
 	res := &framework.ScheduleResult{}
@@ -392,6 +583,31 @@ func (p *Session) check(pod *corev1.Pod, class string, count int) {
 			p.memo.Found(pod.Namespace+"/"+pod.Name, p.destinations[i], "passed by the removal's count", "not known to reject")
 		}
 	}
+}
+
+// podInfos are the PodInfos of the pods on cs's nodes, by UID.
+func (p *Session) podInfos(cs []Candidate) map[types.UID]fwk.PodInfo {
+	if p.copies == nil {
+		return nil
+	}
+	out := map[types.UID]fwk.PodInfo{}
+	for _, c := range cs {
+		ni, err := p.runner.Snapshot().NodeInfos().Get(c.Node)
+		if err != nil {
+			continue
+		}
+		for _, pi := range ni.GetPods() {
+			out[pi.GetPod().UID] = pi
+		}
+	}
+	return out
+}
+
+// shunsOthers reports a pod with required anti-affinity: placed, it may
+// turn pods away from every node of its topology domain.
+func shunsOthers(pod *corev1.Pod) bool {
+	a := pod.Spec.Affinity
+	return a != nil && a.PodAntiAffinity != nil && len(a.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) > 0
 }
 
 // markGone marks unit's nodes as destinations no pod may go to (to), or

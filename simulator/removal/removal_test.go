@@ -419,3 +419,50 @@ func TestLocalTo(t *testing.T) {
 		}
 	}
 }
+
+// A removal that placed a pod with required anti-affinity and is then
+// reverted starts the memo anew: while the guard stood on n1, web pods
+// were turned away from n2 (zone z1, its generation untouched by the
+// guard), and with the guard reverted n2 takes them again.
+func TestMemoStartsAnewWhenAShunningPodIsReverted(t *testing.T) {
+	zone := "topology.kubernetes.io/zone"
+	web := func(name, node string) *corev1.Pod {
+		return builder.Pod(ns, name).Label("app", "web").CPU("1").OwnedBy("apps/v1", "ReplicaSet", "web").Node(node).Obj()
+	}
+	guard := builder.Pod(ns, "guard").CPU("100m").Node("a").Obj()
+	guard.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, TopologyKey: zone}}}}
+	huge := cpuPod("huge", "a", "100")
+	node := func(name, z, cpu string) *corev1.Node { return builder.Node(name).Label(zone, z).CPU(cpu).Obj() }
+	objs := []any{node("n1", "z1", "200m"), node("n2", "z1", "4"), node("n3", "z2", "4"), node("a", "z9", "200"), node("b", "z9", "4"),
+		guard, web("w1", "a"), huge, web("w2", "b")}
+	// The memo's classes: none for the guard (its verdicts are not its
+	// node's alone).
+	class := func(p *corev1.Pod) string {
+		if p.Spec.Affinity != nil {
+			return ""
+		}
+		return cpuClass(p)
+	}
+	for _, memo := range []bool{false, true} {
+		t.Run(fmt.Sprintf("memo=%v", memo), func(t *testing.T) {
+			r, ctx := newRunner(t, objs...)
+			pass := Begin(r, []string{"n1", "n2", "n3"}, nil)
+			defer func() { _ = pass.End() }()
+			if memo {
+				// Not verify: a stale memo would answer without asking.
+				pass.UseMemo(&framework.Alike{Class: class, Rejected: framework.NewRejections()})
+			}
+			// The guard goes to n1, w1 past n2 to n3, huge nowhere.
+			res, err := pass.Try(ctx, Candidate{Node: "a", Pods: []*corev1.Pod{guard, web("w1", "a"), huge}})
+			if err != nil || res.Removable {
+				t.Fatalf("a: %+v, %v; want it kept (huge fits nowhere)", res, err)
+			}
+			res, err = pass.Try(ctx, Candidate{Node: "b", Pods: []*corev1.Pod{web("w2", "b")}})
+			if err != nil || !res.Removable || res.Moves[ns+"/w2"] != "n2" {
+				t.Fatalf("b: %+v, %v; want w2 moved to n2", res, err)
+			}
+		})
+	}
+}

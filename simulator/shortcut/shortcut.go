@@ -52,10 +52,15 @@ const (
 	// pass, so pods moved off later candidates pass the nodes the earlier
 	// moves filled without filtering them again.
 	RemovalMemo Name = "removalMemo"
+	// RemovalCopy: with removalMemo, the removal simulation copies a
+	// placement the framework made for a class between destinations of
+	// one node key instead of scheduling again, and keeps its verdicts
+	// "does not fit" by key too.
+	RemovalCopy Name = "removalCopy"
 )
 
 // All are every shortcut, in the order above.
-var All = []Name{FitClasses, FitMemo, NodeKeys, PlacementCopy, EstimateMemo, EstimateClasses, SharedEstimate, Carry, AnalyzerCache, AlikePlacements, RemovalMemo}
+var All = []Name{FitClasses, FitMemo, NodeKeys, PlacementCopy, EstimateMemo, EstimateClasses, SharedEstimate, Carry, AnalyzerCache, AlikePlacements, RemovalMemo, RemovalCopy}
 
 func (n Name) bit() uint32 {
 	for i, m := range All {

@@ -26,6 +26,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/eligibility"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/unneeded"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/removal"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/shortcut"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/utilization"
 )
@@ -69,7 +70,15 @@ type Options struct {
 	// depends on that node alone ("" for the others): with Shortcuts
 	// allowing removalMemo, the removal simulation keeps their verdicts
 	// "does not fit" per node generation. nil: no memo.
-	Class     func(pod *corev1.Pod) string
+	Class func(pod *corev1.Pod) string
+	// Keys makes the node keys for a pass's moving pods
+	// (estimator.NewNodeKeys; nil keys: no node is like another), and
+	// Copier copies placements between nodes of one key (the
+	// estimator): with the memo and Shortcuts allowing removalCopy, the
+	// removal simulation copies a class's placements between
+	// destinations of one key. Either nil: no copies.
+	Keys      func(pods []*corev1.Pod) (removal.Keys, error)
+	Copier    removal.Copier
 	Shortcuts *shortcut.Set
 	// Check, in verify mode, filters the remembered nodes again and
 	// reports a difference (kind "removal"); nil: no check.

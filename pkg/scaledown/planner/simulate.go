@@ -39,14 +39,19 @@ func (p *RemovalPlanner) simulate(ctx context.Context, plan *RemovalPlan, cands 
 		maybe = append(maybe, cands[i].node.Name)
 	}
 	pass := removal.Begin(p.runner, stay, maybe)
-	if memo := p.memo(); memo != nil {
-		pass.UseMemo(memo)
-	}
 	defer func() {
 		if eerr := pass.End(); eerr != nil && err == nil {
 			err = fmt.Errorf("scale-down simulation: %w", eerr)
 		}
 	}()
+	if memo := p.memo(); memo != nil {
+		pass.UseMemo(memo)
+		copies, err := p.copies(cands)
+		if err != nil {
+			return nil, fmt.Errorf("scale-down simulation: %w", err)
+		}
+		pass.UseCopies(copies)
+	}
 	var out []string
 	simulated := 0
 	// removing holds the nodes removed so far; settled the nodes decided.
@@ -216,4 +221,27 @@ func (p *RemovalPlanner) memo() *framework.Alike {
 			check.Found(shortcut.Mismatch{Shortcut: shortcut.RemovalMemo, Kind: "removal", Pod: pod, Node: node, Got: got, Want: want})
 		},
 	}
+}
+
+// copies are the pass's removalCopy, nil when the shortcut is off or no
+// node can be keyed for the candidates' pods.
+func (p *RemovalPlanner) copies(cands []*candidate) (*removal.Copies, error) {
+	if p.opts.Keys == nil || p.opts.Copier == nil || !p.opts.Shortcuts.On(shortcut.RemovalCopy) {
+		return nil, nil
+	}
+	var moving []*corev1.Pod
+	for _, c := range cands {
+		moving = append(moving, c.moving...)
+	}
+	keys, err := p.opts.Keys(moving)
+	if err != nil || keys == nil {
+		return nil, err
+	}
+	check := p.opts.Check
+	return &removal.Copies{Keys: keys, Copier: p.opts.Copier,
+		Checked: func() { check.Checked("removalCopy") },
+		Found: func(pod, node, got, want string) {
+			check.Found(shortcut.Mismatch{Shortcut: shortcut.RemovalCopy, Kind: "removalCopy", Pod: pod, Node: node, Got: got, Want: want})
+		},
+	}, nil
 }
