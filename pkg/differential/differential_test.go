@@ -27,6 +27,7 @@ import (
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/nodegroups"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/pass"
+	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/act"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/fitexisting"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaleup/pending"
@@ -58,7 +59,9 @@ var knownDifferences = map[uint64]string{}
 // way the shortcuts must reproduce, and over tens of thousands of seeds
 // they do), which groups grow by how many nodes for which pods, in the
 // plan's order and with the plan's placement of the pods on the new
-// nodes, the gangs' plans, and which pods nothing helps. Two runs of one
+// nodes, the gangs' plans, which pods nothing helps, and which nodes
+// scale-down finds could go (with where each of their pods would move)
+// and why the others cannot. Two runs of one
 // seed with the same shortcuts must decide alike too (a difference that
 // comes and goes is chance in the autoscaler, a bug of its own: the
 // informers' node order once picked the groups' templates).
@@ -82,22 +85,22 @@ func TestShortcutsAgreeWithThePlainFramework(t *testing.T) {
 			report(t, v, &stats)
 		}
 	}
-	t.Logf("%d seeds in %v: %d fits, %d scale-ups, %d pods not helped, %d gangs planned", total, time.Since(start).Round(time.Millisecond),
-		stats.fits, stats.scaleUps, stats.notHelped, stats.gangs)
+	t.Logf("%d seeds in %v: %d fits, %d scale-ups, %d pods not helped, %d gangs planned, %d nodes unneeded (%d pods moved)",
+		total, time.Since(start).Round(time.Millisecond), stats.fits, stats.scaleUps, stats.notHelped, stats.gangs, stats.unneeded, stats.moved)
 	if stats.known > 0 {
 		t.Logf("WARNING: %d seed(s) differ in a known way (knownDifferences), not counted as failures", stats.known)
 	}
 	// A generator whose clusters never fit a pod or never scale up
 	// would compare nothing.
-	if !t.Failed() && total >= 50 && (stats.fits == 0 || stats.scaleUps == 0 || stats.notHelped == 0 || stats.gangs == 0) {
-		t.Errorf("over %d seeds: %d fits, %d scale-ups, %d pods not helped, %d gangs planned; the generator exercises too little",
-			total, stats.fits, stats.scaleUps, stats.notHelped, stats.gangs)
+	if !t.Failed() && total >= 50 && (stats.fits == 0 || stats.scaleUps == 0 || stats.notHelped == 0 || stats.gangs == 0 || stats.moved == 0) {
+		t.Errorf("over %d seeds: %d fits, %d scale-ups, %d pods not helped, %d gangs planned, %d pods moved off unneeded nodes; the generator exercises too little",
+			total, stats.fits, stats.scaleUps, stats.notHelped, stats.gangs, stats.moved)
 	}
 }
 
 // tally counts what the seeds decided, to show the comparison compared
 // something.
-type tally struct{ fits, scaleUps, notHelped, gangs, known int }
+type tally struct{ fits, scaleUps, notHelped, gangs, unneeded, moved, known int }
 
 // report fails v's subtest if v differs, unless v is a known difference.
 func report(t *testing.T, v verdict, stats *tally) {
@@ -109,6 +112,8 @@ func report(t *testing.T, v verdict, stats *tally) {
 		stats.scaleUps += v.got.scaleUps
 		stats.notHelped += v.got.notHelped
 		stats.gangs += v.got.gangs
+		stats.unneeded += v.got.unneeded
+		stats.moved += v.got.moved
 		if v.diff == "" {
 			return
 		}
@@ -211,6 +216,9 @@ func compareAll(t *testing.T, seeds []uint64) []verdict {
 type outcome struct {
 	passes                           [][]string
 	fits, scaleUps, notHelped, gangs int
+	// unneeded counts the nodes scale-down found could go, moved the
+	// pods they would move.
+	unneeded, moved int
 }
 
 func (o outcome) lines() []string {
@@ -335,6 +343,29 @@ func (o *outcome) summarize(st *pass.State) []string {
 		sort.Strings(placed)
 		out = append(out, fmt.Sprintf("gang %s: fits existing %v, domain %q, existing [%s], %d scale-ups", g.Gang.Key(), g.FitsExisting,
 			g.Domain, strings.Join(placed, ", "), len(g.ScaleUps)))
+	}
+	if sd := pass.Get(st, scaledown.Done); sd != nil && sd.Plan != nil {
+		// Which nodes could go, with their pods' moves, and why the
+		// others cannot: the removal simulation's shortcuts (its memo
+		// and copies) must move every pod where the plain framework
+		// does.
+		for _, n := range sd.Plan.Unneeded {
+			o.unneeded++
+			moves := sd.Plan.MovesOf(n)
+			var ms []string
+			for p, to := range moves {
+				ms = append(ms, p+"→"+to)
+			}
+			sort.Strings(ms)
+			o.moved += len(ms)
+			out = append(out, fmt.Sprintf("unneeded %s: %s", n, strings.Join(ms, " ")))
+		}
+		var kept []string
+		for n, u := range sd.Plan.Unremovable {
+			kept = append(kept, fmt.Sprintf("unremovable %s: %s %s", n, u.Reason, u.Detail))
+		}
+		sort.Strings(kept)
+		out = append(out, kept...)
 	}
 	if p := pass.Get(st, plan.Result); p != nil {
 		var names []string

@@ -7,7 +7,8 @@
 // memory, whole GPUs with NICs on their PCIe roots, partitionable GPUs
 // drawing on shared counters, GPUs with consumable memory), existing
 // nodes of each group (some labelled apart from their template, some
-// running pods, some with allocated claims), pending pods by app (CPU
+// running pods, evictable, some with allocated claims: scale-down
+// simulates moving them), pending pods by app (CPU
 // only, claims from templates or one claim the app's pods share, node
 // selectors, required and preferred node affinity, tolerations,
 // required and preferred pod anti-affinity, required pod affinity, hard
@@ -406,8 +407,10 @@ func (g *gen) running() {
 		var held []string
 		for k := range g.r.IntN(3) {
 			name := fmt.Sprintf("%s-run-%d", n.Name, k)
+			// Evictable, so that scale-down simulates moving them (no
+			// draw of the generator: the clusters stay the seeds' own).
 			b := builder.Pod(Namespace, name).Label("app", pick(g, g.apps...)).CPU(pick(g, "500m", "1", "2")).Memory("1Gi").
-				Toleration(gpuTaint, "", corev1.TaintEffectNoSchedule)
+				Toleration(gpuTaint, "", corev1.TaintEffectNoSchedule).Annotation("cluster-autoscaler.kubernetes.io/safe-to-evict", "true")
 			var claim *resourceapi.ResourceClaim
 			if dev := g.allocatable(kind, held); dev != "" && g.chance(0.6) {
 				held = append(held, dev)

@@ -10,6 +10,7 @@ package planner
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	fwk "k8s.io/kube-scheduler/framework"
 
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/objorder"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/scaledown/drainability"
@@ -192,6 +194,10 @@ type RemovalPlan struct {
 	unitOf  map[string][]string
 }
 
+// MovesOf are the simulated moves ("namespace/name" to node) of an
+// unneeded node's pods; nil for a node that is not unneeded.
+func (p *RemovalPlan) MovesOf(node string) map[string]string { return p.movesOf[node] }
+
 // record keeps what the simulation found for an unneeded node.
 func (p *RemovalPlan) record(node string, moves map[string]string, unit []string) {
 	if p.movesOf == nil {
@@ -340,7 +346,14 @@ func (p *RemovalPlanner) screen(plan *RemovalPlan, pdbs *drainability.PDBs, g *R
 	rules := p.opts.Rules
 	rules.Owners = in.Owners
 	ready := eligibility.IsReady(node)
-	for _, pi := range ni.GetPods() {
+	// In name order: the snapshot holds a node's pods in the order the
+	// informers listed them (a map's), and which pod is moved first
+	// decides where each goes and which one is named when one cannot.
+	podInfos := slices.SortedFunc(slices.Values(ni.GetPods()), func(a, b fwk.PodInfo) int {
+		x, y := a.GetPod(), b.GetPod()
+		return objorder.Compare(x.Namespace, x.Name, y.Namespace, y.Name)
+	})
+	for _, pi := range podInfos {
 		pod := pi.GetPod()
 		bound, isReal := real[pod.UID]
 		delete(real, pod.UID)
