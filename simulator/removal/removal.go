@@ -22,7 +22,6 @@ import (
 	"k8s.io/klog/v2"
 	fwk "k8s.io/kube-scheduler/framework"
 
-	"github.com/dra-autoscaler/dra-autoscaler/simulator/estimator"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
 )
@@ -75,56 +74,6 @@ type Session struct {
 	// key.
 	copies *Copies
 	fits   map[keyClass]keptFit
-}
-
-// Copies let a pass copy placements between destinations that look alike
-// to the filters (the removalCopy shortcut): a GPU cluster's nodes come in
-// a few kinds, and the pods moved off a node of one kind fill the next
-// node of that kind as they filled the last. The first pod of a class to
-// meet a destination in a state is placed by the framework; a later pod
-// of the class meeting a destination in a state of the same key, first in
-// its order, is placed by a copy of that placement. Verify mode (the
-// memo's) places every pod through the framework and compares the copy it
-// would have made.
-type Copies struct {
-	Keys   Keys
-	Copier Copier
-	// Found is told of a copy the framework would not make; Checked of
-	// every copy compared (verify mode). Either may be nil.
-	Found   func(pod, node, got, want string)
-	Checked func()
-}
-
-// Keys tells nodes apart by what the filters read of them
-// (estimator.NodeKeys).
-type Keys interface {
-	// Keyable reports whether pod's verdict on a node is all in its key.
-	Keyable(pod *corev1.Pod) bool
-	// Of returns node's key in its present state, "" for a node like no
-	// other.
-	Of(node string) string
-	// Known records node's key in its present state, which a copy made
-	// as the state a node of another key was left in after the copied
-	// placement: that node's key then.
-	Known(node, key string)
-}
-
-// Copier copies placements between nodes with equal keys (the
-// estimator).
-type Copier interface {
-	CapturePlacement(placed *corev1.Pod, node string) (*estimator.NodePlacement, bool)
-	CopyPlacement(pod *corev1.Pod, info fwk.PodInfo, p *estimator.NodePlacement, node string) (bool, error)
-}
-
-type keyClass struct{ key, class string }
-
-// keptFit is a placement the framework made for a class on a node of a
-// key, at the snapshot's shared generation then, and the node's key
-// after it ("" if it had none).
-type keptFit struct {
-	p      *estimator.NodePlacement
-	shared uint64
-	after  string
 }
 
 // Begin opens a pass. Pods may move to the nodes of stay (nodes that are
@@ -183,38 +132,6 @@ func (p *Session) UseMemo(a *framework.Alike) {
 	p.memo = a
 	p.passed = map[string]int{}
 	p.runner.Snapshot().LogGens(&p.gens)
-}
-
-// UseCopies lets the pass copy placements between destinations of one
-// key (see Copies), with the memo: its classes are the ones copied, and
-// its rejections are kept by key too, so a destination in a state known
-// to turn a class down is passed like the one that did. Without a memo
-// it does nothing.
-func (p *Session) UseCopies(c *Copies) {
-	if p.memo == nil || c == nil || c.Keys == nil || c.Copier == nil {
-		return
-	}
-	p.copies = c
-	p.fits = map[keyClass]keptFit{}
-	p.memo.Rejected = p.rejections()
-}
-
-// rejections is an empty memo of rejections, kept by key too with
-// copies.
-func (p *Session) rejections() *framework.Rejections {
-	if p.copies != nil {
-		return framework.NewKeyedRejections(p.copies.Keys.Of)
-	}
-	return framework.NewRejections()
-}
-
-// anew forgets every verdict the memo and the copies hold.
-func (p *Session) anew() {
-	if p.memo != nil {
-		p.memo.Rejected = p.rejections()
-	}
-	clear(p.passed)
-	clear(p.fits)
 }
 
 // End drops every change of the pass.
@@ -430,72 +347,18 @@ func (p *Session) placeKnown(ctx context.Context, pod *corev1.Pod, info fwk.PodI
 		}
 	}
 	pl, err := p.placeFrom(ctx, pod, class, start)
-	if err != nil || pl.Node == "" || c.node == "" {
-		return pl, err
+	if err != nil {
+		return nil, err
 	}
 	if c.kept != nil { // verify mode: the copy it would have made
 		p.compare(pod, c, pl)
 	}
-	if pl.Node == c.node {
+	if c.node != "" && pl.Node == c.node {
 		if np, ok := p.copies.Copier.CapturePlacement(pl.Pod, pl.Node); ok {
 			p.fits[c.kc] = keptFit{p: np, shared: c.shared, after: p.copies.Keys.Of(pl.Node)}
 		}
 	}
 	return pl, nil
-}
-
-// copyTarget is where a pod of a class would go by a copy: node, the
-// first destination its class's count leaves, of key and class kc; kept
-// is the placement to copy there, nil when none is known.
-type copyTarget struct {
-	node   string
-	kc     keyClass
-	shared uint64
-	kept   *keptFit
-}
-
-// copyAt is the copy target for pod, of class, the destinations before
-// start passed; none (node "") without copies or for a pod or node
-// without a key.
-func (p *Session) copyAt(pod *corev1.Pod, class string, start int) copyTarget {
-	if p.copies == nil || start >= len(p.destinations) || !p.copies.Keys.Keyable(pod) {
-		return copyTarget{}
-	}
-	node := p.destinations[start] // advance stops at a live one
-	key := p.copies.Keys.Of(node)
-	if key == "" {
-		return copyTarget{}
-	}
-	c := copyTarget{node: node, kc: keyClass{key: key, class: class}, shared: p.runner.Snapshot().NodeGen(node).Shared}
-	if v, ok := p.fits[c.kc]; ok && v.shared == c.shared {
-		c.kept = &v
-	}
-	return c
-}
-
-// compare is verify mode's look at a copy: the framework, asked, placed
-// the pod (pl) where the copy would have, with the same devices.
-func (p *Session) compare(pod *corev1.Pod, c copyTarget, pl *framework.ScheduleResult) {
-	if p.copies.Checked != nil {
-		p.copies.Checked()
-	}
-	got := "a copy on " + c.node
-	want := "placed on " + pl.Node
-	if pl.Node == c.node {
-		np, ok := p.copies.Copier.CapturePlacement(pl.Pod, pl.Node)
-		switch {
-		case !ok || !np.Same(c.kept.p):
-			want += " with other devices"
-		case p.copies.Keys.Of(pl.Node) != c.kept.after:
-			// The key a copy would have recorded (Known).
-			want += ", leaving it of another key"
-		default:
-			return
-		}
-	}
-	if p.copies.Found != nil {
-		p.copies.Found(pod.Namespace+"/"+pod.Name, c.node, got, want)
-	}
 }
 
 // placeFrom places pod, of class, on the first live destination from
@@ -583,24 +446,6 @@ func (p *Session) check(pod *corev1.Pod, class string, count int) {
 			p.memo.Found(pod.Namespace+"/"+pod.Name, p.destinations[i], "passed by the removal's count", "not known to reject")
 		}
 	}
-}
-
-// podInfos are the PodInfos of the pods on cs's nodes, by UID.
-func (p *Session) podInfos(cs []Candidate) map[types.UID]fwk.PodInfo {
-	if p.copies == nil {
-		return nil
-	}
-	out := map[types.UID]fwk.PodInfo{}
-	for _, c := range cs {
-		ni, err := p.runner.Snapshot().NodeInfos().Get(c.Node)
-		if err != nil {
-			continue
-		}
-		for _, pi := range ni.GetPods() {
-			out[pi.GetPod().UID] = pi
-		}
-	}
-	return out
 }
 
 // shunsOthers reports a pod with required anti-affinity: placed, it may
