@@ -54,16 +54,29 @@ func (s *Snapshot) RemoveResourceClaim(namespace, name string) error {
 }
 
 func (s *Snapshot) storeClaim(key string, claim *resourceapi.ResourceClaim) {
-	if old, ok := s.claims[key]; ok {
+	owner := metav1.GetControllerOfNoCopy(claim)
+	old, replaced := s.claims[key]
+	// A claim written anew (allocated, released) mostly keeps its owner:
+	// its entry in the owner index then stays as it is.
+	indexed := replaced && owner != nil && sameOwner(old, owner)
+	if replaced {
 		s.applyAllocation(old.Status.Allocation, -1)
-		s.unindexOwner(key, old)
+		if !indexed {
+			s.unindexOwner(key, old)
+		}
 	}
-	if owner := metav1.GetControllerOfNoCopy(claim); owner != nil {
+	if owner != nil && !indexed {
 		put(&s.j, innerSet(&s.j, s.claimsByOwner, owner.UID), key, sets.Empty{})
 	}
 	put(&s.j, s.claims, key, claim)
 	s.claimList.set(&s.j, key, claim)
 	s.applyAllocation(claim.Status.Allocation, +1)
+}
+
+// sameOwner reports old controlled by owner.
+func sameOwner(old *resourceapi.ResourceClaim, owner *metav1.OwnerReference) bool {
+	was := metav1.GetControllerOfNoCopy(old)
+	return was != nil && was.UID == owner.UID
 }
 
 func (s *Snapshot) unindexOwner(key string, claim *resourceapi.ResourceClaim) {

@@ -104,8 +104,14 @@ func randPod(i int, assignedTo string) *v1.Pod {
 // exclusively, as a share with consumed capacity, or with admin access.
 func randClaim(rnd *rand.Rand, k int) *resourceapi.ResourceClaim {
 	b := builder.Claim("ns", fmt.Sprintf("c%d", k)).Request(builder.Request("gpu", "gpu"))
-	if k%2 == 0 {
+	// Mostly one owner per claim, as claims made from templates have;
+	// sometimes another pod or none, so a write can move a claim between
+	// owners in the owner index.
+	switch o := rnd.IntN(8); {
+	case o < 5 && k%2 == 0:
 		b.OwnedByPod(randPod(k%nPods, ""), "gpu")
+	case o == 5:
+		b.OwnedByPod(randPod((k+1)%nPods, ""), "gpu")
 	}
 	if rnd.IntN(3) == 0 {
 		return b.Obj()
