@@ -37,7 +37,7 @@ func newScaleDown(opts *config.Options, runner *framework.Runner, client kuberne
 			}
 			return classes.ClassKey(pod)
 		},
-		Keys: func(pods []*corev1.Pod) (removal.Keys, error) {
+		Keys: func(pods []*corev1.Pod) (removal.DestinationKeys, error) {
 			keys, err := estimator.NewNodeKeys(runner.Snapshot(), runner.Profile(), pods)
 			if keys == nil {
 				return nil, err

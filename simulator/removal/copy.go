@@ -19,17 +19,17 @@ import (
 // memo's) places every pod through the framework and compares the copy it
 // would have made.
 type Copies struct {
-	Keys   Keys
-	Copier Copier
+	Keys   DestinationKeys
+	Copier PlacementCopier
 	// Found is told of a copy the framework would not make; Checked of
 	// every copy compared (verify mode). Either may be nil.
 	Found   func(pod, node, got, want string)
 	Checked func()
 }
 
-// Keys tells nodes apart by what the filters read of them
+// DestinationKeys tells nodes apart by what the filters read of them
 // (estimator.NodeKeys).
-type Keys interface {
+type DestinationKeys interface {
 	// Keyable reports whether pod's verdict on a node is all in its key.
 	Keyable(pod *corev1.Pod) bool
 	// Of returns node's key in its present state, "" for a node like no
@@ -41,9 +41,9 @@ type Keys interface {
 	Known(node, key string)
 }
 
-// Copier copies placements between nodes with equal keys (the
+// PlacementCopier copies placements between nodes with equal keys (the
 // estimator).
-type Copier interface {
+type PlacementCopier interface {
 	CapturePlacement(placed *corev1.Pod, node string) (*estimator.NodePlacement, bool)
 	CopyPlacement(pod *corev1.Pod, info fwk.PodInfo, p *estimator.NodePlacement, node string) (bool, error)
 }

@@ -46,12 +46,12 @@ func gpuNodes(nodes, devices, pods int) ([]any, []Candidate) {
 
 // countingCopier counts the copies made.
 type countingCopier struct {
-	Copier
+	PlacementCopier
 	copies int
 }
 
 func (c *countingCopier) CopyPlacement(pod *corev1.Pod, info fwk.PodInfo, p *estimator.NodePlacement, node string) (bool, error) {
-	ok, err := c.Copier.CopyPlacement(pod, info, p, node)
+	ok, err := c.PlacementCopier.CopyPlacement(pod, info, p, node)
 	if ok {
 		c.copies++
 	}
@@ -60,7 +60,7 @@ func (c *countingCopier) CopyPlacement(pod *corev1.Pod, info fwk.PodInfo, p *est
 
 // constKeys says every node is like every other: a deliberately wrong
 // key, for verify mode to catch.
-type constKeys struct{ Keys }
+type constKeys struct{ DestinationKeys }
 
 func (constKeys) Of(string) string { return "k" }
 
@@ -96,7 +96,7 @@ func TestCopiesAreTheFrameworks(t *testing.T) {
 		defer func() { _ = pass.End() }()
 		e := estimator.New(r, estimator.Options{})
 		var found []string
-		counting := &countingCopier{Copier: e}
+		counting := &countingCopier{PlacementCopier: e}
 		if memo {
 			pass.UseMemo(&framework.Alike{Class: estimatorClass(e), Rejected: framework.NewRejections(), Verify: verify,
 				Found: func(pod, node, got, want string) {
@@ -112,7 +112,7 @@ func TestCopiesAreTheFrameworks(t *testing.T) {
 			if err != nil || nk == nil {
 				t.Fatalf("no node keys: %v", err)
 			}
-			var keys Keys = nk
+			var keys DestinationKeys = nk
 			if faulty {
 				keys = constKeys{nk}
 			}

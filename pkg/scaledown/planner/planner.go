@@ -79,8 +79,8 @@ type Options struct {
 	// estimator): with the memo and Shortcuts allowing removalCopy, the
 	// removal simulation copies a class's placements between
 	// destinations of one key. Either nil: no copies.
-	Keys      func(pods []*corev1.Pod) (removal.Keys, error)
-	Copier    removal.Copier
+	Keys      func(pods []*corev1.Pod) (removal.DestinationKeys, error)
+	Copier    removal.PlacementCopier
 	Shortcuts *shortcut.Set
 	// Check, in verify mode, filters the remembered nodes again and
 	// reports a difference (kind "removal"); nil: no check.
