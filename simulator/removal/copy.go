@@ -70,6 +70,7 @@ func (p *Session) UseCopies(c *Copies) {
 	}
 	p.copies = c
 	p.fits = map[keyClass]keptFit{}
+	p.keyable = map[string]bool{}
 	p.memo.Rejected = p.rejections()
 }
 
@@ -105,7 +106,15 @@ type copyTarget struct {
 // start passed; none (node "") without copies or for a pod or node
 // without a key.
 func (p *Session) copyAt(pod *corev1.Pod, class string, start int) copyTarget {
-	if p.copies == nil || start >= len(p.destinations) || !p.copies.Keys.Keyable(pod) {
+	if p.copies == nil || start >= len(p.destinations) {
+		return copyTarget{}
+	}
+	keyable, ok := p.keyable[class]
+	if !ok {
+		keyable = p.copies.Keys.Keyable(pod)
+		p.keyable[class] = keyable
+	}
+	if !keyable {
 		return copyTarget{}
 	}
 	node := p.destinations[start] // advance stops at a live one

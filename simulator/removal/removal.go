@@ -74,6 +74,10 @@ type Session struct {
 	// key.
 	copies *Copies
 	fits   map[keyClass]keptFit
+	// keyable says, by class, whether its pods are keyable: a class's
+	// pods share every field Keyable reads (as fit-existing asks it once
+	// per class).
+	keyable map[string]bool
 }
 
 // Begin opens a pass. Pods may move to the nodes of stay (nodes that are

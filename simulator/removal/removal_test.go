@@ -130,19 +130,29 @@ func verifiedMemo(t *testing.T) *framework.Alike {
 		}}
 }
 
+const zone = "topology.kubernetes.io/zone"
+
+// web is a pod of the app the guard keeps out of its zone.
+func web(name, node string) *corev1.Pod {
+	return builder.Pod(ns, name).Label("app", "web").CPU("1").OwnedBy("apps/v1", "ReplicaSet", "web").Node(node).Obj()
+}
+
+// guardPod is a pod on node whose required anti-affinity keeps web pods
+// out of its zone.
+func guardPod(node string) *corev1.Pod {
+	guard := builder.Pod(ns, "guard").CPU("100m").Node(node).Obj()
+	guard.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, TopologyKey: zone}}}}
+	return guard
+}
+
 // The memo starts anew when a removal frees more than its own nodes: the
 // guard's required anti-affinity keeps web pods out of zone z1 until its
 // node goes, and then n1 (in z1, its generation unchanged) takes one. A
 // memo kept across that removal would still say n1 turns web pods down.
 func TestMemoStartsAnewWhenARemovalWidens(t *testing.T) {
-	zone := "topology.kubernetes.io/zone"
-	web := func(name, node string) *corev1.Pod {
-		return builder.Pod(ns, name).Label("app", "web").CPU("1").OwnedBy("apps/v1", "ReplicaSet", "web").Node(node).Obj()
-	}
-	guard := builder.Pod(ns, "guard").CPU("100m").Node("x").Obj()
-	guard.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, TopologyKey: zone}}}}
+	guard := guardPod("x")
 	node := func(name, z, cpu string) *corev1.Node { return builder.Node(name).Label(zone, z).CPU(cpu).Obj() }
 	objs := []any{node("n1", "z1", "4"), node("x", "z1", "4"), node("n2", "z2", "1"), node("r1", "z9", "4"), node("r3", "z9", "4"),
 		guard, web("w1", "r1"), web("w3", "r3")}
@@ -425,14 +435,7 @@ func TestLocalTo(t *testing.T) {
 // were turned away from n2 (zone z1, its generation untouched by the
 // guard), and with the guard reverted n2 takes them again.
 func TestMemoStartsAnewWhenAShunningPodIsReverted(t *testing.T) {
-	zone := "topology.kubernetes.io/zone"
-	web := func(name, node string) *corev1.Pod {
-		return builder.Pod(ns, name).Label("app", "web").CPU("1").OwnedBy("apps/v1", "ReplicaSet", "web").Node(node).Obj()
-	}
-	guard := builder.Pod(ns, "guard").CPU("100m").Node("a").Obj()
-	guard.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
-		RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, TopologyKey: zone}}}}
+	guard := guardPod("a")
 	huge := cpuPod("huge", "a", "100")
 	node := func(name, z, cpu string) *corev1.Node { return builder.Node(name).Label(zone, z).CPU(cpu).Obj() }
 	objs := []any{node("n1", "z1", "200m"), node("n2", "z1", "4"), node("n3", "z2", "4"), node("a", "z9", "200"), node("b", "z9", "4"),
