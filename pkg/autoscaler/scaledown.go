@@ -32,10 +32,10 @@ func newScaleDown(opts *config.Options, runner *framework.Runner, client kuberne
 	classes := estimator.New(runner, estimator.Options{})
 	p := planner.New(runner, planner.Options{
 		Class: func(pod *corev1.Pod) string {
-			if !classes.Memoizable(pod) {
-				return ""
+			if key, memoizable := classes.ClassOf(pod); memoizable {
+				return key
 			}
-			return classes.ClassKey(pod)
+			return ""
 		},
 		Keys: func(pods []*corev1.Pod) (removal.DestinationKeys, error) {
 			keys, err := estimator.NewNodeKeys(runner.Snapshot(), runner.Profile(), pods)

@@ -90,6 +90,18 @@ func TestClassify(t *testing.T) {
 	if k := e.ClassKey(friendly); k != "" {
 		t.Errorf("ClassKey of a pod with required pod affinity: %q, want none", k)
 	}
+	// ClassOf is ClassKey and Memoizable of a copy, and keeps nothing.
+	fresh := New(r, Options{})
+	for _, p := range append(slices.Clone(pods), friendly) {
+		cp := *p
+		key, memoizable := fresh.ClassOf(&cp)
+		if want := e.ClassKey(p); key != want || memoizable != e.Memoizable(p) {
+			t.Errorf("ClassOf(%s) = %q, %v; ClassKey %q, Memoizable %v", p.Name, key, memoizable, want, e.Memoizable(p))
+		}
+	}
+	if n := len(fresh.cache.entries) + len(fresh.cache.prev); n != 0 {
+		t.Errorf("ClassOf kept %d entries", n)
+	}
 
 	// The cache hands back the same classes until a claim changes.
 	again, err := newClassCache().classify(s, pods, true)
@@ -310,6 +322,32 @@ func TestClassifyAll(t *testing.T) {
 			case want != "" && (entry.key != want || e.Memoizable(p) != fresh.Memoizable(p)):
 				t.Fatalf("round %d: pod %s keyed %q (memoizable %v), one at a time %q (%v)", round, p.Name, entry.key,
 					e.Memoizable(p), want, fresh.Memoizable(p))
+			}
+		}
+	}
+}
+
+// BenchmarkClassOf keys pods as scale-down moves them (D1's: one claim
+// each, made already, released): each a new copy, keyed by content.
+func BenchmarkClassOf(b *testing.B) {
+	r, _ := newRunner(b)
+	s := r.Snapshot()
+	snapshottest.Load(b, s, classes()...)
+	var pods []*v1.Pod
+	for i := range 256 {
+		name := fmt.Sprintf("moved-%d", i)
+		p := builder.Pod(ns, name).CPU("640m").Memory("5Gi").OwnedBy("apps/v1", "ReplicaSet", "rs").Label("app", "web").
+			ClaimFromTemplate("gpu", "one-gpu").ClaimStatus("gpu", name+"-gpu").Obj()
+		snapshottest.Load(b, s, builder.Claim(ns, name+"-gpu").Request(builder.Request("gpu", "gpu")).OwnedByPod(p, "gpu").Obj())
+		pods = append(pods, p)
+	}
+	e := New(r, Options{})
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, p := range pods {
+			cp := *p
+			if key, memoizable := e.ClassOf(&cp); key == "" || !memoizable {
+				b.Fatalf("pod %s: no memoizable class", p.Name)
 			}
 		}
 	}

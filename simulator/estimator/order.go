@@ -267,6 +267,23 @@ func (e *Estimator) classEntry(snap *snapshot.Snapshot, pod *v1.Pod) (cacheEntry
 	return entry, err == nil
 }
 
+// ClassOf is ClassKey and Memoizable at once, for a pod made for one
+// question (scale-down's copy of a pod it moves off a node): nothing is
+// kept of it, as an entry kept by that copy would never be looked up
+// again.
+func (e *Estimator) ClassOf(pod *v1.Pod) (key string, memoizable bool) {
+	if pod == nil || e == nil || e.runner == nil {
+		return "", false
+	}
+	snap := e.runner.Snapshot()
+	e.cache.turn(snap)
+	entry, ok := e.classEntry(snap, pod)
+	if !ok {
+		return "", false
+	}
+	return entry.key, entry.memoizable
+}
+
 // Memoizable reports whether a pod's class is memoizable (see memo.go):
 // its verdict on a node depends only on that node, so a fit found there
 // holds as long as the node is unchanged. False when ClassKey is "".

@@ -84,6 +84,7 @@ func TestCopiesAreTheFrameworks(t *testing.T) {
 	type outcome struct {
 		verdicts []string
 		claims   string
+		pods     string
 	}
 	run := func(t *testing.T, memo, copies, verify, faulty bool) (outcome, *countingCopier, []string) {
 		objs, cands := gpuNodes(8, 6, 2)
@@ -135,6 +136,7 @@ func TestCopiesAreTheFrameworks(t *testing.T) {
 			out.verdicts = append(out.verdicts, fmt.Sprintf("%s removable=%v %v %s", c.Node, res.Removable, moves, res.Reason))
 		}
 		out.claims = claimsOf(t, r)
+		out.pods = podsOf(t, r, &pass.view)
 		return out, counting, found
 	}
 	plain, _, _ := run(t, false, false, false, false)
@@ -156,6 +158,9 @@ func TestCopiesAreTheFrameworks(t *testing.T) {
 			}
 			if got.claims != plain.claims {
 				t.Errorf("claims differ from the plain framework's:\n%s\nwant\n%s", got.claims, plain.claims)
+			}
+			if got.pods != plain.pods {
+				t.Errorf("pods differ from the plain framework's:\n%s\nwant\n%s", got.pods, plain.pods)
 			}
 			if len(found) > 0 {
 				t.Errorf("verify mode found differences: %v", found)
@@ -207,6 +212,29 @@ func claimsOf(t *testing.T, r *framework.Runner) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// podsOf lists the snapshot's pods by node. A pod the snapshot holds
+// must be its own: never view, the session's scratch copy of the pod
+// being placed, which the next pod overwrites.
+func podsOf(t *testing.T, r *framework.Runner, view *corev1.Pod) string {
+	t.Helper()
+	nodes, err := r.Snapshot().NodeInfos().List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for _, ni := range nodes {
+		for _, pi := range ni.GetPods() {
+			pod := pi.GetPod()
+			if pod == view {
+				t.Errorf("node %s holds the session's scratch copy of a pod", ni.Node().Name)
+			}
+			lines = append(lines, fmt.Sprintf("%s on %s (spec %q)", pod.Name, ni.Node().Name, pod.Spec.NodeName))
+		}
+	}
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
 }
 
 var _ context.Context // newRunner's

@@ -78,6 +78,11 @@ type Session struct {
 	// pods share every field Keyable reads (as fit-existing asks it once
 	// per class).
 	keyable map[string]bool
+	// view is the pod being placed as its replacement would look
+	// (unbound), for the class and a copied placement, which keep
+	// nothing of it: one copy per session rather than one per moved pod.
+	// What the framework places is a copy of its own (unbound).
+	view corev1.Pod
 }
 
 // Begin opens a pass. Pods may move to the nodes of stay (nodes that are
@@ -259,7 +264,7 @@ func (p *Session) TryAll(ctx context.Context, cs []Candidate) (res CandidateVerd
 		}
 	}
 	for _, pod := range pods {
-		placement, err := p.place(ctx, unbound(pod), infos[pod.UID], targets)
+		placement, err := p.place(ctx, pod, infos[pod.UID], targets)
 		p.forget()
 		if err != nil {
 			return res, fmt.Errorf("node %s: re-place pod %s/%s: %w", pod.Spec.NodeName, pod.Namespace, pod.Name, err)
@@ -292,19 +297,21 @@ func (p *Session) TryAll(ctx context.Context, cs []Candidate) (res CandidateVerd
 // window is how many destinations one scheduling cycle filters.
 const window = 64
 
-// place puts the pod on the first destination, in order, that takes it.
+// place puts pod, moved off its node, on the first destination, in
+// order, that takes it.
 // Destinations are filtered a window at a time, with the snapshot's slices
 // scoped to the window: a pod that fits early costs one small cycle, not
 // a Filter and a DRA allocator over the whole cluster. The answer is the
 // one a single cycle over all destinations gives (the first that fits),
 // for the reason the estimator's scoped cycles give theirs: a node's
 // allocations read only its own slices and those bound to no node.
-func (p *Session) place(ctx context.Context, pod *corev1.Pod, info fwk.PodInfo, targets []string) (*framework.ScheduleResult, error) {
+func (p *Session) place(ctx context.Context, moved *corev1.Pod, info fwk.PodInfo, targets []string) (*framework.ScheduleResult, error) {
 	snap := p.runner.Snapshot()
 	defer snap.ScopeSlices(nil)
 	if p.memo != nil {
-		return p.placeKnown(ctx, pod, info)
+		return p.placeKnown(ctx, moved, info)
 	}
+	pod := unbound(moved)
 	all := &framework.ScheduleResult{}
 	for start := 0; start < len(targets); start += window {
 		w := targets[start:min(start+window, len(targets))]
@@ -326,13 +333,17 @@ func (p *Session) place(ctx context.Context, pod *corev1.Pod, info fwk.PodInfo, 
 // count and starts from the first). info, if not nil, is the PodInfo of
 // the pod as it was on its node: a copied placement reuses what it
 // computed of the pod.
-func (p *Session) placeKnown(ctx context.Context, pod *corev1.Pod, info fwk.PodInfo) (*framework.ScheduleResult, error) {
+func (p *Session) placeKnown(ctx context.Context, moved *corev1.Pod, info fwk.PodInfo) (*framework.ScheduleResult, error) {
+	p.view = *moved
+	p.view.Spec.NodeName, p.view.Status.NominatedNodeName = "", ""
+	pod := &p.view
+	defer func() { p.view = corev1.Pod{} }()
 	class := ""
 	if p.memo.Class != nil {
 		class = p.memo.Class(pod)
 	}
 	if class == "" {
-		return p.placeFrom(ctx, pod, class, 0)
+		return p.placeFrom(ctx, unbound(moved), class, 0)
 	}
 	p.forget()
 	start := p.advance(class)
@@ -350,6 +361,7 @@ func (p *Session) placeKnown(ctx context.Context, pod *corev1.Pod, info fwk.PodI
 			return &framework.ScheduleResult{Node: c.node}, err
 		}
 	}
+	pod = unbound(moved)
 	pl, err := p.placeFrom(ctx, pod, class, start)
 	if err != nil {
 		return nil, err
