@@ -8,7 +8,6 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/klog/v2"
 )
 
@@ -131,10 +130,12 @@ func (s *Snapshot) LoadResourceClaims(claims []*resourceapi.ResourceClaim) error
 	src := b.snap
 	s.claims = maps.Clone(src.claims)
 	s.claimList = src.claimList.clone()
-	s.claimsByOwner = make(map[types.UID]sets.Set[string], len(src.claimsByOwner))
-	for uid, keys := range src.claimsByOwner {
-		s.claimsByOwner[uid] = maps.Clone(keys)
-	}
+	// The owner index's sets are shared, each copied by whichever side
+	// writes it first: a pass writes the claims it moves, the base those
+	// that change, and copying them all was most of this copy (one set
+	// per pod that owns a claim).
+	s.claimsByOwner = maps.Clone(src.claimsByOwner)
+	s.ownerSets, src.ownerSets = map[types.UID]bool{}, map[types.UID]bool{}
 	s.alloc = src.alloc.clone()
 	s.prints = maps.Clone(src.prints)
 	return err

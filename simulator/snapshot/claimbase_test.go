@@ -97,6 +97,24 @@ func TestLoadResourceClaimsAsFresh(t *testing.T) {
 		if diff := claimsDiff(s, fresh); diff != "" {
 			t.Fatalf("step %d: loaded differs from fresh: %s", step, diff)
 		}
+		// The base and the snapshot share index sets: claims warmed into
+		// the base now, and claims the pass writes in a fork it reverts,
+		// leave the snapshot as loaded.
+		for key := range 12 {
+			if rng.IntN(3) == 0 {
+				w.Warm(claim(key))
+			}
+		}
+		s.Fork()
+		for key := range 12 {
+			if rng.IntN(2) == 0 {
+				mustOK(t, s.SetResourceClaim(claim(key)))
+			}
+		}
+		mustOK(t, s.Revert())
+		if diff := claimsDiff(s, fresh); diff != "" {
+			t.Fatalf("step %d: after warming the base and reverting a fork: %s", step, diff)
+		}
 		// The pass changes its snapshot; the next build must not see it.
 		for key := range 3 {
 			if rng.IntN(2) == 0 {
@@ -118,6 +136,10 @@ func TestClaimWarmerConcurrentWithBuilds(t *testing.T) {
 		node := fmt.Sprintf("n%d", i%4)
 		claims[i] = builder.Claim("ns", fmt.Sprintf("c%d", i)).Request(builder.Request("gpu", "gpu")).
 			Allocated(node, builder.AllocatedDevice("gpu", driver, node, fmt.Sprintf("gpu-%d", i/4))).Obj()
+		// Owned, so that the warmer writes owner-index sets the builds
+		// share with it.
+		claims[i].OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "p", Controller: ptr.To(true),
+			UID: types.UID(fmt.Sprintf("owner-%d", i%5))}}
 	}
 	s := newTestSnapshot(t)
 	w := s.ClaimWarmer()

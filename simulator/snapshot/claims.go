@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -66,7 +67,7 @@ func (s *Snapshot) storeClaim(key string, claim *resourceapi.ResourceClaim) {
 		}
 	}
 	if owner != nil && !indexed {
-		put(&s.j, innerSet(&s.j, s.claimsByOwner, owner.UID), key, sets.Empty{})
+		put(&s.j, s.ownerSet(owner.UID), key, sets.Empty{})
 	}
 	put(&s.j, s.claims, key, claim)
 	s.claimList.set(&s.j, key, claim)
@@ -80,9 +81,29 @@ func sameOwner(old *resourceapi.ResourceClaim, owner *metav1.OwnerReference) boo
 }
 
 func (s *Snapshot) unindexOwner(key string, claim *resourceapi.ResourceClaim) {
-	if owner := metav1.GetControllerOfNoCopy(claim); owner != nil {
-		del(&s.j, s.claimsByOwner[owner.UID], key)
+	if owner := metav1.GetControllerOfNoCopy(claim); owner != nil && s.claimsByOwner[owner.UID].Has(key) {
+		del(&s.j, s.ownerSet(owner.UID), key)
 	}
+}
+
+// ownerSet is uid's set in the owner index, made if missing, to write to:
+// a set shared with the claim base is copied first (undoably, as inner
+// maps are made), so neither writes what the other reads.
+func (s *Snapshot) ownerSet(uid types.UID) sets.Set[string] {
+	in, ok := s.claimsByOwner[uid]
+	if ok && (s.ownerSets == nil || s.ownerSets[uid]) {
+		return in
+	}
+	if ok {
+		in = maps.Clone(in)
+	} else {
+		in = sets.New[string]()
+	}
+	put(&s.j, s.claimsByOwner, uid, in)
+	if s.ownerSets != nil {
+		put(&s.j, s.ownerSets, uid, true)
+	}
+	return in
 }
 
 // ClaimsOwnedBy returns the claims controlled by the object with this UID,
