@@ -78,7 +78,7 @@ type Snapshot struct {
 	// ownerSets, when not nil, are the sets of claimsByOwner this
 	// snapshot may write: the others are shared with the claim base
 	// (LoadResourceClaims), copied on the first write (ownerSet).
-	ownerSets map[types.UID]bool
+	ownerSets     map[types.UID]bool
 	templates     map[string]*resourceapi.ResourceClaimTemplate
 	inFlight      map[types.UID]inFlightAllocation
 	assumedClaims map[string]*resourceapi.ResourceClaim // claim before AssumeClaimAfterAPICall
