@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"hash/maphash"
 	"maps"
 	"slices"
 	"sync"
@@ -109,11 +110,12 @@ type Shapes struct {
 	// by the last one is dropped (kept in place, a new map every pass
 	// cost a quarter of Observe at 60,000 pods).
 	observed uint64
-	// byContent keeps shapes by the protobuf encoding of their specs:
+	// byContent keeps shapes by a digest of their specs' protobuf
+	// encoding (contentDigest):
 	// running pods each have a claim of their own, mostly with equal
 	// specs, and encoding one costs a tenth of defaulting it and hashing
 	// it as JSON (NewShape).
-	byContent map[string]*Shape
+	byContent map[contentDigest]*Shape
 }
 
 type podShape struct {
@@ -130,7 +132,7 @@ type seenShape struct {
 
 // NewShapes returns an empty registry keeping shapes for retention.
 func NewShapes(retention time.Duration) *Shapes {
-	return &Shapes{retention: retention, seen: map[string]seenShape{}, byPod: map[types.UID]podShape{}, byContent: map[string]*Shape{}}
+	return &Shapes{retention: retention, seen: map[string]seenShape{}, byPod: map[types.UID]podShape{}, byContent: map[contentDigest]*Shape{}}
 }
 
 // minParallelPods is how many pods Observe reads per goroutine at least.
@@ -140,11 +142,12 @@ const minParallelPods = 1024
 type podRead struct {
 	from []any
 	// kept is the pod's shape when its claim objects are those it was
-	// made from; otherwise specs and key (contentKey) describe it.
+	// made from (hit) or when a shape of its specs' content is kept
+	// already; otherwise specs and key (appendContentKey) describe it.
 	kept  *Shape
 	hit   bool
 	specs []resourceapi.ResourceClaimSpec
-	key   []byte
+	key   contentDigest
 	err   error
 }
 
@@ -173,12 +176,23 @@ func (s *Shapes) Observe(snap *snapshot.Snapshot, pods []*v1.Pod, now time.Time)
 			return
 		}
 		o.specs = claimSpecs(snap, p, true)
-		o.key, o.err = contentKey(o.specs)
+		// Encoded into a scratch buffer and kept as a digest: a pass
+		// reads thousands of pods, and their keys were most of what
+		// Observe allocated. Most specs are of a shape kept already,
+		// looked up here (byContent is only read while the goroutines
+		// run).
+		scratch := keyScratch.Get().(*[]byte)
+		*scratch, o.err = appendContentKey((*scratch)[:0], o.specs)
+		o.key = digestOf(*scratch)
+		keyScratch.Put(scratch)
+		if sh, ok := s.byContent[o.key]; ok && o.err == nil {
+			o.kept, o.specs = sh, nil
+		}
 	})
 	for i, p := range claiming {
 		o := &read[i]
 		c := podShape{from: o.from, shape: o.kept}
-		if !o.hit {
+		if !o.hit && o.kept == nil {
 			c.shape = s.shapeOf(o.specs, o.key, o.err)
 		}
 		c.observed = s.observed
@@ -190,38 +204,51 @@ func (s *Shapes) Observe(snap *snapshot.Snapshot, pods []*v1.Pod, now time.Time)
 	maps.DeleteFunc(s.byPod, func(_ types.UID, c podShape) bool { return c.observed != s.observed })
 }
 
-// contentKey is the protobuf encoding of specs, each preceded by its
-// length: shapes are kept by it (byContent).
-func contentKey(specs []resourceapi.ResourceClaimSpec) ([]byte, error) {
-	var key []byte
+// appendContentKey appends to key the protobuf encoding of specs, each
+// preceded by its length: shapes are kept by it (byContent).
+func appendContentKey(key []byte, specs []resourceapi.ResourceClaimSpec) ([]byte, error) {
 	for i := range specs {
-		b, err := specs[i].Marshal()
-		if err != nil {
+		n := specs[i].Size()
+		key = binary.AppendUvarint(key, uint64(n))
+		start := len(key)
+		key = slices.Grow(key, n)[:start+n]
+		if _, err := specs[i].MarshalToSizedBuffer(key[start:]); err != nil {
 			return nil, err
 		}
-		key = binary.AppendUvarint(key, uint64(len(b)))
-		key = append(key, b...)
 	}
 	return key, nil
 }
 
+// keyScratch holds Observe's scratch keys, one per goroutine at a time.
+var keyScratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// contentDigest is 128 bits of a content key, hashed with per-process
+// seeds (the digests are compared within the process only).
+type contentDigest [2]uint64
+
+var contentSeeds = [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}
+
+func digestOf(key []byte) contentDigest {
+	return contentDigest{maphash.Bytes(contentSeeds[0], key), maphash.Bytes(contentSeeds[1], key)}
+}
+
 // shapeOf is NewShape(specs...), nil for no specs, kept by content (key,
-// contentKey's; err, its error, keeps nothing).
-func (s *Shapes) shapeOf(specs []resourceapi.ResourceClaimSpec, key []byte, err error) *Shape {
+// the digest of appendContentKey's; err, its error, keeps nothing).
+func (s *Shapes) shapeOf(specs []resourceapi.ResourceClaimSpec, key contentDigest, err error) *Shape {
 	if len(specs) == 0 {
 		return nil
 	}
 	if err != nil {
 		return NewShape(specs...)
 	}
-	if sh, ok := s.byContent[string(key)]; ok {
+	if sh, ok := s.byContent[key]; ok {
 		return sh
 	}
 	if len(s.byContent) >= maxMemo {
-		s.byContent = map[string]*Shape{}
+		s.byContent = map[contentDigest]*Shape{}
 	}
 	sh := NewShape(specs...)
-	s.byContent[string(key)] = sh
+	s.byContent[key] = sh
 	return sh
 }
 
