@@ -11,7 +11,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
 	"sort"
 	"strings"
 
@@ -48,9 +47,10 @@ type CandidateVerdict struct {
 type Session struct {
 	runner *framework.Runner
 	// destinations are the nodes pods may move to, in order of
-	// preference; the first staying of them stay for the pass.
+	// preference (order's nodes); the first order.staying of them stay
+	// for the pass.
 	destinations []string
-	staying      int
+	order        order
 	removed      map[string]bool
 	received     map[string]bool
 	closed       bool
@@ -61,11 +61,10 @@ type Session struct {
 	// are gone or that the memo says turn the class down at their
 	// present generation: a pod of the class is placed from there on,
 	// without a lookup per node it passes (the nodes that stay come
-	// first, and once full every later pod walked past them). pos and
-	// gone are by destination; gens lists the nodes whose generation
+	// first, and once full every later pod walked past them). gone is
+	// by destination; gens lists the nodes whose generation
 	// changed, whose verdicts a count may no longer stand for.
 	passed map[string]int
-	pos    map[string]int
 	gone   []bool
 	gens   snapshot.GenLog
 	// copies, when set, copy a placement the framework made for a
@@ -92,12 +91,9 @@ type Session struct {
 // rather than spend more nodes as destinations.
 func Begin(runner *framework.Runner, stay, maybe []string) *Session {
 	runner.Snapshot().Fork()
-	p := &Session{runner: runner, destinations: slices.Concat(stay, maybe), staying: len(stay),
-		removed: map[string]bool{}, received: map[string]bool{}}
-	p.pos = make(map[string]int, len(p.destinations))
-	for i, d := range p.destinations {
-		p.pos[d] = i
-	}
+	p := &Session{runner: runner, order: newOrder(stay, maybe), removed: map[string]bool{}, received: map[string]bool{}}
+	// The same array: order moves the nodes Stays moves.
+	p.destinations = p.order.nodes
 	p.gone = make([]bool, len(p.destinations))
 	return p
 }
@@ -107,18 +103,14 @@ func Begin(runner *framework.Runner, stay, maybe []string) *Session {
 // the nodes known to stay before it and before every node that may still
 // go. A node moved there already, or not a destination, is left alone.
 func (p *Session) Stays(node string) {
-	i, ok := p.pos[node]
-	if !ok || i < p.staying {
+	i, ok := p.order.at(node)
+	if !ok || i < p.order.staying {
 		return
 	}
-	at := p.staying
 	gone := p.gone[i]
-	copy(p.destinations[at+1:i+1], p.destinations[at:i])
+	at := p.order.stay(i)
 	copy(p.gone[at+1:i+1], p.gone[at:i])
-	p.destinations[at], p.gone[at] = node, gone
-	for j := at; j <= i; j++ {
-		p.pos[p.destinations[j]] = j
-	}
+	p.gone[at] = gone
 	// Counts past at now span a node they did not judge unless it was
 	// among those they spanned already.
 	for c, k := range p.passed {
@@ -126,7 +118,6 @@ func (p *Session) Stays(node string) {
 			p.passed[c] = at
 		}
 	}
-	p.staying++
 }
 
 // UseMemo lets the pass keep the Filter verdicts "does not fit" of the
@@ -436,7 +427,7 @@ func (p *Session) forget() {
 			clear(p.passed)
 			continue
 		}
-		i, ok := p.pos[n]
+		i, ok := p.order.at(n)
 		if !ok {
 			continue
 		}
@@ -475,7 +466,7 @@ func shunsOthers(pod *corev1.Pod) bool {
 // back.
 func (p *Session) markGone(unit map[string]bool, to bool) {
 	for n := range unit {
-		if i, ok := p.pos[n]; ok {
+		if i, ok := p.order.at(n); ok {
 			p.gone[i] = to
 		}
 	}
