@@ -119,8 +119,7 @@ func (s *Snapshot) ClaimsOwnedBy(uid types.UID) []*resourceapi.ResourceClaim {
 
 // ResourceClaim returns a claim, if stored.
 func (s *Snapshot) ResourceClaim(namespace, name string) (*resourceapi.ResourceClaim, bool) {
-	c, ok := s.claims[nsKey(namespace, name)]
-	return c, ok
+	return byName(s.claims, namespace, name)
 }
 
 // InFlightClaims returns the claims with a pending allocation, sorted by
@@ -154,7 +153,7 @@ func (t claimTracker) List() ([]*resourceapi.ResourceClaim, error) {
 
 // Get returns one claim.
 func (t claimTracker) Get(namespace, name string) (*resourceapi.ResourceClaim, error) {
-	if c, ok := t.s.claims[nsKey(namespace, name)]; ok {
+	if c, ok := byName(t.s.claims, namespace, name); ok {
 		return c, nil
 	}
 	return nil, apierrors.NewNotFound(resourceGroup("resourceclaims"), nsKey(namespace, name))
@@ -185,7 +184,7 @@ func (t claimTracker) SignalClaimPendingAllocation(uid types.UID, allocated *res
 		put(&s.j, s.inFlight, uid, inFlightAllocation{claim: cur.claim, sharers: cur.sharers + 1})
 		return nil
 	}
-	if stored, ok := s.claims[nsKey(allocated.Namespace, allocated.Name)]; ok && stored.UID == uid && stored.Status.Allocation != nil {
+	if stored, ok := byName(s.claims, allocated.Namespace, allocated.Name); ok && stored.UID == uid && stored.Status.Allocation != nil {
 		s.logger.V(6).Info("Claim is already allocated, not creating in-flight", "claim", klog.KObj(stored))
 		return nil
 	}

@@ -128,8 +128,7 @@ func (s *Snapshot) RemoveResourceClaimTemplate(namespace, name string) error {
 
 // ResourceClaimTemplate returns a template.
 func (s *Snapshot) ResourceClaimTemplate(namespace, name string) (*resourceapi.ResourceClaimTemplate, bool) {
-	t, ok := s.templates[nsKey(namespace, name)]
-	return t, ok
+	return byName(s.templates, namespace, name)
 }
 
 // ResourceSlices returns the slice lister; DeviceTaintRules are applied

@@ -26,7 +26,7 @@ var errNoFork = errors.New("snapshot: no fork to revert or commit")
 // Undo closures must restore raw state only and never record into the
 // journal themselves: when they run, their level is already popped.
 type journal struct {
-	undo []func()
+	undo steps
 	// levels[:open] are the open levels; the rest are kept for reuse.
 	levels []level
 	open   int
@@ -49,7 +49,7 @@ func (j *journal) fork() {
 	if j.open == len(j.levels) {
 		j.levels = append(j.levels, level{owned: map[string]struct{}{}})
 	}
-	j.levels[j.open].start = len(j.undo)
+	j.levels[j.open].start = j.undo.n
 	j.open++
 }
 
@@ -59,7 +59,7 @@ func (j *journal) top() *level { return &j.levels[j.open-1] }
 // record adds an undo step to the top level, if any.
 func (j *journal) record(undo func()) {
 	if j.open > 0 {
-		j.undo = append(j.undo, undo)
+		j.undo.push(undo)
 	}
 }
 
@@ -77,13 +77,8 @@ func (j *journal) revert() (int, error) {
 	}
 	top := j.top()
 	j.open--
-	steps := j.undo[top.start:]
-	for i := len(steps) - 1; i >= 0; i-- {
-		steps[i]()
-	}
-	n := len(steps)
-	clear(steps) // let the closures and what they hold be collected
-	j.undo = j.undo[:top.start]
+	n := j.undo.n - top.start
+	j.undo.unwind(top.start)
 	top.forget()
 	return n, nil
 }
@@ -98,15 +93,14 @@ func (j *journal) commit() (int, error) {
 	}
 	top := j.top()
 	j.open--
-	n := len(j.undo) - top.start
+	n := j.undo.n - top.start
 	if j.open > 0 {
 		parent := j.top()
 		for name := range top.owned {
 			parent.owned[name] = struct{}{}
 		}
 	} else {
-		clear(j.undo)
-		j.undo = j.undo[:0]
+		j.undo.drop(0)
 	}
 	top.forget()
 	return n, nil
@@ -214,4 +208,44 @@ func refDec[K comparable](j *journal, extra map[K]int, set sets.Set[K], k K) {
 	default:
 		del(j, set, k)
 	}
+}
+
+// steps is the undo stack in blocks of stepBlock: a pass's removal
+// simulation records tens of thousands of steps, and a slice grown by
+// doubling allocated and copied twice what it held.
+type steps struct {
+	blocks [][]func()
+	n      int
+}
+
+const stepBlock = 1024
+
+func (s *steps) push(f func()) {
+	b := s.n / stepBlock
+	if b == len(s.blocks) {
+		s.blocks = append(s.blocks, make([]func(), stepBlock))
+	}
+	s.blocks[b][s.n%stepBlock] = f
+	s.n++
+}
+
+// unwind runs the steps from the newest down to index from, and drops
+// them.
+func (s *steps) unwind(from int) {
+	for i := s.n - 1; i >= from; i-- {
+		s.blocks[i/stepBlock][i%stepBlock]()
+	}
+	s.drop(from)
+}
+
+// drop forgets the steps from index from on, letting the closures and
+// what they hold be collected; the blocks are kept for the next steps.
+func (s *steps) drop(from int) {
+	for i := from; i < s.n; {
+		b, k := i/stepBlock, i%stepBlock
+		end := min(stepBlock, k+s.n-i)
+		clear(s.blocks[b][k:end])
+		i += end - k
+	}
+	s.n = from
 }

@@ -63,7 +63,7 @@ func (m *mutableLister) RemovePod(_ klog.Logger, pod *v1.Pod, nodeName string) e
 	if pod == nil {
 		return errors.New("remove pod: nil pod")
 	}
-	if p, ok := m.placed[nsKey(pod.Namespace, pod.Name)]; ok && p.node != nodeName {
+	if p, ok := byName(m.placed, pod.Namespace, pod.Name); ok && p.node != nodeName {
 		return fmt.Errorf("remove pod %s/%s: on node %s, not %s", pod.Namespace, pod.Name, p.node, nodeName)
 	}
 	return m.Snapshot.RemovePod(pod.Namespace, pod.Name)

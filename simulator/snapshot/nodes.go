@@ -145,7 +145,7 @@ func (s *Snapshot) RemovePod(namespace, name string) error {
 
 // PlacedPod returns a placed pod as stored.
 func (s *Snapshot) PlacedPod(namespace, name string) (*v1.Pod, bool) {
-	p, ok := s.placed[nsKey(namespace, name)]
+	p, ok := byName(s.placed, namespace, name)
 	return p.pod, ok
 }
 
@@ -191,8 +191,7 @@ func (s *Snapshot) RemovePendingPod(namespace, name string) error {
 
 // PendingPod returns a registered pending pod.
 func (s *Snapshot) PendingPod(namespace, name string) (*v1.Pod, bool) {
-	p, ok := s.pending[nsKey(namespace, name)]
-	return p, ok
+	return byName(s.pending, namespace, name)
 }
 
 func checkPod(pod *v1.Pod) error {

@@ -142,8 +142,7 @@ func (s *Snapshot) RemoveWorkload(namespace, name string) error {
 
 // Workload returns a Workload.
 func (s *Snapshot) Workload(namespace, name string) (*schedulingapi.Workload, bool) {
-	w, ok := s.workloads[nsKey(namespace, name)]
-	return w, ok
+	return byName(s.workloads, namespace, name)
 }
 
 // PodGroupStates returns the pod group state lister.

@@ -234,6 +234,16 @@ func nsKey(namespace, name string) string {
 	return namespace + "/" + name
 }
 
+// byName is m[nsKey(namespace, name)] without making the key on the
+// heap: claims and pods are looked up by name several times for every pod
+// a pass places or moves.
+func byName[V any](m map[string]V, namespace, name string) (V, bool) {
+	var buf [128]byte
+	key := append(append(append(buf[:0], namespace...), '/'), name...)
+	v, ok := m[string(key)]
+	return v, ok
+}
+
 func validName(kind, name string) error {
 	if name == "" {
 		return fmt.Errorf("%s without a name", kind)
