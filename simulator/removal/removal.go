@@ -65,6 +65,7 @@ type Session struct {
 	// by destination; gens lists the nodes whose generation
 	// changed, whose verdicts a count may no longer stand for.
 	passed map[string]int
+	saved  map[string]int // passed as a try found it (TryAll)
 	gone   []bool
 	gens   snapshot.GenLog
 	// copies, when set, copy a placement the framework made for a
@@ -191,7 +192,16 @@ func (p *Session) TryAll(ctx context.Context, cs []Candidate) (res CandidateVerd
 	}
 	snap.Fork()
 	keep := false
-	passed, memoAnew, shuns := maps.Clone(p.passed), false, false
+	memoAnew, shuns := false, false
+	if p.passed != nil {
+		// The counts as they were, for a revert: copied into the map the
+		// last revert left (a clone per candidate was a map each).
+		if p.saved == nil {
+			p.saved = map[string]int{}
+		}
+		clear(p.saved)
+		maps.Copy(p.saved, p.passed)
+	}
 	p.markGone(unit, true)
 	defer func() {
 		end := snap.Revert
@@ -214,7 +224,9 @@ func (p *Session) TryAll(ctx context.Context, cs []Candidate) (res CandidateVerd
 		default:
 			// The revert gives back the generations the counts were
 			// made at.
-			p.passed = passed
+			if p.passed != nil {
+				p.passed, p.saved = p.saved, p.passed
+			}
 			p.markGone(unit, false)
 		}
 		if eerr := end(); eerr != nil && err == nil {
