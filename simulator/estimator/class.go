@@ -3,7 +3,6 @@ package estimator
 import (
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"sync"
@@ -304,18 +303,20 @@ func (s *shape) digest() (string, error) {
 		}
 		d.part('s', c.Shared)
 		d.part('m', c.Missing)
-		var err error
 		if c.Template != nil {
-			err = errors.Join(err, d.marshal('t', c.Template))
+			if err := d.marshal('t', c.Template); err != nil {
+				return "", err
+			}
 		}
 		if c.Spec != nil {
-			err = errors.Join(err, d.marshal('c', c.Spec))
+			if err := d.marshal('c', c.Spec); err != nil {
+				return "", err
+			}
 		}
 		if c.Allocation != nil {
-			err = errors.Join(err, d.marshal('a', c.Allocation))
-		}
-		if err != nil {
-			return "", err
+			if err := d.marshal('a', c.Allocation); err != nil {
+				return "", err
+			}
 		}
 	}
 	binary.BigEndian.PutUint64(d.sum[:8], d.h[0].Sum64())

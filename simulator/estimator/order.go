@@ -219,17 +219,22 @@ func newPodInfo(pod *v1.Pod) *schedframework.PodInfo {
 // spread that is not best-effort, gang members), and for pods it cannot
 // classify.
 func (e *Estimator) ClassKey(pod *v1.Pod) string {
-	if pod == nil || e == nil || e.runner == nil {
-		return ""
-	}
-	snap := e.runner.Snapshot()
-	e.cache.turn(snap)
-	entry, ok := e.classEntry(snap, pod)
+	entry, ok := e.entryNow(pod)
 	if !ok {
 		return ""
 	}
 	e.cache.entries[pod] = entry // Memoizable reads it there
 	return entry.key
+}
+
+// entryNow is classEntry of pod at the snapshot's present epoch.
+func (e *Estimator) entryNow(pod *v1.Pod) (cacheEntry, bool) {
+	if pod == nil || e == nil || e.runner == nil {
+		return cacheEntry{}, false
+	}
+	snap := e.runner.Snapshot()
+	e.cache.turn(snap)
+	return e.classEntry(snap, pod)
 }
 
 // ClassifyAll keys pods for ClassKey and Memoizable ahead, side by side:
@@ -272,12 +277,7 @@ func (e *Estimator) classEntry(snap *snapshot.Snapshot, pod *v1.Pod) (cacheEntry
 // kept of it, as an entry kept by that copy would never be looked up
 // again.
 func (e *Estimator) ClassOf(pod *v1.Pod) (key string, memoizable bool) {
-	if pod == nil || e == nil || e.runner == nil {
-		return "", false
-	}
-	snap := e.runner.Snapshot()
-	e.cache.turn(snap)
-	entry, ok := e.classEntry(snap, pod)
+	entry, ok := e.entryNow(pod)
 	if !ok {
 		return "", false
 	}
