@@ -106,7 +106,7 @@ type copyTarget struct {
 // start passed; none (node "") without copies or for a pod or node
 // without a key.
 func (p *Session) copyAt(pod *corev1.Pod, class string, start int) copyTarget {
-	if p.copies == nil || start >= len(p.destinations) {
+	if p.copies == nil || start >= len(p.order.nodes) {
 		return copyTarget{}
 	}
 	keyable, ok := p.keyable[class]
@@ -117,7 +117,7 @@ func (p *Session) copyAt(pod *corev1.Pod, class string, start int) copyTarget {
 	if !keyable {
 		return copyTarget{}
 	}
-	node := p.destinations[start] // advance stops at a live one
+	node := p.order.nodes[start] // advance stops at a live one
 	key := p.copies.Keys.Of(node)
 	if key == "" {
 		return copyTarget{}

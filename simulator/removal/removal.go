@@ -46,14 +46,12 @@ type CandidateVerdict struct {
 // fork open from Begin to End; nothing it does outlives End.
 type Session struct {
 	runner *framework.Runner
-	// destinations are the nodes pods may move to, in order of
-	// preference (order's nodes); the first order.staying of them stay
-	// for the pass.
-	destinations []string
-	order        order
-	removed      map[string]bool
-	received     map[string]bool
-	closed       bool
+	// order holds the nodes pods may move to, in order of preference
+	// (order.nodes); the first order.staying of them stay for the pass.
+	order    order
+	removed  map[string]bool
+	received map[string]bool
+	closed   bool
 	// memo, when set, keeps the Filter verdicts "does not fit" of
 	// memoizable classes for the pass (the removalMemo shortcut).
 	memo *framework.Alike
@@ -93,9 +91,7 @@ type Session struct {
 func Begin(runner *framework.Runner, stay, maybe []string) *Session {
 	runner.Snapshot().Fork()
 	p := &Session{runner: runner, order: newOrder(stay, maybe), removed: map[string]bool{}, received: map[string]bool{}}
-	// The same array: order moves the nodes Stays moves.
-	p.destinations = p.order.nodes
-	p.gone = make([]bool, len(p.destinations))
+	p.gone = make([]bool, len(p.order.nodes))
 	return p
 }
 
@@ -141,6 +137,7 @@ func (p *Session) End() error {
 		return nil
 	}
 	p.closed = true
+	p.view = corev1.Pod{}
 	p.runner.Snapshot().LogGens(nil)
 	return p.runner.Snapshot().Revert()
 }
@@ -259,8 +256,8 @@ func (p *Session) TryAll(ctx context.Context, cs []Candidate) (res CandidateVerd
 	var targets []string
 	if len(pods) > 0 && p.memo == nil {
 		// With the memo, placeKnown walks the destinations itself.
-		targets = make([]string, 0, len(p.destinations))
-		for _, d := range p.destinations {
+		targets = make([]string, 0, len(p.order.nodes))
+		for _, d := range p.order.nodes {
 			if !unit[d] && !p.removed[d] {
 				targets = append(targets, d)
 			}
@@ -340,7 +337,6 @@ func (p *Session) placeKnown(ctx context.Context, moved *corev1.Pod, info fwk.Po
 	p.view = *moved
 	p.view.Spec.NodeName, p.view.Status.NominatedNodeName = "", ""
 	pod := &p.view
-	defer func() { p.view = corev1.Pod{} }()
 	class := ""
 	if p.memo.Class != nil {
 		class = p.memo.Class(pod)
@@ -388,11 +384,11 @@ func (p *Session) placeFrom(ctx context.Context, pod *corev1.Pod, class string, 
 	// first, and listing all for each pod cost more than placing it.
 	res := &framework.ScheduleResult{}
 	live := make([]string, 0, window)
-	for i := start; i < len(p.destinations); {
+	for i := start; i < len(p.order.nodes); {
 		live = live[:0]
-		for ; i < len(p.destinations) && len(live) < window; i++ {
+		for ; i < len(p.order.nodes) && len(live) < window; i++ {
 			if !p.gone[i] {
-				live = append(live, p.destinations[i])
+				live = append(live, p.order.nodes[i])
 			}
 		}
 		pl, err := p.runner.SchedulePodFirstFitKnown(ctx, pod, live, p.memo)
@@ -407,7 +403,7 @@ func (p *Session) placeFrom(ctx context.Context, pod *corev1.Pod, class string, 
 	// Unplaced: the nodes passed count in the reasons too.
 	var known []framework.NodeResult
 	for i := range start {
-		if v, ok := p.memo.Rejection(p.runner, class, p.destinations[i]); ok && !p.gone[i] {
+		if v, ok := p.memo.Rejection(p.runner, class, p.order.nodes[i]); ok && !p.gone[i] {
 			known = append(known, v)
 		}
 	}
@@ -419,9 +415,9 @@ func (p *Session) placeFrom(ctx context.Context, pod *corev1.Pod, class string, 
 // for and returns it.
 func (p *Session) advance(class string) int {
 	k := p.passed[class]
-	for k < len(p.destinations) {
+	for k < len(p.order.nodes) {
 		if !p.gone[k] {
-			if _, ok := p.memo.Rejection(p.runner, class, p.destinations[k]); !ok {
+			if _, ok := p.memo.Rejection(p.runner, class, p.order.nodes[k]); !ok {
 				break
 			}
 		}
@@ -461,8 +457,8 @@ func (p *Session) check(pod *corev1.Pod, class string, count int) {
 		if p.memo.Checked != nil {
 			p.memo.Checked()
 		}
-		if _, ok := p.memo.Rejection(p.runner, class, p.destinations[i]); !ok && p.memo.Found != nil {
-			p.memo.Found(pod.Namespace+"/"+pod.Name, p.destinations[i], "passed by the removal's count", "not known to reject")
+		if _, ok := p.memo.Rejection(p.runner, class, p.order.nodes[i]); !ok && p.memo.Found != nil {
+			p.memo.Found(pod.Namespace+"/"+pod.Name, p.order.nodes[i], "passed by the removal's count", "not known to reject")
 		}
 	}
 }
