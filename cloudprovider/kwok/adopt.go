@@ -10,5 +10,5 @@ import (
 // cluster that already has nodes), they are adopted by the provider on
 // its next Refresh like nodes of a previous process.
 func NodeObjects(g NodeGroupConfig, name string) (*corev1.Node, []*resourceapi.ResourceSlice) {
-	return g.buildNode(name), g.buildSlices(name)
+	return g.buildNode(name), g.instanceSlices(name)
 }

@@ -1,6 +1,8 @@
 package kwok
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strconv"
 	"strings"
@@ -224,6 +226,40 @@ func (g *NodeGroupConfig) buildSlices(nodeName string) []*resourceapi.ResourceSl
 	return out
 }
 
+// AttributeUUID is the attribute an instance's every device carries, in
+// its driver's domain: a value of its own, as real drivers publish a GPU's
+// uuid or a NIC's address, which no template knows and no selector of
+// the autoscaler's tests reads.
+const AttributeUUID resourceapi.QualifiedName = "uuid"
+
+// instanceSlices are the slices an instance's drivers publish: the
+// template's (buildSlices), each device given an AttributeUUID of its
+// own unless the configuration gives it one or it has no room left for
+// it (the API's limit on a device's attributes and capacities).
+func (g *NodeGroupConfig) instanceSlices(nodeName string) []*resourceapi.ResourceSlice {
+	out := g.buildSlices(nodeName)
+	for _, s := range out {
+		for i := range s.Spec.Devices {
+			d := &s.Spec.Devices[i]
+			if _, ok := d.Attributes[AttributeUUID]; ok || len(d.Attributes)+len(d.Capacity) >= resourceapi.ResourceSliceMaxAttributesAndCapacitiesPerDevice {
+				continue
+			}
+			if d.Attributes == nil {
+				d.Attributes = map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}
+			}
+			d.Attributes[AttributeUUID] = resourceapi.DeviceAttribute{StringValue: ptr.To(deviceUUID(nodeName, s.Spec.Driver, d.Name))}
+		}
+	}
+	return out
+}
+
+// deviceUUID is a stable, uuid-shaped name of one device of one node.
+func deviceUUID(node, driver, device string) string {
+	sum := sha256.Sum256([]byte(node + "/" + driver + "/" + device))
+	h := hex.EncodeToString(sum[:16])
+	return h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
 // sliceNames are the names of the slices buildSlices returns, in order,
 // without building them: adopting thousands of nodes checks names only.
 func (g *NodeGroupConfig) sliceNames(nodeName string) []string {
@@ -246,7 +282,7 @@ func (g *NodeGroupConfig) sliceNames(nodeName string) []string {
 // pool of several (its devices, after the counters) is left out, and a
 // pool of one says it has two.
 func (g *NodeGroupConfig) publishedSlices(nodeName string, f instanceFaults) []*resourceapi.ResourceSlice {
-	all := g.buildSlices(nodeName)
+	all := g.instanceSlices(nodeName)
 	if !f.IncompletePool {
 		return all
 	}

@@ -35,6 +35,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/internal/fakeprovider"
@@ -156,7 +157,45 @@ func Generate(seed uint64) *Cluster {
 	}
 	g.running()
 	g.profile()
+	g.pinned()
 	return g.c
+}
+
+// pinned adds, to some clusters, a pod whose claim asks for one GPU by
+// its uuid, an attribute every node's devices carry and nothing else
+// reads: node keys must then tell the nodes apart by it. Drawn after
+// everything else, so that the rest of a seed's cluster is what it was.
+func (g *gen) pinned() {
+	if len(g.nodes) == 0 || !g.chance(0.3) {
+		return
+	}
+	n := g.nodes[g.r.IntN(len(g.nodes))]
+	uuid := n.Name + "/gpu-0" // mig and shared nodes have one too
+	if strings.HasSuffix(n.Labels["group"], "-"+kindCPU) {
+		uuid = "no-such-gpu"
+	}
+	g.add(builder.ClaimTemplate(Namespace, "pinned").Request(builder.Request("gpu", "gpu").
+		Selector(fmt.Sprintf("device.attributes[%q].uuid == %q", gpuDriver, uuid))).Obj())
+	p := builder.Pod(Namespace, "pinned").CPU("100m").Memory("256Mi").Toleration(gpuTaint, "", corev1.TaintEffectNoSchedule).
+		ClaimFromTemplate("gpu", "pinned").Obj()
+	p.UID = types.UID("pod-" + p.Name)
+	p.CreationTimestamp = metav1.NewTime(Now.Add(-time.Minute))
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: corev1.PodReasonUnschedulable, Message: "0/1 nodes are available"}}
+	g.add(p)
+	g.note("pod pinned: a GPU by uuid %s", uuid)
+}
+
+// withUUIDs gives each device of an existing node's slices a uuid, as
+// real drivers publish (templates' devices have none).
+func withUUIDs(node string, slices []*resourceapi.ResourceSlice) []*resourceapi.ResourceSlice {
+	for _, s := range slices {
+		for i := range s.Spec.Devices {
+			d := &s.Spec.Devices[i]
+			d.Attributes["uuid"] = resourceapi.DeviceAttribute{StringValue: ptr.To(node + "/" + d.Name)}
+		}
+	}
+	return slices
 }
 
 // kinds of node groups, by their devices.
@@ -222,7 +261,7 @@ func (g *gen) group(i int) {
 		obj.Spec.ProviderID = fmt.Sprintf("fake://%s/%d", id, n)
 		g.nodes = append(g.nodes, obj)
 		g.add(obj)
-		for _, s := range g.slices(kind, name, model, gpus, nics) {
+		for _, s := range withUUIDs(name, g.slices(kind, name, model, gpus, nics)) {
 			g.add(s)
 		}
 		g.note("  node %s: zone %s pool %s", name, obj.Labels[zoneKey], obj.Labels[poolKey])

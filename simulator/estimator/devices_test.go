@@ -296,5 +296,12 @@ func scaleRunner(ctx context.Context, tb testing.TB) (*framework.Runner, []*reso
 // scaleTemplate is the template of a test/scale group of kind.
 func scaleTemplate(group string, kind scale.Kind) *cloudprovider.NodeTemplate {
 	node, slices := kwok.NodeObjects(scale.Group(group, "p", kind, 10), "template-"+group)
+	// An instance's devices have uuids of their own; a template's have
+	// none.
+	for _, s := range slices {
+		for _, d := range s.Spec.Devices {
+			delete(d.Attributes, kwok.AttributeUUID)
+		}
+	}
 	return &cloudprovider.NodeTemplate{Node: node, ResourceSlices: slices}
 }

@@ -27,7 +27,8 @@ import (
 // A key covers the node object (labels some filter may read, its spec
 // without its identity, allocatable, declared features), what its pods
 // take (requested resources, pod count, host ports) and its own devices
-// with their allocations (snapshot.LocalDevices). Not covered, so the
+// with their allocations and the attributes some class, claim or claim
+// template may read (snapshot.LocalDevices). Not covered, so the
 // node gets no key (""): pods with required anti-affinity on it, devices
 // reachable from other nodes, devices that may be shared between claims.
 // Annotations, conditions, addresses and images are left out: no Filter

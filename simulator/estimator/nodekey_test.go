@@ -71,8 +71,37 @@ func TestNodeKeys(t *testing.T) {
 		{name: "another device allocated", change: func(k *keyNode) {
 			k.claim.Status.Allocation.Devices.Results[0].Device = "gpu-1"
 		}},
-		{name: "a device attribute", change: func(k *keyNode) {
+		// Attributes count only if a selector or a constraint may read
+		// them: real drivers publish one no one reads on every device (a
+		// GPU's uuid).
+		{name: "a device attribute nothing reads", same: true, change: func(k *keyNode) {
 			k.slice.Spec.Devices[3].Attributes["model"] = resourceapi.DeviceAttribute{StringValue: ptrTo("h100")}
+		}},
+		{name: "a device attribute a class selects on", change: func(k *keyNode) {
+			k.slice.Spec.Devices[3].Attributes["model"] = resourceapi.DeviceAttribute{StringValue: ptrTo("h100")}
+			k.extras = append(k.extras, builder.DeviceClass("gpu").Selector(`device.attributes["gpu.example.com"].model == "a100"`).Obj())
+		}},
+		{name: "a device attribute a pending claim selects on", change: func(k *keyNode) {
+			k.slice.Spec.Devices[3].Attributes["gpu.example.com/model"] = resourceapi.DeviceAttribute{StringValue: ptrTo("h100")}
+			k.extras = append(k.extras, builder.Claim("ns", "pending").Request(builder.Request("gpu", "gpu").
+				Selector(`device.attributes["gpu.example.com"]["model"] != "a100"`)).Obj())
+		}},
+		{name: "a device attribute a constraint matches on", change: func(k *keyNode) {
+			k.slice.Spec.Devices[3].Attributes["uuid"] = resourceapi.DeviceAttribute{StringValue: ptrTo("GPU-3")}
+			k.extras = append(k.extras, builder.Claim("ns", "pending").Request(builder.Request("gpu", "gpu")).
+				MatchAttribute("gpu.example.com/uuid").Obj())
+		}},
+		{name: "a device attribute only a class that reads them all may read", change: func(k *keyNode) {
+			k.slice.Spec.Devices[3].Attributes["uuid"] = resourceapi.DeviceAttribute{StringValue: ptrTo("GPU-3")}
+			k.extras = append(k.extras, builder.DeviceClass("gpu").Selector(`device.attributes["gpu.example.com"].exists(n, n == "x")`).Obj())
+		}},
+		{name: "a device attribute a claim template reads", change: func(k *keyNode) {
+			k.slice.Spec.Devices[3].Attributes["uuid"] = resourceapi.DeviceAttribute{StringValue: ptrTo("GPU-3")}
+			k.extras = append(k.extras, builder.ClaimTemplate("ns", "by-uuid").Request(builder.Request("gpu", "gpu").
+				Selector(`device.attributes["gpu.example.com"].uuid == "GPU-3"`)).Obj())
+		}},
+		{name: "an attribute nothing reads, on one node only", same: true, change: func(k *keyNode) {
+			k.slice.Spec.Devices[3].Attributes["uuid"] = resourceapi.DeviceAttribute{StringValue: ptrTo("GPU-3")}
 		}},
 		{name: "a host port", change: func(k *keyNode) {
 			k.pod.Spec.Containers[0].Ports = []corev1.ContainerPort{{HostPort: 8080, ContainerPort: 8080, Protocol: corev1.ProtocolTCP}}

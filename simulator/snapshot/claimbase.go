@@ -138,6 +138,7 @@ func (s *Snapshot) LoadResourceClaims(claims []*resourceapi.ResourceClaim) error
 	s.ownerSets, src.ownerSets = map[types.UID]bool{}, map[types.UID]bool{}
 	s.alloc = src.alloc.clone()
 	s.prints = maps.Clone(src.prints)
+	s.dropReads()
 	return err
 }
 

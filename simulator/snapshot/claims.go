@@ -69,6 +69,7 @@ func (s *Snapshot) storeClaim(key string, claim *resourceapi.ResourceClaim) {
 	if owner != nil && !indexed {
 		put(&s.j, s.ownerSet(owner.UID), key, sets.Empty{})
 	}
+	s.readClaim(&claim.Spec)
 	put(&s.j, s.claims, key, claim)
 	s.claimList.set(&s.j, key, claim)
 	s.applyAllocation(claim.Status.Allocation, +1)

@@ -81,6 +81,7 @@ func (s *Snapshot) SetDeviceClass(class *resourceapi.DeviceClass) error {
 		del(&s.j, s.extClasses[v1.ResourceName(*old.Spec.ExtendedResourceName)], class.Name)
 	}
 	s.touch("")
+	s.readClass(class)
 	put(&s.j, s.classes, class.Name, class)
 	if ext := class.Spec.ExtendedResourceName; ext != nil {
 		put(&s.j, innerSet(&s.j, s.extClasses, v1.ResourceName(*ext)), class.Name, sets.Empty{})
@@ -112,6 +113,7 @@ func (s *Snapshot) SetResourceClaimTemplate(t *resourceapi.ResourceClaimTemplate
 	if err := validName("resource claim template", t.Name); err != nil {
 		return fmt.Errorf("set resource claim template: %w", err)
 	}
+	s.readClaim(&t.Spec.Spec)
 	put(&s.j, s.templates, nsKey(t.Namespace, t.Name), t)
 	return nil
 }

@@ -25,7 +25,7 @@ type Gen struct{ Node, Shared uint64 }
 // topology spread, shared claims) is not in it: callers memoising
 // verdicts must keep to pods whose verdict only depends on their node.
 func (s *Snapshot) NodeGen(node string) Gen {
-	return Gen{Node: s.gens[node], Shared: s.gens[""]}
+	return Gen{Node: s.gens[node], Shared: s.gens[""] | s.reads.dropped<<readsShift}
 }
 
 // Epoch counts the Resets. What was read of the snapshot at one epoch

@@ -2,19 +2,26 @@ package snapshot
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
+	"hash"
+	"io"
+	"slices"
 	"strconv"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/structured"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/attrreads"
 )
 
 // LocalDevices is what the DRA allocator can give a claim on one node,
 // with the node's name taken out: a digest of each of the node's own
 // slices (DeviceTaintRules applied) in the order the allocator lists
-// them, taken with no node name, no generation and a pool named after
-// the node renamed "", and which of their devices are allocated ("slice
-// index/device"). Two nodes with equal LocalDevices offer the same
-// devices in the same state.
+// them, taken with no node name, no generation, a pool named after the
+// node renamed "" and only the device attributes the snapshot's classes,
+// claims and claim templates may read (attrreads), and which of their
+// devices are allocated ("slice index/device"). Two nodes with equal
+// LocalDevices offer those claims the same devices in the same state.
 type LocalDevices struct {
 	Slices [][sha256.Size]byte
 	Used   []string
@@ -32,13 +39,14 @@ func (s *Snapshot) LocalDevices(node string) (devs LocalDevices, ok bool) {
 		return LocalDevices{}, false
 	}
 	generation := map[string]int64{}
+	reads := s.attrReads()
 	for i, slice := range s.nodeSlices(node) {
 		pool := slice.Spec.Pool
 		if g, seen := generation[pool.Name]; seen && g != pool.Generation {
 			return LocalDevices{}, false
 		}
 		generation[pool.Name] = pool.Generation
-		f, ok := s.facts.of(slice, node)
+		f, ok := s.facts.of(slice, node, reads)
 		if !ok || f.shared {
 			return LocalDevices{}, false
 		}
@@ -54,12 +62,13 @@ func (s *Snapshot) LocalDevices(node string) (devs LocalDevices, ok bool) {
 
 // SliceDigest is the digest LocalDevices takes of slice, one of node's
 // slices: a hash of its spec without node name and pool generation, a
-// pool named after node renamed "". It is memoised with what
+// pool named after node renamed "", and the device attributes nothing
+// reads (narrowDigest). It is memoised with what
 // LocalDevices reads, so that the other keys made of nodes' slices (the
 // stranded-capacity analyzer's) do not encode the slices again. ok is
 // false when the slice cannot be encoded.
 func (s *Snapshot) SliceDigest(slice *resourceapi.ResourceSlice, node string) (digest [sha256.Size]byte, ok bool) {
-	f, ok := s.facts.of(slice, node)
+	f, ok := s.facts.of(slice, node, s.attrReads())
 	return f.digest, ok
 }
 
@@ -78,7 +87,7 @@ func SliceDeviceIDs(slice *resourceapi.ResourceSlice) []structured.DeviceID {
 // device of thousands of nodes every pass. node is the node the slice is
 // bound to.
 func (s *Snapshot) DeviceIDs(slice *resourceapi.ResourceSlice, node string) []structured.DeviceID {
-	if f, ok := s.facts.of(slice, node); ok {
+	if f, ok := s.facts.of(slice, node, nil); ok {
 		return f.ids
 	}
 	return SliceDeviceIDs(slice)
@@ -95,17 +104,90 @@ func SpecDigest(spec *resourceapi.ResourceSliceSpec) ([sha256.Size]byte, error) 
 	return sha256.Sum256(b), nil
 }
 
-// sliceDigest hashes a slice's spec without what names its node.
-func sliceDigest(slice *resourceapi.ResourceSlice, node string) ([sha256.Size]byte, bool) {
+// baseDigest hashes a slice's spec without what names its node and
+// without its devices' attributes, which narrowDigest adds as a set of
+// readers sees them.
+func baseDigest(slice *resourceapi.ResourceSlice, node string) ([sha256.Size]byte, bool) {
 	spec := slice.Spec // a shallow copy: only the top-level fields change
 	spec.NodeName = nil
 	spec.Pool.Generation = 0
 	if spec.Pool.Name == node {
 		spec.Pool.Name = ""
 	}
+	spec.Devices = slices.Clone(spec.Devices)
+	for i := range spec.Devices {
+		spec.Devices[i].Attributes = nil
+	}
 	sum, err := SpecDigest(&spec)
 	if err != nil {
 		return [sha256.Size]byte{}, false
 	}
 	return sum, true
+}
+
+// narrowDigest is the digest of a slice whose baseDigest is base and
+// whose devices are devs, with only their attributes in reads: the set's
+// key, the base, then each device's attributes read, by name. The key is
+// in it because a digest's meaning is the set's: a slice without an
+// attribute and one with it, unread, are alike to this set only.
+func narrowDigest(base [sha256.Size]byte, devs []resourceapi.Device, reads *attrreads.Reads) [sha256.Size]byte {
+	h := hasher{h: sha256.New()}
+	h.str(reads.Key())
+	h.h.Write(base[:])
+	var names []resourceapi.QualifiedName
+	for i := range devs {
+		names = names[:0]
+		for name := range devs[i].Attributes {
+			if reads.Has(name) {
+				names = append(names, name)
+			}
+		}
+		slices.Sort(names)
+		h.int(int64(len(names)))
+		for _, name := range names {
+			h.str(string(name))
+			a := devs[i].Attributes[name]
+			switch {
+			case a.IntValue != nil:
+				h.tag('i')
+				h.int(*a.IntValue)
+			case a.BoolValue != nil:
+				h.tag('b')
+				h.int(map[bool]int64{false: 0, true: 1}[*a.BoolValue])
+			case a.StringValue != nil:
+				h.tag('s')
+				h.str(*a.StringValue)
+			case a.VersionValue != nil:
+				h.tag('v')
+				h.str(*a.VersionValue)
+			default:
+				h.tag('-')
+			}
+		}
+	}
+	var sum [sha256.Size]byte
+	h.h.Sum(sum[:0])
+	return sum
+}
+
+// hasher writes values into a hash, each variable-length one after its
+// length.
+type hasher struct {
+	h   hash.Hash
+	buf [8]byte
+}
+
+func (h *hasher) int(v int64) {
+	binary.BigEndian.PutUint64(h.buf[:], uint64(v))
+	h.h.Write(h.buf[:])
+}
+
+func (h *hasher) str(s string) {
+	h.int(int64(len(s)))
+	io.WriteString(h.h, s)
+}
+
+func (h *hasher) tag(b byte) {
+	h.buf[0] = b
+	h.h.Write(h.buf[:1])
 }

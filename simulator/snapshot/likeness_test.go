@@ -25,9 +25,12 @@ func TestLocalDevicesAcrossResets(t *testing.T) {
 	shared := builder.ResourceSlice("n1-shared", "n1", driver, "n1-shared").Devices(builder.Device("gpu-2").AllowMultipleAllocations()).Obj()
 	kept := slice("a100")
 	s := newTestSnapshot(t)
+	// The models differ to a class that reads them.
+	byModel := builder.DeviceClass("gpu").Selector(`device.attributes["gpu.example.com"].model != ""`).Obj()
 	build := func(sl *resourceapi.ResourceSlice, claimed bool) (LocalDevices, bool) {
 		t.Helper()
 		mustOK(t, s.Reset())
+		mustOK(t, s.SetDeviceClass(byModel))
 		mustOK(t, s.AddNode(builder.Node("n1").Obj()))
 		mustOK(t, s.SetResourceSlice(sl))
 		if claimed {
@@ -81,6 +84,7 @@ func TestSliceWarmer(t *testing.T) {
 	build := func(s *Snapshot, sl *resourceapi.ResourceSlice) LocalDevices {
 		t.Helper()
 		mustOK(t, s.Reset())
+		mustOK(t, s.SetDeviceClass(builder.DeviceClass("gpu").Selector(`device.attributes["gpu.example.com"].model != ""`).Obj()))
 		mustOK(t, s.AddNode(builder.Node("n1").Obj()))
 		mustOK(t, s.SetResourceSlice(sl))
 		mustOK(t, s.SetResourceClaim(allocated))
@@ -190,5 +194,79 @@ func TestDeviceIDs(t *testing.T) {
 	}
 	if got := SliceDeviceIDs(sl); !slices.Equal(got, want) {
 		t.Errorf("SliceDeviceIDs = %v, want %v", got, want)
+	}
+}
+
+// Nodes whose devices differ only in attributes nothing reads have equal
+// LocalDevices; a claim that reads one of them, added after keys were
+// made, tells them apart from then on and gives every node a Gen never
+// seen before, even once the fork it was added in is reverted.
+func TestLocalDevicesReadAttributes(t *testing.T) {
+	const driver = "gpu.example.com"
+	slice := func(node, model string) *resourceapi.ResourceSlice {
+		b := builder.ResourceSlice(node+"-gpus", node, driver, node)
+		for _, d := range []string{"gpu-0", "gpu-1"} {
+			b.Devices(builder.Device(d).Attr("model", model).Attr("uuid", "GPU-"+node+"-"+d))
+		}
+		return b.Obj()
+	}
+	byModel := builder.DeviceClass("gpu").Selector(`device.attributes["gpu.example.com"].model == "a100"`).Obj()
+	byUUID := builder.Claim("ns", "one").Request(builder.Request("gpu", "gpu").Selector(`device.attributes["gpu.example.com"].uuid == "GPU-n1-gpu-0"`)).Obj()
+	s := newTestSnapshot(t)
+	build := func(n2 string) {
+		t.Helper()
+		mustOK(t, s.Reset())
+		mustOK(t, s.SetDeviceClass(byModel))
+		for node, model := range map[string]string{"n1": "a100", "n2": n2} {
+			mustOK(t, s.AddNode(builder.Node(node).Obj()))
+			mustOK(t, s.SetResourceSlice(slice(node, model)))
+		}
+	}
+	alike := func() bool {
+		t.Helper()
+		a, okA := s.LocalDevices("n1")
+		b, okB := s.LocalDevices("n2")
+		if !okA || !okB {
+			t.Fatalf("LocalDevices not ok: %v, %v", okA, okB)
+		}
+		return cmp.Equal(a, b)
+	}
+	build("a100")
+	if !alike() {
+		t.Error("nodes differing in uuids only, which nothing reads, are unlike")
+	}
+	build("h100")
+	if alike() {
+		t.Error("nodes differing in models, which a class reads, are alike")
+	}
+
+	build("a100")
+	if !alike() {
+		t.Fatal("nodes differing in uuids only are unlike after a build")
+	}
+	before := s.NodeGen("n1")
+	s.Fork()
+	mustOK(t, s.SetResourceClaim(byUUID))
+	if alike() {
+		t.Error("nodes differing in uuids are alike once a claim reads them")
+	}
+	mustOK(t, s.Revert())
+	if after := s.NodeGen("n1"); after == before {
+		t.Errorf("Gen %+v after the reads grew, reverted, is the one from before", after)
+	}
+	if alike() {
+		t.Error("the reverted claim's reads were forgotten within the build")
+	}
+	// A new build reads what its objects read.
+	build("a100")
+	if !alike() {
+		t.Error("the next build still reads uuids")
+	}
+	// A claim read before any key was made costs no Gen.
+	mustOK(t, s.Reset())
+	gen := s.NodeGen("")
+	mustOK(t, s.SetResourceClaim(byUUID))
+	if got := s.NodeGen(""); got.Shared != gen.Shared {
+		t.Errorf("the shared Gen moved from %d to %d for a claim added before any key", gen.Shared, got.Shared)
 	}
 }

@@ -8,10 +8,13 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
+
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/attrreads"
 )
 
-// sliceFacts memoises what LocalDevices reads of a slice: its digest and
-// its devices' ids, which cost a protobuf encoding and an interned
+// sliceFacts memoises what LocalDevices reads of a slice: its digest
+// (baseDigest, and narrowDigest for the last set of attribute readers)
+// and its devices' ids, which cost a protobuf encoding and an interned
 // string per device to make, for every node key made again after a
 // placement. Slices are never modified in place, so they are kept by
 // pointer, and across Reset for the slices the next builds add again (an
@@ -40,10 +43,19 @@ const keepResets = 2
 
 type keptFact struct {
 	sliceFact
-	read uint64
+	read   uint64
+	narrow narrowed
+}
+
+// narrowed is the digest of a slice as one set of attribute readers sees
+// it.
+type narrowed struct {
+	reads  *attrreads.Reads
+	digest [sha256.Size]byte
 }
 
 type sliceFact struct {
+	// digest is baseDigest's.
 	digest [sha256.Size]byte
 	ids    []structured.DeviceID
 	// shared: a device may be shared between claims, whose shares and
@@ -51,29 +63,43 @@ type sliceFact struct {
 	shared bool
 }
 
-// of returns slice's facts; ok is false when the slice cannot be
-// digested.
-func (m *sliceFacts) of(slice *resourceapi.ResourceSlice, node string) (sliceFact, bool) {
+// of returns slice's facts, with the digest of it that reads sees
+// (narrowDigest; reads nil: the base digest); ok is false when the slice
+// cannot be digested.
+func (m *sliceFacts) of(slice *resourceapi.ResourceSlice, node string, reads *attrreads.Reads) (sliceFact, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if f, ok := m.facts[slice]; ok {
-		if f.read != m.resets {
-			f.read = m.resets
-			m.facts[slice] = f
+	kf, found := m.facts[slice]
+	changed := !found || kf.read != m.resets
+	if !found {
+		f, ok := m.arrived.take(slice, node)
+		if !ok {
+			if f.sliceFact, ok = makeFact(slice, node); !ok {
+				return sliceFact{}, false
+			}
+			m.made++
 		}
-		return f.sliceFact, true
+		kf.sliceFact, kf.narrow = f.sliceFact, f.narrow
 	}
-	f, ok := m.arrived.take(slice, node)
-	if !ok {
-		if f, ok = makeFact(slice, node); !ok {
-			return sliceFact{}, false
+	kf.read = m.resets
+	if reads != nil && kf.narrow.reads != reads {
+		// Hashed unlocked: keys of thousands of nodes are made on every
+		// core, and a slice's digest is the same whoever makes it.
+		m.mu.Unlock()
+		d := narrowDigest(kf.digest, slice.Spec.Devices, reads)
+		m.mu.Lock()
+		kf.narrow, changed = narrowed{reads: reads, digest: d}, true
+	}
+	if changed {
+		if m.facts == nil {
+			m.facts = map[*resourceapi.ResourceSlice]keptFact{}
 		}
-		m.made++
+		m.facts[slice] = kf
 	}
-	if m.facts == nil {
-		m.facts = map[*resourceapi.ResourceSlice]keptFact{}
+	f := kf.sliceFact
+	if reads != nil {
+		f.digest = kf.narrow.digest
 	}
-	m.facts[slice] = keptFact{f, m.resets}
 	return f, true
 }
 
@@ -91,7 +117,7 @@ func (m *sliceFacts) reset() {
 }
 
 func makeFact(slice *resourceapi.ResourceSlice, node string) (f sliceFact, ok bool) {
-	if f.digest, ok = sliceDigest(slice, node); !ok {
+	if f.digest, ok = baseDigest(slice, node); !ok {
 		return sliceFact{}, false
 	}
 	f.shared = slices.ContainsFunc(slice.Spec.Devices, func(d resourceapi.Device) bool {
@@ -112,11 +138,14 @@ type SliceWarmer struct {
 	// facts are by slice name: a deleted slice comes back from a watch as
 	// another object than the one that arrived.
 	facts map[string]warmFact
+	// reads is the snapshot's: slices are digested for its last set,
+	// which the next build's mostly is.
+	reads *deviceReads
 }
 
 type warmFact struct {
 	slice *resourceapi.ResourceSlice
-	fact  sliceFact
+	fact  keptFact
 }
 
 // SliceWarmer returns the snapshot's warmer; it stays the snapshot's
@@ -133,12 +162,16 @@ func (w *SliceWarmer) Warm(slice *resourceapi.ResourceSlice) {
 	if !ok {
 		return
 	}
+	kf := keptFact{sliceFact: f}
+	if last := w.reads.lastSet(); last != nil {
+		kf.narrow = narrowed{reads: last, digest: narrowDigest(f.digest, slice.Spec.Devices, last)}
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.facts == nil {
 		w.facts = map[string]warmFact{}
 	}
-	w.facts[slice.Name] = warmFact{slice, f}
+	w.facts[slice.Name] = warmFact{slice, kf}
 }
 
 // Forget drops what Warm made of the slice of that name.
@@ -153,15 +186,15 @@ func (w *SliceWarmer) Forget(slice *resourceapi.ResourceSlice) {
 
 // take hands slice's facts, made for node, to a build, which keeps them
 // from then on.
-func (w *SliceWarmer) take(slice *resourceapi.ResourceSlice, node string) (sliceFact, bool) {
+func (w *SliceWarmer) take(slice *resourceapi.ResourceSlice, node string) (keptFact, bool) {
 	if w == nil || ptr.Deref(slice.Spec.NodeName, "") != node {
-		return sliceFact{}, false
+		return keptFact{}, false
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	f, ok := w.facts[slice.Name]
 	if !ok || f.slice != slice {
-		return sliceFact{}, false
+		return keptFact{}, false
 	}
 	delete(w.facts, slice.Name)
 	return f.fact, true

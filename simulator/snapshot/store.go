@@ -110,6 +110,9 @@ type Snapshot struct {
 	facts *sliceFacts
 	// warm holds the claim base (LoadResourceClaims); it outlives Reset.
 	warm *ClaimWarmer
+	// reads is which device attributes node keys digest; it outlives
+	// Reset.
+	reads *deviceReads
 }
 
 type placedPod struct {
@@ -121,6 +124,7 @@ type placedPod struct {
 // the scheduler's caches, the snapshot copies them here.
 func New(logger klog.Logger) *Snapshot {
 	gate := utilfeature.DefaultFeatureGate
+	reads := &deviceReads{}
 	return &Snapshot{
 		gates: gates{
 			consumableCapacity: gate.Enabled(features.DRAConsumableCapacity),
@@ -130,8 +134,9 @@ func New(logger klog.Logger) *Snapshot {
 			compositePodGroup:  gate.Enabled(features.CompositePodGroup),
 		},
 		logger:        logger,
-		facts:         &sliceFacts{arrived: &SliceWarmer{}},
+		facts:         &sliceFacts{arrived: &SliceWarmer{reads: reads}},
 		warm:          &ClaimWarmer{},
+		reads:         reads,
 		nodes:         map[string]*framework.NodeInfo{},
 		all:           newOrderedList[fwk.NodeInfo](),
 		affinity:      newOrderedList[fwk.NodeInfo](),
@@ -195,10 +200,11 @@ func (s *Snapshot) Reset() error {
 	if s.j.depth() != 0 {
 		return fmt.Errorf("reset snapshot: %d forks still open", s.j.depth())
 	}
-	facts, warm, seq, epoch := s.facts, s.warm, s.genSeq, s.epoch
+	facts, warm, reads, seq, epoch := s.facts, s.warm, s.reads, s.genSeq, s.epoch
 	*s = *New(s.logger)
-	s.facts, s.warm = facts, warm
+	s.facts, s.warm, s.reads = facts, warm, reads
 	s.facts.reset()
+	s.reads.reset()
 	s.genSeq, s.epoch = seq, epoch+1
 	s.touch("")
 	return nil

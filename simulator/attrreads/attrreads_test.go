@@ -1,0 +1,119 @@
+package attrreads
+
+import (
+	"slices"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/utils/ptr"
+)
+
+func TestExpression(t *testing.T) {
+	for _, tc := range []struct {
+		expr  string
+		names []string
+		all   bool
+	}{
+		{expr: `device.attributes["gpu.example.com"].productName == "H100"`, names: []string{"productName"}},
+		{expr: `device.attributes["gpu.example.com"]["uuid"] == "GPU-1"`, names: []string{"uuid"}},
+		{expr: `has(device.attributes["gpu.example.com"].model)`, names: []string{"model"}},
+		{expr: `device.attributes["gpu.example.com"].?model.orValue("") == "a"`, names: []string{"model"}},
+		{expr: `device.attributes[?"gpu.example.com"].model.orValue("") == "a"`, names: []string{"model"}},
+		{expr: `device.attributes["a.com"].x > 1 && device.attributes["b.com"].y && device.attributes["a.com"].x < 9`, names: []string{"x", "y"}},
+		{expr: `device.attributes["gpu.example.com"].driverVersion.isGreaterThan(semver("1.0.0"))`, names: []string{"driverVersion"}},
+		{expr: `[1, 2].all(i, device.attributes["gpu.example.com"].cores > i)`, names: []string{"cores"}},
+		{expr: `device.capacity["gpu.example.com"].memory.compareTo(quantity("40Gi")) >= 0`},
+		{expr: `device.driver == "gpu.example.com" && device.allowMultipleAllocations`},
+		{expr: `true`},
+		// Read by a computed name, iterated or handed on: all of them.
+		{expr: `device.attributes["gpu.example.com"].exists(k, k == "uuid")`, all: true},
+		{expr: `device.attributes["gpu.example.com"][name] == "x"`, all: true},
+		{expr: `device.attributes["gpu.example.com"]["u" + "uid"] == "x"`, all: true},
+		{expr: `device.attributes.exists(d, true)`, all: true},
+		{expr: `size(device.attributes) > 0`, all: true},
+		{expr: `size(device.attributes["gpu.example.com"]) > 3`, all: true},
+		{expr: `f(device)`, all: true},
+		{expr: `[device][0].attributes["gpu.example.com"].model == "a"`, all: true},
+		{expr: `device.attributes[`, all: true},
+	} {
+		names, all := Expression(tc.expr)
+		if all != tc.all || !slices.Equal(names, tc.names) {
+			t.Errorf("%s: read %v (all %v), want %v (all %v)", tc.expr, names, all, tc.names, tc.all)
+		}
+	}
+}
+
+func selector(expr string) resourceapi.DeviceSelector {
+	return resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{Expression: expr}}
+}
+
+func TestCollector(t *testing.T) {
+	class := &resourceapi.DeviceClass{Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{
+		selector(`device.driver == "gpu.example.com"`), selector(`device.attributes["gpu.example.com"].profile == "whole"`)}}}
+	claim := &resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+		Requests: []resourceapi.DeviceRequest{
+			{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu",
+				Selectors: []resourceapi.DeviceSelector{selector(`device.attributes["gpu.example.com"].memoryGiB >= 40`)}}},
+			{Name: "nic", FirstAvailable: []resourceapi.DeviceSubRequest{{Name: "fast", DeviceClassName: "nic",
+				Selectors: []resourceapi.DeviceSelector{selector(`device.attributes["nic.example.com"].speed == 400`)}}}},
+		},
+		Constraints: []resourceapi.DeviceConstraint{{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName("resource.kubernetes.io/pcieRoot"))}},
+	}}
+	var c Collector
+	c.Class(class)
+	c.ClaimSpec(claim)
+	r := c.Reads()
+	for _, name := range []resourceapi.QualifiedName{"profile", "gpu.example.com/memoryGiB", "speed", "resource.kubernetes.io/pcieRoot", "pcieRoot"} {
+		if !r.Has(name) {
+			t.Errorf("%s not read; the set is %q", name, r.Key())
+		}
+	}
+	for _, name := range []resourceapi.QualifiedName{"uuid", "gpu.example.com/uuid", "driver"} {
+		if r.Has(name) {
+			t.Errorf("%s read; the set is %q", name, r.Key())
+		}
+	}
+	if !c.Covers(r, claim) || !c.CoversClass(r, class) {
+		t.Error("the set does not cover what it was made of")
+	}
+	byUUID := &resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "one",
+		Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu", Selectors: []resourceapi.DeviceSelector{selector(`device.attributes["gpu.example.com"].uuid == "GPU-7"`)}}}}}}
+	if c.Covers(r, byUUID) {
+		t.Error("a claim selecting by uuid is covered by a set without it")
+	}
+	matching := &resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Constraints: []resourceapi.DeviceConstraint{{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName("gpu.example.com/numaNode"))}}}}
+	if c.Covers(r, matching) {
+		t.Error("a claim matching on numaNode is covered by a set without it")
+	}
+
+	// Sets of the same names have one key; Reset starts a new set.
+	var again Collector
+	again.ClaimSpec(claim)
+	again.Class(class)
+	if again.Reads().Key() != r.Key() {
+		t.Errorf("keys %q and %q of one set", again.Reads().Key(), r.Key())
+	}
+	c.Reset()
+	if got := c.Reads(); got.Key() != "" || got.Has("profile") {
+		t.Errorf("after Reset the set is %q", got.Key())
+	}
+	c.ClaimSpec(&resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "any",
+		Exactly: &resourceapi.ExactDeviceRequest{Selectors: []resourceapi.DeviceSelector{selector(`device.attributes["gpu.example.com"].exists(k, k == "x")`)}}}}}})
+	if got := c.Reads(); got != All || !got.Has("anything") || !got.HasAll([]string{"a", "b"}) {
+		t.Errorf("an expression iterating attributes gives %q, want all", got.Key())
+	}
+}
+
+func TestNames(t *testing.T) {
+	devs := []resourceapi.Device{
+		{Name: "a", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"uuid": {}, "resource.kubernetes.io/pcieRoot": {}}},
+		{Name: "b", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"uuid": {}, "profile": {}}},
+		{Name: "c"},
+	}
+	if got, want := Names(devs), []string{"pcieRoot", "profile", "uuid"}; !slices.Equal(got, want) {
+		t.Errorf("Names = %v, want %v", got, want)
+	}
+	if got := Names(devs[2:]); got != nil {
+		t.Errorf("Names of a device without attributes = %v", got)
+	}
+}
