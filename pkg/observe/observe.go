@@ -127,7 +127,7 @@ func dropManagedFields(obj any) (any, error) {
 // New sets up the informers for what the cluster serves.
 func New(client kubernetes.Interface, served Served) *Observer {
 	o := &Observer{
-		factory: informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(dropManagedFields)),
+		factory: informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(new(sharer).transform)),
 		served:  served,
 		trigger: make(chan struct{}, 1),
 	}
