@@ -66,6 +66,11 @@ func BenchmarkLoopPass(b *testing.B) {
 	// Issue 39: L2 whose new groups all differ, and L2 doubled.
 	b.Run("L2-distinct", func(b *testing.B) { benchPass(b, func() scale.Scenario { return scale.Busy(scale.L2Distinct) }) })
 	b.Run("L4", func(b *testing.B) { benchPass(b, func() scale.Scenario { return scale.Busy(scale.L4) }) })
+	// L2 with one pod pinned to a GPU by uuid: every node's key holds
+	// its devices' uuids for the pass (docs/performance.md).
+	b.Run("L2-pinned", func(b *testing.B) {
+		benchPass(b, func() scale.Scenario { l := scale.L2; l.Pinned = true; return scale.Busy(l) })
+	})
 	// L2 without the shadow check (its default samples cost at most 5%:
 	// compare with benchstat over alternated runs, docs/performance.md).
 	b.Run("L2-noshadow", func(b *testing.B) {

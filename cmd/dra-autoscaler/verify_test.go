@@ -114,8 +114,9 @@ func BenchmarkLoopPassVerified(b *testing.B) {
 	}
 }
 
-// verifiedScenarios are L1, L2 (and the pass after L2's) and D1 at about
-// a twentieth of their size.
+// verifiedScenarios are L1, L2 (and the pass after L2's, with groups
+// unlike, with a pod pinned to a GPU) and D1 at about a twentieth of
+// their size.
 func verifiedScenarios() map[string]func() scale.Scenario {
 	small := scale.Layout{Nodes: 250, Pending: 500, Groups: 20, ExistingGroups: 2, Pools: 9, Shapes: 50, FitEvery: 5, Used: 4}
 	return map[string]func() scale.Scenario{
@@ -125,6 +126,8 @@ func verifiedScenarios() map[string]func() scale.Scenario {
 		// No two new groups alike: each round carries the chosen pool's
 		// other group with only the pods it had no room for.
 		"L2-distinct/nodes=250": func() scale.Scenario { l := small; l.Distinct = true; return scale.Busy(l) },
-		"D1/nodes=40":           func() scale.Scenario { return scale.ScaleDownDRA(40) },
+		// A pod asks for a GPU by its uuid: keys hold every device's.
+		"L2-pinned/nodes=250": func() scale.Scenario { l := small; l.Pinned = true; return scale.Busy(l) },
+		"D1/nodes=40":         func() scale.Scenario { return scale.ScaleDownDRA(40) },
 	}
 }

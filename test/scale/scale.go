@@ -169,6 +169,11 @@ type Layout struct {
 	// bind first) but every Filter reads, so no two groups share an
 	// estimate.
 	Distinct bool
+	// Pinned adds one pending pod asking for one free GPU of the last
+	// node (the one the other pods fill last) by its uuid (a debugging pod pinned to a device): the attribute every
+	// device carries and nothing else reads is read, so node keys tell
+	// every node apart.
+	Pinned bool
 }
 
 // L2 is the issue-16 cluster: 5,000 nodes × 8 GPUs with 20,000 allocated
@@ -243,10 +248,15 @@ func Busy(l Layout) Scenario {
 		}
 	}
 	objs := Classes()
+	pinned := ""
 	for i := range l.Nodes {
 		g := cfg.NodeGroups[i%l.ExistingGroups]
 		name := fmt.Sprintf("node-%d", i)
-		objs = append(objs, Node(g, name)...)
+		nodeObjs := Node(g, name)
+		if i == l.Nodes-1 && l.Pinned {
+			pinned = uuidOf(nodeObjs, "gpu-7")
+		}
+		objs = append(objs, nodeObjs...)
 		for k := range l.Used {
 			pn := fmt.Sprintf("run-%d-%d", i, k)
 			pod := builder.Pod(Namespace, pn).CPU("1").Memory("1Gi").OwnedBy("apps/v1", "ReplicaSet", "run").
@@ -278,6 +288,12 @@ func Busy(l Layout) Scenario {
 		}
 		objs = append(objs, Pending(pod.Obj()))
 	}
+	if l.Pinned {
+		objs = append(objs, builder.ClaimTemplate(Namespace, "pinned").Request(builder.Request("gpu", "gpu").
+			Selector(fmt.Sprintf("device.attributes[%q].uuid == %q", GPUDriver, pinned))).Obj(),
+			Pending(builder.Pod(Namespace, "pinned").CPU("1").Memory("1Gi").ClaimFromTemplate("dev", "pinned").Obj()))
+		fit++
+	}
 	planned := 0
 	for k := range l.Pools {
 		perNode := int64(8)
@@ -287,6 +303,20 @@ func Busy(l Layout) Scenario {
 		planned += int((units[poolName(k)] + perNode - 1) / perNode)
 	}
 	return Scenario{Config: cfg, Objects: objs, WantFit: fit, WantPlanned: planned}
+}
+
+// uuidOf is the uuid of device in a node's objects.
+func uuidOf(objs []runtime.Object, device string) string {
+	for _, o := range objs {
+		if s, ok := o.(*resourceapi.ResourceSlice); ok {
+			for _, d := range s.Spec.Devices {
+				if a := d.Attributes[kwok.AttributeUUID]; d.Name == device && a.StringValue != nil {
+					return *a.StringValue
+				}
+			}
+		}
+	}
+	return ""
 }
 
 func claimTemplate(name string, sh shape) *resourceapi.ResourceClaimTemplate {
