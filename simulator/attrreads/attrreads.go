@@ -10,7 +10,9 @@
 package attrreads
 
 import (
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -26,7 +28,10 @@ import (
 type Reads struct {
 	all   bool
 	names map[string]struct{}
-	key   string
+	// left are the names claims read that the set was made without
+	// (Collector.Reads).
+	left map[string]struct{}
+	key  string
 }
 
 // All is the set of every attribute: what is read when an expression
@@ -74,6 +79,25 @@ func Names(devs []resourceapi.Device) []string {
 	return slices.Compact(out)
 }
 
+// Short is an attribute name without its domain, as a Reads keeps it.
+func Short[N ~string](name N) string { return short(string(name)) }
+
+// ValueString is a's value as a string, its kind first: equal strings,
+// equal values.
+func ValueString(a resourceapi.DeviceAttribute) string {
+	switch {
+	case a.IntValue != nil:
+		return "i" + strconv.FormatInt(*a.IntValue, 10)
+	case a.BoolValue != nil:
+		return "b" + strconv.FormatBool(*a.BoolValue)
+	case a.StringValue != nil:
+		return "s" + *a.StringValue
+	case a.VersionValue != nil:
+		return "v" + *a.VersionValue
+	}
+	return ""
+}
+
 // short is an attribute name without its domain.
 func short(name string) string {
 	if i := strings.LastIndexByte(name, '/'); i >= 0 {
@@ -88,6 +112,12 @@ func short(name string) string {
 // use.
 type Collector struct {
 	exprs map[string]exprReads
+	// classes is what device classes read (applied to every request of
+	// theirs), claims what claims and claim templates read.
+	classes, claims gathered
+}
+
+type gathered struct {
 	all   bool
 	names map[string]struct{}
 }
@@ -100,16 +130,17 @@ type exprReads struct {
 // maxExprs bounds the memo: past it, it starts again.
 const maxExprs = 4096
 
-// Reset empties the set gathered; what expressions read is kept.
+// Reset empties the sets gathered; what expressions read is kept.
 func (c *Collector) Reset() {
-	c.all = false
-	clear(c.names)
+	c.classes.all, c.claims.all = false, false
+	clear(c.classes.names)
+	clear(c.claims.names)
 }
 
 // Class adds what class's selectors read.
 func (c *Collector) Class(class *resourceapi.DeviceClass) {
 	if class != nil {
-		c.selectors(class.Spec.Selectors)
+		c.selectors(&c.classes, class.Spec.Selectors)
 	}
 }
 
@@ -120,97 +151,158 @@ func (c *Collector) ClaimSpec(spec *resourceapi.ResourceClaimSpec) {
 	for i := range spec.Devices.Requests {
 		r := &spec.Devices.Requests[i]
 		if r.Exactly != nil {
-			c.selectors(r.Exactly.Selectors)
+			c.selectors(&c.claims, r.Exactly.Selectors)
 		}
 		for j := range r.FirstAvailable {
-			c.selectors(r.FirstAvailable[j].Selectors)
+			c.selectors(&c.claims, r.FirstAvailable[j].Selectors)
 		}
 	}
 	for _, con := range spec.Devices.Constraints {
 		if con.MatchAttribute != nil {
-			c.add(short(string(*con.MatchAttribute)))
+			c.claims.add(short(string(*con.MatchAttribute)))
 		}
 	}
 }
 
 // Covers reports whether r holds everything spec reads.
 func (c *Collector) Covers(r *Reads, spec *resourceapi.ResourceClaimSpec) bool {
+	return c.reads(r, spec, false)
+}
+
+// Accounts reports whether r was made knowing what spec reads: spec
+// reads only what r holds or left out, or reads every attribute (a
+// claim's reads of every attribute are always left out).
+func (c *Collector) Accounts(r *Reads, spec *resourceapi.ResourceClaimSpec) bool {
+	return c.reads(r, spec, true)
+}
+
+func (c *Collector) reads(r *Reads, spec *resourceapi.ResourceClaimSpec, orLeft bool) bool {
 	if r.all {
 		return true
 	}
 	for i := range spec.Devices.Requests {
 		req := &spec.Devices.Requests[i]
-		if req.Exactly != nil && !c.coversSelectors(r, req.Exactly.Selectors) {
+		if req.Exactly != nil && !c.coversSelectors(r, req.Exactly.Selectors, orLeft) {
 			return false
 		}
 		for j := range req.FirstAvailable {
-			if !c.coversSelectors(r, req.FirstAvailable[j].Selectors) {
+			if !c.coversSelectors(r, req.FirstAvailable[j].Selectors, orLeft) {
 				return false
 			}
 		}
 	}
 	for _, con := range spec.Devices.Constraints {
-		if con.MatchAttribute != nil && !r.Has(resourceapi.QualifiedName(*con.MatchAttribute)) {
+		if con.MatchAttribute != nil && !r.holds(short(string(*con.MatchAttribute)), orLeft) {
 			return false
 		}
 	}
 	return true
 }
 
-// CoversClass reports whether r holds everything class reads.
-func (c *Collector) CoversClass(r *Reads, class *resourceapi.DeviceClass) bool {
-	return r.all || class == nil || c.coversSelectors(r, class.Spec.Selectors)
+// holds reports name in r (or, with orLeft, left out of it).
+func (r *Reads) holds(name string, orLeft bool) bool {
+	if _, ok := r.names[name]; ok {
+		return true
+	}
+	_, ok := r.left[name]
+	return ok && orLeft
 }
 
-func (c *Collector) coversSelectors(r *Reads, sels []resourceapi.DeviceSelector) bool {
+// CoversClass reports whether r holds everything class reads.
+func (c *Collector) CoversClass(r *Reads, class *resourceapi.DeviceClass) bool {
+	return r.all || class == nil || c.coversSelectors(r, class.Spec.Selectors, false)
+}
+
+func (c *Collector) coversSelectors(r *Reads, sels []resourceapi.DeviceSelector, orLeft bool) bool {
 	for _, s := range sels {
 		if s.CEL == nil {
 			continue
 		}
 		e := c.expr(s.CEL.Expression)
-		if e.all || !r.HasAll(e.names) {
+		if e.all {
+			if orLeft {
+				continue
+			}
 			return false
+		}
+		for _, n := range e.names {
+			if !r.holds(n, orLeft) {
+				return false
+			}
 		}
 	}
 	return true
 }
 
-// Reads is the set gathered since the last Reset.
-func (c *Collector) Reads() *Reads {
-	if c.all {
-		return All
+// ClaimsOnly are the names claims and templates read that no class
+// does, sorted: the ones Reads may leave out.
+func (c *Collector) ClaimsOnly() []string {
+	var out []string
+	for n := range c.claims.names {
+		if _, ok := c.classes.names[n]; !ok {
+			out = append(out, n)
+		}
 	}
-	names := make([]string, 0, len(c.names))
-	set := make(map[string]struct{}, len(c.names))
-	for n := range c.names {
-		names = append(names, n)
-		set[n] = struct{}{}
-	}
-	slices.Sort(names)
-	return &Reads{names: set, key: strings.Join(names, "\x00")}
+	slices.Sort(out)
+	return out
 }
 
-func (c *Collector) selectors(sels []resourceapi.DeviceSelector) {
+// Reads is the set gathered since the last Reset: every name the classes
+// read, and the names claims and templates read less those leave says to
+// leave out (of ClaimsOnly). A claim that reads a name left out, or reads
+// every attribute, is not covered by the set (Covers): keys made with it
+// must not serve its pods. A class that reads every attribute makes the
+// set All.
+func (c *Collector) Reads(leave func(name string) bool) *Reads {
+	if c.classes.all {
+		return All
+	}
+	r := &Reads{names: map[string]struct{}{}}
+	var names []string
+	for _, g := range []*gathered{&c.classes, &c.claims} {
+		for n := range g.names {
+			if _, ok := r.names[n]; ok {
+				continue
+			}
+			if _, byClass := c.classes.names[n]; !byClass && leave != nil && leave(n) {
+				if r.left == nil {
+					r.left = map[string]struct{}{}
+				}
+				r.left[n] = struct{}{}
+				continue
+			}
+			r.names[n] = struct{}{}
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	left := slices.Sorted(maps.Keys(r.left))
+	// Sets of one key read alike and leave out alike.
+	r.key = strings.Join(names, "\x00") + "\x01" + strings.Join(left, "\x00")
+	return r
+}
+
+func (c *Collector) selectors(g *gathered, sels []resourceapi.DeviceSelector) {
 	for _, s := range sels {
-		if s.CEL == nil || c.all {
+		if s.CEL == nil {
 			continue
 		}
 		e := c.expr(s.CEL.Expression)
 		if e.all {
-			c.all = true
+			g.all = true
 			continue
 		}
 		for _, n := range e.names {
-			c.add(n)
+			g.add(n)
 		}
 	}
 }
 
-func (c *Collector) add(name string) {
-	if c.names == nil {
-		c.names = map[string]struct{}{}
+func (g *gathered) add(name string) {
+	if g.names == nil {
+		g.names = map[string]struct{}{}
 	}
-	c.names[name] = struct{}{}
+	g.names[name] = struct{}{}
 }
 
 func (c *Collector) expr(src string) exprReads {

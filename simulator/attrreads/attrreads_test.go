@@ -62,7 +62,7 @@ func TestCollector(t *testing.T) {
 	var c Collector
 	c.Class(class)
 	c.ClaimSpec(claim)
-	r := c.Reads()
+	r := c.Reads(nil)
 	for _, name := range []resourceapi.QualifiedName{"profile", "gpu.example.com/memoryGiB", "speed", "resource.kubernetes.io/pcieRoot", "pcieRoot"} {
 		if !r.Has(name) {
 			t.Errorf("%s not read; the set is %q", name, r.Key())
@@ -90,17 +90,62 @@ func TestCollector(t *testing.T) {
 	var again Collector
 	again.ClaimSpec(claim)
 	again.Class(class)
-	if again.Reads().Key() != r.Key() {
-		t.Errorf("keys %q and %q of one set", again.Reads().Key(), r.Key())
+	if again.Reads(nil).Key() != r.Key() {
+		t.Errorf("keys %q and %q of one set", again.Reads(nil).Key(), r.Key())
 	}
 	c.Reset()
-	if got := c.Reads(); got.Key() != "" || got.Has("profile") {
+	if got := c.Reads(nil); got.Key() != new(Collector).Reads(nil).Key() || got.Has("profile") {
 		t.Errorf("after Reset the set is %q", got.Key())
 	}
-	c.ClaimSpec(&resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "any",
-		Exactly: &resourceapi.ExactDeviceRequest{Selectors: []resourceapi.DeviceSelector{selector(`device.attributes["gpu.example.com"].exists(k, k == "x")`)}}}}}})
-	if got := c.Reads(); got != All || !got.Has("anything") || !got.HasAll([]string{"a", "b"}) {
-		t.Errorf("an expression iterating attributes gives %q, want all", got.Key())
+
+	// A claim that reads every attribute is not covered by the set, which
+	// leaves it out; a class that does makes the set All.
+	iterating := &resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "any",
+		Exactly: &resourceapi.ExactDeviceRequest{Selectors: []resourceapi.DeviceSelector{selector(`device.attributes["gpu.example.com"].exists(k, k == "x")`)}}}}}}
+	c.ClaimSpec(iterating)
+	c.ClaimSpec(claim)
+	if got := c.Reads(nil); got == All || got.Has("anything") || c.Covers(got, iterating) || !c.Accounts(got, iterating) || !c.Covers(got, claim) {
+		t.Errorf("a claim iterating attributes gives %q (covers it %v, accounts for it %v), want the other claims' set, not covering it", got.Key(), c.Covers(got, iterating), c.Accounts(got, iterating))
+	}
+	c.Class(&resourceapi.DeviceClass{Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{selector(`size(device.attributes["gpu.example.com"]) > 1`)}}})
+	if got := c.Reads(nil); got != All || !got.Has("anything") || !got.HasAll([]string{"a", "b"}) || !c.Covers(got, iterating) {
+		t.Errorf("a class reading every attribute gives %q, want all", got.Key())
+	}
+}
+
+// Names claims read that leave says to leave out (an attribute every
+// device has its own value of) are left out of the set: claims reading
+// them are not covered, though the set accounts for them; a class's reads
+// are never left out; a name the set never met is not accounted for.
+func TestCollectorLeavesOut(t *testing.T) {
+	byUUID := &resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "one",
+		Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu", Selectors: []resourceapi.DeviceSelector{selector(`device.attributes["gpu.example.com"].uuid == "GPU-7"`)}}}}}}
+	byModel := &resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "one",
+		Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "gpu", Selectors: []resourceapi.DeviceSelector{selector(`device.attributes["gpu.example.com"].model == "h100"`)}}}}}}
+	bySerial := &resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Constraints: []resourceapi.DeviceConstraint{{MatchAttribute: ptr.To(resourceapi.FullyQualifiedName("gpu.example.com/serial"))}}}}
+	var c Collector
+	c.ClaimSpec(byUUID)
+	c.ClaimSpec(byModel)
+	if got := c.ClaimsOnly(); !slices.Equal(got, []string{"model", "uuid"}) {
+		t.Errorf("ClaimsOnly = %v", got)
+	}
+	leave := func(n string) bool { return n == "uuid" }
+	r := c.Reads(leave)
+	switch {
+	case r.Has("uuid") || !r.Has("model"):
+		t.Errorf("the set %q: want model, not uuid", r.Key())
+	case c.Covers(r, byUUID) || !c.Accounts(r, byUUID):
+		t.Error("the set covers a claim reading what it left out, or does not account for it")
+	case !c.Covers(r, byModel):
+		t.Error("the set does not cover a claim reading what it holds")
+	case c.Accounts(r, bySerial):
+		t.Error("the set accounts for a name it never met")
+	case r.Key() == c.Reads(nil).Key():
+		t.Error("a set leaving a name out has the key of one holding it")
+	}
+	c.Class(&resourceapi.DeviceClass{Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{selector(`device.attributes["gpu.example.com"].uuid != ""`)}}})
+	if r := c.Reads(leave); !r.Has("uuid") || !c.Covers(r, byUUID) {
+		t.Errorf("a name a class reads was left out: %q", r.Key())
 	}
 }
 

@@ -70,9 +70,10 @@ func NewNodeKeys(snap *snapshot.Snapshot, profile *framework.ProfileArgs, pendin
 // Keyable reports whether pod's verdict on a node is all in the node's
 // key (with Memoizable: it depends on that node alone). Pods that read
 // node names, claim volumes (a volume's topology may name any label),
-// mount volumes that count against a node's limits or are spread (by
+// mount volumes that count against a node's limits, are spread (by
 // their own constraints or the profile's: the other nodes' pods count)
-// are not.
+// or claim devices by an attribute keys leave out (a GPU's uuid:
+// snapshot.CoversPod) are not.
 func (k *NodeKeys) Keyable(pod *v1.Pod) bool {
 	if k == nil || pod.Spec.NodeName != "" {
 		return false
@@ -90,7 +91,7 @@ func (k *NodeKeys) Keyable(pod *v1.Pod) bool {
 			return false
 		}
 	}
-	return true
+	return k.snap == nil || k.snap.CoversPod(pod)
 }
 
 // Of returns node's key, "" when the node is like no other.

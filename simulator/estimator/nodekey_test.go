@@ -256,3 +256,34 @@ func TestNodeKeysOfAll(t *testing.T) {
 		t.Errorf("%d kinds of key (with none: %v), want 3 kinds and none", len(kinds), kinds[""])
 	}
 }
+
+// A claim asking for a GPU by its uuid, which every device has its own
+// of, leaves the uuids out of the keys (or no two nodes would share one):
+// the nodes keep one key, and the pod asking is not keyable.
+func TestNodeKeysLeaveOutUUIDs(t *testing.T) {
+	logger, _ := ktesting.NewTestContext(t)
+	snap := snapshot.New(logger)
+	a, b := newKeyNode("a"), newKeyNode("b")
+	for _, k := range []*keyNode{a, b} {
+		for i := range k.slice.Spec.Devices {
+			k.slice.Spec.Devices[i].Attributes["uuid"] = resourceapi.DeviceAttribute{StringValue: ptrTo(fmt.Sprintf("GPU-%s-%d", k.node.Name, i))}
+		}
+	}
+	pinned := builder.Claim("ns", "pinned").Request(builder.Request("gpu", "gpu").
+		Selector(`device.attributes["gpu.example.com"].uuid == "GPU-b-3"`)).Obj()
+	snapshottest.Load(t, snap, append(append(a.objs(), b.objs()...), pinned)...)
+	pod := builder.Pod("ns", "pinned").CPU("1").Claim("gpu", "pinned").Obj()
+	keys, err := NewNodeKeys(snap, nil, []*corev1.Pod{pod})
+	if err != nil || keys == nil {
+		t.Fatalf("NewNodeKeys: %v, %v", keys, err)
+	}
+	if ka, kb := keys.Of("a"), keys.Of("b"); ka == "" || ka != kb {
+		t.Errorf("keys %q and %q, want one for both", ka, kb)
+	}
+	if keys.Keyable(pod) {
+		t.Error("a pod asking for a GPU by uuid is keyable")
+	}
+	if !keys.Keyable(builder.Pod("ns", "any").CPU("1").Claim("gpu", "run-a").Obj()) {
+		t.Error("a pod asking for any GPU is not keyable")
+	}
+}

@@ -163,7 +163,10 @@ func (s *Shapes) Observe(snap *snapshot.Snapshot, pods []*v1.Pod, now time.Time)
 	}
 	var claiming []*v1.Pod
 	for _, p := range pods {
-		if len(p.Spec.ResourceClaims) > 0 {
+		// A pod whose claims read what node keys leave out (a GPU by
+		// its uuid) would fit one node and not another of one state:
+		// its shape is not measured.
+		if len(p.Spec.ResourceClaims) > 0 && snap.CoversPod(p) {
 			claiming = append(claiming, p)
 		}
 	}

@@ -118,3 +118,29 @@ func TestShapesObserveMany(t *testing.T) {
 		t.Error("an unchanged pod's shape made again, or a changed one's not shared by content")
 	}
 }
+
+// A pod whose claim reads an attribute every device has its own value
+// of (a GPU's uuid), which node keys and the analyzer's node states leave
+// out, has no shape: it would fit one node and not another of one state.
+func TestShapesLeaveOutPinnedPods(t *testing.T) {
+	r, _ := newRunner(t)
+	node := func(name string) []any {
+		s := builder.ResourceSlice(name+"-gpus", name, gpuDriver, name)
+		for i := range 2 {
+			s.Devices(builder.Device(fmt.Sprintf("gpu-%d", i)).Attr("profile", "whole").Attr("uuid", fmt.Sprintf("GPU-%s-%d", name, i)))
+		}
+		return []any{builder.Node(name).CPU("64").Memory("256Gi").Obj(), s.Obj()}
+	}
+	pinned := builder.Claim(ns, "pinned").Request(profile("gpu", "whole").Selector(fmt.Sprintf("device.attributes[%q].uuid == \"GPU-n2-1\"", gpuDriver))).Obj()
+	whole := builder.Claim(ns, "whole").Request(profile("gpu", "whole")).Obj()
+	load(t, r, node("n1"), node("n2"), []any{pinned, whole})
+	pods := []*v1.Pod{builder.Pod(ns, "pinned").Claim("dev", "pinned").Obj(), builder.Pod(ns, "whole").Claim("dev", "whole").Obj()}
+	s := NewShapes(time.Hour)
+	s.Observe(r.Snapshot(), pods, time.Unix(0, 0))
+	if _, ok := s.byPod[pods[0].UID]; ok {
+		t.Error("a pod pinned to a GPU by uuid has a shape")
+	}
+	if s.byPod[pods[1].UID].shape == nil {
+		t.Error("a pod asking for any whole GPU has no shape")
+	}
+}

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"sync"
 
+	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/attrreads"
@@ -12,11 +13,15 @@ import (
 // claims and claim templates may read (attrreads). Node keys digest a
 // node's slices with only those attributes (LocalDevices, SliceDigest):
 // the ones no one reads, such as a GPU's uuid, would make every node of a
-// real cluster unlike every other. The set is made when a key is first
-// asked for after a build and is dropped when a class, claim or template
-// that reads more is added; what each CEL expression reads, and the last
-// set (when the next build's is equal, the digests narrowed for it are
-// found again), outlive Reset.
+// real cluster unlike every other. One that a claim reads but every
+// device has a value of its own of (a pod pinned to one GPU by uuid) is
+// left out too, or that one pod would make every key unique: the pods of
+// claims that read it are not covered (CoversPod), and get no keys. The
+// set is made when a key is first asked for after a build and is dropped
+// when a class, claim or template that reads a name it never met is
+// added; what each CEL expression reads, and the last set (when the next
+// build's is equal, the digests narrowed for it are found again),
+// outlive Reset.
 type deviceReads struct {
 	// mu: keys, reads, may be asked for on several goroutines at once.
 	mu   sync.Mutex
@@ -51,7 +56,11 @@ func (s *Snapshot) attrReads() *attrreads.Reads {
 		for _, c := range s.claims {
 			r.c.ClaimSpec(&c.Spec)
 		}
-		cur := r.c.Reads()
+		leave := map[string]bool{}
+		for _, n := range r.c.ClaimsOnly() {
+			leave[n] = s.tellsDevicesApart(n)
+		}
+		cur := r.c.Reads(func(n string) bool { return leave[n] })
 		if r.last != nil && r.last.Key() == cur.Key() {
 			cur = r.last
 		}
@@ -62,14 +71,89 @@ func (s *Snapshot) attrReads() *attrreads.Reads {
 }
 
 // readClaim drops the set if spec (a claim's or a template's) reads what
-// it does not hold.
+// it was made without knowing of.
 func (s *Snapshot) readClaim(spec *resourceapi.ResourceClaimSpec) {
 	r := s.reads
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cur != nil && !r.c.Covers(r.cur, spec) {
+	if r.cur != nil && !r.c.Accounts(r.cur, spec) {
 		r.drop()
 	}
+}
+
+// sampledSlices is how many of the snapshot's first node-bound slices
+// tellsDevicesApart looks at.
+const sampledSlices = 256
+
+// tellsDevicesApart reports whether attribute name has a value of its own
+// on (nearly) every device that has it, among the first sampledSlices
+// node-bound slices in the snapshot's order: an identity (a uuid, a
+// serial, a bus id), which in a node key would make every node unique.
+func (s *Snapshot) tellsDevicesApart(name string) bool {
+	values := map[string]struct{}{}
+	devices, seen := 0, 0
+	for _, sl := range s.patchedSlices.items {
+		if seen == sampledSlices {
+			break
+		}
+		if sl == nil || sl.Spec.NodeName == nil {
+			continue
+		}
+		seen++
+		for i := range sl.Spec.Devices {
+			for key, a := range sl.Spec.Devices[i].Attributes {
+				if attrreads.Short(key) != name {
+					continue
+				}
+				devices++
+				values[attrreads.ValueString(a)] = struct{}{}
+			}
+		}
+	}
+	// Nine in ten: a few devices may share a placeholder value.
+	return devices >= 2 && len(values)*10 >= devices*9
+}
+
+// CoversPod reports whether the device attributes node keys digest
+// cover everything pod's claims read (their classes' reads always are):
+// a pod whose claim reads an attribute left out (tellsDevicesApart) may
+// fit one node and not another of one key. Claims not in the snapshot
+// (no claim, no template) leave pod fitting nowhere, alike everywhere.
+func (s *Snapshot) CoversPod(pod *v1.Pod) bool {
+	if len(pod.Spec.ResourceClaims) == 0 {
+		return true
+	}
+	reads := s.attrReads()
+	r := s.reads
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, pc := range pod.Spec.ResourceClaims {
+		var specs []*resourceapi.ResourceClaimSpec
+		if pc.ResourceClaimName != nil {
+			if c := s.claims[nsKey(pod.Namespace, *pc.ResourceClaimName)]; c != nil {
+				specs = append(specs, &c.Spec)
+			}
+		}
+		if pc.ResourceClaimTemplateName != nil {
+			if t := s.templates[nsKey(pod.Namespace, *pc.ResourceClaimTemplateName)]; t != nil {
+				specs = append(specs, &t.Spec.Spec)
+			}
+			for _, st := range pod.Status.ResourceClaimStatuses {
+				if st.Name != pc.Name || st.ResourceClaimName == nil {
+					continue
+				}
+				if c := s.claims[nsKey(pod.Namespace, *st.ResourceClaimName)]; c != nil {
+					specs = append(specs, &c.Spec)
+				}
+			}
+		}
+		for _, spec := range specs {
+			if !r.c.Covers(reads, spec) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // readClass is readClaim for a device class.

@@ -198,28 +198,31 @@ func TestDeviceIDs(t *testing.T) {
 }
 
 // Nodes whose devices differ only in attributes nothing reads have equal
-// LocalDevices; a claim that reads one of them, added after keys were
+// LocalDevices. A claim that reads one of them, added after keys were
 // made, tells them apart from then on and gives every node a Gen never
-// seen before, even once the fork it was added in is reverted.
+// seen before, even once the fork it was added in is reverted; a claim
+// that reads an attribute every device has its own value of (a uuid)
+// leaves them alike, and its pods are not covered.
 func TestLocalDevicesReadAttributes(t *testing.T) {
 	const driver = "gpu.example.com"
-	slice := func(node, model string) *resourceapi.ResourceSlice {
+	slice := func(node, model, rev string) *resourceapi.ResourceSlice {
 		b := builder.ResourceSlice(node+"-gpus", node, driver, node)
 		for _, d := range []string{"gpu-0", "gpu-1"} {
-			b.Devices(builder.Device(d).Attr("model", model).Attr("uuid", "GPU-"+node+"-"+d))
+			b.Devices(builder.Device(d).Attr("model", model).Attr("rev", rev).Attr("uuid", "GPU-"+node+"-"+d))
 		}
 		return b.Obj()
 	}
 	byModel := builder.DeviceClass("gpu").Selector(`device.attributes["gpu.example.com"].model == "a100"`).Obj()
 	byUUID := builder.Claim("ns", "one").Request(builder.Request("gpu", "gpu").Selector(`device.attributes["gpu.example.com"].uuid == "GPU-n1-gpu-0"`)).Obj()
+	byRev := builder.Claim("ns", "rev").Request(builder.Request("gpu", "gpu").Selector(`device.attributes["gpu.example.com"].rev == "r2"`)).Obj()
 	s := newTestSnapshot(t)
-	build := func(n2 string) {
+	build := func(model, rev string) {
 		t.Helper()
 		mustOK(t, s.Reset())
 		mustOK(t, s.SetDeviceClass(byModel))
-		for node, model := range map[string]string{"n1": "a100", "n2": n2} {
-			mustOK(t, s.AddNode(builder.Node(node).Obj()))
-			mustOK(t, s.SetResourceSlice(slice(node, model)))
+		for _, n := range []struct{ node, model, rev string }{{"n1", "a100", "r1"}, {"n2", model, rev}} {
+			mustOK(t, s.AddNode(builder.Node(n.node).Obj()))
+			mustOK(t, s.SetResourceSlice(slice(n.node, n.model, n.rev)))
 		}
 	}
 	alike := func() bool {
@@ -231,24 +234,24 @@ func TestLocalDevicesReadAttributes(t *testing.T) {
 		}
 		return cmp.Equal(a, b)
 	}
-	build("a100")
+	build("a100", "r1")
 	if !alike() {
 		t.Error("nodes differing in uuids only, which nothing reads, are unlike")
 	}
-	build("h100")
+	build("h100", "r1")
 	if alike() {
 		t.Error("nodes differing in models, which a class reads, are alike")
 	}
 
-	build("a100")
+	build("a100", "r2")
 	if !alike() {
-		t.Fatal("nodes differing in uuids only are unlike after a build")
+		t.Fatal("nodes differing in revisions nothing reads are unlike")
 	}
 	before := s.NodeGen("n1")
 	s.Fork()
-	mustOK(t, s.SetResourceClaim(byUUID))
+	mustOK(t, s.SetResourceClaim(byRev))
 	if alike() {
-		t.Error("nodes differing in uuids are alike once a claim reads them")
+		t.Error("nodes differing in revisions are alike once a claim reads them")
 	}
 	mustOK(t, s.Revert())
 	if after := s.NodeGen("n1"); after == before {
@@ -257,15 +260,36 @@ func TestLocalDevicesReadAttributes(t *testing.T) {
 	if alike() {
 		t.Error("the reverted claim's reads were forgotten within the build")
 	}
-	// A new build reads what its objects read.
-	build("a100")
+
+	// A claim reading uuids, which tell every device apart, leaves keys
+	// as they were: its pod is not covered, one reading revisions is.
+	build("a100", "r1")
 	if !alike() {
-		t.Error("the next build still reads uuids")
+		t.Fatal("the next build still reads revisions")
+	}
+	mustOK(t, s.SetResourceClaim(byUUID))
+	mustOK(t, s.SetResourceClaim(byRev))
+	if !alike() {
+		t.Error("a claim reading uuids made nodes unlike")
+	}
+	// Once the set knows uuids are read (and left out), another claim
+	// reading them moves no Gen.
+	gen := s.NodeGen("n1")
+	other := builder.Claim("ns", "two").Request(builder.Request("gpu", "gpu").Selector(`device.attributes["gpu.example.com"].uuid == "GPU-n2-gpu-1"`)).Obj()
+	mustOK(t, s.SetResourceClaim(other))
+	if got := s.NodeGen("n1"); got != gen || !alike() {
+		t.Errorf("another claim reading uuids moved the Gen from %+v to %+v, or made nodes unlike", gen, got)
+	}
+	pinned := builder.Pod("ns", "pinned").Claim("gpu", "one").Obj()
+	revved := builder.Pod("ns", "revved").Claim("gpu", "rev").Obj()
+	if s.CoversPod(pinned) || !s.CoversPod(revved) || !s.CoversPod(builder.Pod("ns", "plain").Obj()) {
+		t.Errorf("CoversPod: pinned %v (want false), by revision %v, without claims %v (want true)",
+			s.CoversPod(pinned), s.CoversPod(revved), s.CoversPod(builder.Pod("ns", "plain").Obj()))
 	}
 	// A claim read before any key was made costs no Gen.
 	mustOK(t, s.Reset())
-	gen := s.NodeGen("")
-	mustOK(t, s.SetResourceClaim(byUUID))
+	gen = s.NodeGen("")
+	mustOK(t, s.SetResourceClaim(byRev))
 	if got := s.NodeGen(""); got.Shared != gen.Shared {
 		t.Errorf("the shared Gen moved from %d to %d for a claim added before any key", gen.Shared, got.Shared)
 	}
