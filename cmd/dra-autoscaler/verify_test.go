@@ -128,6 +128,8 @@ func verifiedScenarios() map[string]func() scale.Scenario {
 		"L2-distinct/nodes=250": func() scale.Scenario { l := small; l.Distinct = true; return scale.Busy(l) },
 		// A pod asks for a GPU by its uuid: keys hold every device's.
 		"L2-pinned/nodes=250": func() scale.Scenario { l := small; l.Pinned = true; return scale.Busy(l) },
-		"D1/nodes=40":         func() scale.Scenario { return scale.ScaleDownDRA(40) },
+		// ...to a GPU a running pod holds: no new node is planned for it.
+		"L2-pinned-taken/nodes=250": func() scale.Scenario { l := small; l.PinnedTaken = true; return scale.Busy(l) },
+		"D1/nodes=40":               func() scale.Scenario { return scale.ScaleDownDRA(40) },
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
 	"github.com/dra-autoscaler/dra-autoscaler/pkg/config"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/attrreads"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/template"
 )
 
@@ -224,8 +226,9 @@ func Collect(ctx context.Context, in CollectInput, templates TemplateBuilder) ([
 			info.Stale[node.Name] = true
 		}
 	}
+	identities := deviceIdentities(in.SlicesByNode)
 	for _, info := range infos {
-		info.buildTemplate(ctx, in, templates)
+		info.buildTemplate(ctx, in, templates, identities)
 		if info.TemplateErr != nil {
 			logger.Error(info.TemplateErr, "No template for node group; it cannot be scaled up", "nodeGroup", info.Id)
 			continue
@@ -236,7 +239,24 @@ func Collect(ctx context.Context, in CollectInput, templates TemplateBuilder) ([
 	return infos, nil
 }
 
-func (i *Info) buildTemplate(ctx context.Context, in CollectInput, templates TemplateBuilder) {
+// sampledNodes is how many nodes' slices identities looks at.
+const sampledNodes = 64
+
+// deviceIdentities are the device attributes that tell devices apart
+// (attrreads.Identities) over the slices of the first sampledNodes nodes
+// by name.
+func deviceIdentities(byNode map[string][]*resourceapi.ResourceSlice) map[string]bool {
+	var sample []*resourceapi.ResourceSlice
+	for i, n := range slices.Sorted(maps.Keys(byNode)) {
+		if i == sampledNodes {
+			break
+		}
+		sample = append(sample, byNode[n]...)
+	}
+	return attrreads.Identities(sample)
+}
+
+func (i *Info) buildTemplate(ctx context.Context, in CollectInput, templates TemplateBuilder, identities map[string]bool) {
 	// A real node shows what the group really gets (kubelet-computed
 	// allocatable, the devices the drivers really publish).
 	// Nodes still booting (NotReady, start-up taints, incomplete pools)
@@ -251,6 +271,8 @@ func (i *Info) buildTemplate(ctx context.Context, in CollectInput, templates Tem
 		}
 		tmpl, err := templates.FromNode(ctx, node, in.SlicesByNode[node.Name], in.PodsByNode[node.Name])
 		if err == nil {
+			// Its devices' uuids are its own, not the next node's.
+			template.HideIdentities(tmpl, identities)
 			tmpl.CSINode = template.CSINodeOf(in.CSINodes[node.Name])
 			tmpl.KeepLaunchChoices(i.declared)
 			i.Template, i.TemplateSource = tmpl, "node/"+node.Name

@@ -79,6 +79,45 @@ func Names(devs []resourceapi.Device) []string {
 	return slices.Compact(out)
 }
 
+// Identities are the attributes of slices (by short name) that tell
+// devices apart: a value of its own on nine devices in ten or more that
+// have it, on at least two nodes (a GPU's uuid, a serial, a bus id; not
+// an index, which repeats on every node). An attribute of one node's
+// devices only cannot be told from an index, and is none.
+func Identities(slices []*resourceapi.ResourceSlice) map[string]bool {
+	type count struct {
+		devices int
+		values  map[string]struct{}
+		nodes   map[string]struct{}
+	}
+	counts := map[string]*count{}
+	for _, sl := range slices {
+		if sl == nil || sl.Spec.NodeName == nil {
+			continue
+		}
+		for i := range sl.Spec.Devices {
+			for key, a := range sl.Spec.Devices[i].Attributes {
+				n := short(string(key))
+				c := counts[n]
+				if c == nil {
+					c = &count{values: map[string]struct{}{}, nodes: map[string]struct{}{}}
+					counts[n] = c
+				}
+				c.devices++
+				c.values[ValueString(a)] = struct{}{}
+				c.nodes[*sl.Spec.NodeName] = struct{}{}
+			}
+		}
+	}
+	out := map[string]bool{}
+	for n, c := range counts {
+		if len(c.nodes) >= 2 && len(c.values)*10 >= c.devices*9 {
+			out[n] = true
+		}
+	}
+	return out
+}
+
 // Short is an attribute name without its domain, as a Reads keeps it.
 func Short[N ~string](name N) string { return short(string(name)) }
 

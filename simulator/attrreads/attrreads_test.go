@@ -162,3 +162,47 @@ func TestNames(t *testing.T) {
 		t.Errorf("Names of a device without attributes = %v", got)
 	}
 }
+
+func TestIdentities(t *testing.T) {
+	slice := func(node string, devs ...resourceapi.Device) *resourceapi.ResourceSlice {
+		return &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{NodeName: ptr.To(node), Devices: devs}}
+	}
+	dev := func(name string, attrs map[string]string) resourceapi.Device {
+		d := resourceapi.Device{Name: name, Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}}
+		for k, v := range attrs {
+			d.Attributes[resourceapi.QualifiedName(k)] = resourceapi.DeviceAttribute{StringValue: ptr.To(v)}
+		}
+		return d
+	}
+	node := func(n string) *resourceapi.ResourceSlice {
+		return slice(n,
+			dev("gpu-0", map[string]string{"gpu.example.com/uuid": "GPU-" + n + "-0", "index": "0", "resource.kubernetes.io/pcieRoot": "pci0", "model": "h100"}),
+			dev("gpu-1", map[string]string{"gpu.example.com/uuid": "GPU-" + n + "-1", "index": "1", "resource.kubernetes.io/pcieRoot": "pci0", "model": "h100"}))
+	}
+	for _, tc := range []struct {
+		name   string
+		slices []*resourceapi.ResourceSlice
+		want   []string
+	}{
+		{name: "two nodes", slices: []*resourceapi.ResourceSlice{node("a"), node("b")}, want: []string{"uuid"}},
+		// One node cannot tell a uuid from an index.
+		{name: "one node", slices: []*resourceapi.ResourceSlice{node("a")}},
+		{name: "slices of no node", slices: []*resourceapi.ResourceSlice{{Spec: resourceapi.ResourceSliceSpec{Devices: node("a").Spec.Devices}}, {Spec: resourceapi.ResourceSliceSpec{Devices: node("b").Spec.Devices}}}},
+		// Attributes of one node's devices only: an index as well.
+		{name: "attributes of one node", slices: []*resourceapi.ResourceSlice{node("a"), slice("b", dev("x", map[string]string{"serial": "1"}))}},
+		{name: "a placeholder many share", slices: []*resourceapi.ResourceSlice{node("a"), node("b"), slice("c",
+			dev("x", map[string]string{"serial": "unset"}), dev("y", map[string]string{"serial": "unset"}), dev("z", map[string]string{"serial": "7"}))}, want: []string{"uuid"}},
+	} {
+		got := Identities(tc.slices)
+		var names []string
+		for n, ok := range got {
+			if ok {
+				names = append(names, n)
+			}
+		}
+		slices.Sort(names)
+		if !slices.Equal(names, tc.want) {
+			t.Errorf("%s: identities %v, want %v", tc.name, names, tc.want)
+		}
+	}
+}

@@ -15,7 +15,8 @@ import (
 // the ones no one reads, such as a GPU's uuid, would make every node of a
 // real cluster unlike every other. One that a claim reads but every
 // device has a value of its own of (a pod pinned to one GPU by uuid) is
-// left out too, or that one pod would make every key unique: the pods of
+// left out too (attrreads.Identities over a sample of the slices), or
+// that one pod would make every key unique: the pods of
 // claims that read it are not covered (CoversPod), and get no keys. The
 // set is made when a key is first asked for after a build and is dropped
 // when a class, claim or template that reads a name it never met is
@@ -56,11 +57,11 @@ func (s *Snapshot) attrReads() *attrreads.Reads {
 		for _, c := range s.claims {
 			r.c.ClaimSpec(&c.Spec)
 		}
-		leave := map[string]bool{}
-		for _, n := range r.c.ClaimsOnly() {
-			leave[n] = s.tellsDevicesApart(n)
+		var identities map[string]bool
+		if len(r.c.ClaimsOnly()) > 0 {
+			identities = attrreads.Identities(s.sampleSlices())
 		}
-		cur := r.c.Reads(func(n string) bool { return leave[n] })
+		cur := r.c.Reads(func(n string) bool { return identities[n] })
 		if r.last != nil && r.last.Key() == cur.Key() {
 			cur = r.last
 		}
@@ -82,41 +83,28 @@ func (s *Snapshot) readClaim(spec *resourceapi.ResourceClaimSpec) {
 }
 
 // sampledSlices is how many of the snapshot's first node-bound slices
-// tellsDevicesApart looks at.
+// sampleSlices returns.
 const sampledSlices = 256
 
-// tellsDevicesApart reports whether attribute name has a value of its own
-// on (nearly) every device that has it, among the first sampledSlices
-// node-bound slices in the snapshot's order: an identity (a uuid, a
-// serial, a bus id), which in a node key would make every node unique.
-func (s *Snapshot) tellsDevicesApart(name string) bool {
-	values := map[string]struct{}{}
-	devices, seen := 0, 0
+// sampleSlices are the snapshot's first node-bound slices, in its order
+// (the build's: by name), where attrreads.Identities looks for the
+// attributes that tell devices apart.
+func (s *Snapshot) sampleSlices() []*resourceapi.ResourceSlice {
+	var out []*resourceapi.ResourceSlice
 	for _, sl := range s.patchedSlices.items {
-		if seen == sampledSlices {
+		if len(out) == sampledSlices {
 			break
 		}
-		if sl == nil || sl.Spec.NodeName == nil {
-			continue
-		}
-		seen++
-		for i := range sl.Spec.Devices {
-			for key, a := range sl.Spec.Devices[i].Attributes {
-				if attrreads.Short(key) != name {
-					continue
-				}
-				devices++
-				values[attrreads.ValueString(a)] = struct{}{}
-			}
+		if sl != nil && sl.Spec.NodeName != nil {
+			out = append(out, sl)
 		}
 	}
-	// Nine in ten: a few devices may share a placeholder value.
-	return devices >= 2 && len(values)*10 >= devices*9
+	return out
 }
 
 // CoversPod reports whether the device attributes node keys digest
 // cover everything pod's claims read (their classes' reads always are):
-// a pod whose claim reads an attribute left out (tellsDevicesApart) may
+// a pod whose claim reads an attribute left out (an identity) may
 // fit one node and not another of one key. Claims not in the snapshot
 // (no claim, no template) leave pod fitting nowhere, alike everywhere.
 func (s *Snapshot) CoversPod(pod *v1.Pod) bool {

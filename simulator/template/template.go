@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/dra-autoscaler/dra-autoscaler/cloudprovider"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/attrreads"
 )
 
 // PlaceholderNodeName is the name and hostname of every node template built
@@ -166,6 +167,34 @@ func sanitiseSlice(s *resourceapi.ResourceSlice, nodeName string) *resourceapi.R
 	}
 	return out
 }
+
+// HideIdentities replaces, in a template made from a node, the values of
+// the attributes that tell devices apart (identities, by short name:
+// attrreads.Identities, a GPU's uuid) with ones no real device has: a new
+// node's devices get identities of their own, unknown until it
+// registers, and a pod asking for one device by its identity must not be
+// planned a new node for. The attribute stays (a selector asking whether
+// it is there still finds it). String values only: others are left.
+func HideIdentities(t *cloudprovider.NodeTemplate, identities map[string]bool) {
+	if t == nil || len(identities) == 0 {
+		return
+	}
+	for _, s := range t.ResourceSlices {
+		for i := range s.Spec.Devices {
+			d := &s.Spec.Devices[i]
+			for key, a := range d.Attributes {
+				if a.StringValue == nil || !identities[attrreads.Short(key)] {
+					continue
+				}
+				a.StringValue = ptr.To(HiddenIdentity + s.Spec.Pool.Name + "/" + d.Name)
+				d.Attributes[key] = a // the template's own copy (sanitiseSlice)
+			}
+		}
+	}
+}
+
+// HiddenIdentity starts the values HideIdentities gives.
+const HiddenIdentity = "unknown-until-registered:"
 
 // StartsByItself reports pods a new node runs without any scheduling
 // decision of ours: DaemonSet pods (the controller creates one per

@@ -214,3 +214,34 @@ func TestInstantiateFillsLaunchValues(t *testing.T) {
 		t.Error("Instantiate modified the template")
 	}
 }
+
+// A template made from a node does not offer that node's devices'
+// identities: their values are replaced with ones no device has, the
+// attribute stays, other attributes and the node's own slices are left.
+func TestHideIdentities(t *testing.T) {
+	node := builder.Node("n1").Obj()
+	s := builder.ResourceSlice("n1-gpus", "n1", "gpu.example.com", "n1").Devices(
+		builder.Device("gpu-0").Attr("uuid", "GPU-aaa").Attr("model", "h100").Attr("index", 0),
+		builder.Device("gpu-1").Attr("uuid", "GPU-bbb").Attr("model", "h100").Attr("index", 1)).Obj()
+	tmpl, err := FromNode(node, []*resourceapi.ResourceSlice{s}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	HideIdentities(tmpl, map[string]bool{"uuid": true, "index": true})
+	devs := tmpl.ResourceSlices[0].Spec.Devices
+	seen := map[string]bool{}
+	for _, d := range devs {
+		u := d.Attributes["uuid"].StringValue
+		if u == nil || !strings.HasPrefix(*u, HiddenIdentity) || seen[*u] {
+			t.Errorf("%s: uuid %v, want a hidden one of its own", d.Name, u)
+		} else {
+			seen[*u] = true
+		}
+		if *d.Attributes["model"].StringValue != "h100" || d.Attributes["index"].IntValue == nil {
+			t.Errorf("%s: other attributes changed: %v", d.Name, d.Attributes)
+		}
+	}
+	if *s.Spec.Devices[0].Attributes["uuid"].StringValue != "GPU-aaa" {
+		t.Error("the node's own slice was written")
+	}
+}

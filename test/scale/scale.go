@@ -174,6 +174,10 @@ type Layout struct {
 	// device carries and nothing else reads is read, so node keys tell
 	// every node apart.
 	Pinned bool
+	// PinnedTaken pins that pod to a GPU of node-1 a running pod holds:
+	// it fits nowhere, and no new node has that GPU (a template made from
+	// node-1 must not offer it).
+	PinnedTaken bool
 }
 
 // L2 is the issue-16 cluster: 5,000 nodes × 8 GPUs with 20,000 allocated
@@ -256,6 +260,9 @@ func Busy(l Layout) Scenario {
 		if i == l.Nodes-1 && l.Pinned {
 			pinned = uuidOf(nodeObjs, "gpu-7")
 		}
+		if i == 1 && l.PinnedTaken {
+			pinned = uuidOf(nodeObjs, "gpu-0")
+		}
 		objs = append(objs, nodeObjs...)
 		for k := range l.Used {
 			pn := fmt.Sprintf("run-%d-%d", i, k)
@@ -288,10 +295,12 @@ func Busy(l Layout) Scenario {
 		}
 		objs = append(objs, Pending(pod.Obj()))
 	}
-	if l.Pinned {
+	if l.Pinned || l.PinnedTaken {
 		objs = append(objs, builder.ClaimTemplate(Namespace, "pinned").Request(builder.Request("gpu", "gpu").
 			Selector(fmt.Sprintf("device.attributes[%q].uuid == %q", GPUDriver, pinned))).Obj(),
 			Pending(builder.Pod(Namespace, "pinned").CPU("1").Memory("1Gi").ClaimFromTemplate("dev", "pinned").Obj()))
+	}
+	if l.Pinned {
 		fit++
 	}
 	planned := 0
