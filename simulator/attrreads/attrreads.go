@@ -29,10 +29,17 @@ type Reads struct {
 	all   bool
 	names map[string]struct{}
 	// left are the names claims read that the set was made without
-	// (Collector.Reads).
-	left map[string]struct{}
-	key  string
+	// (Collector.Reads); partial is set when there are any, or a claim
+	// reads every attribute: some claim is not covered.
+	left    map[string]struct{}
+	partial bool
+	key     string
 }
+
+// Partial reports whether some claim the set was made of reads what it
+// does not hold (Covers is false for it): without, every claim is
+// covered.
+func (r *Reads) Partial() bool { return r.partial }
 
 // All is the set of every attribute: what is read when an expression
 // reads attributes by a name it computes, iterates them, or cannot be
@@ -315,6 +322,7 @@ func (c *Collector) Reads(leave func(name string) bool) *Reads {
 		}
 	}
 	slices.Sort(names)
+	r.partial = len(r.left) > 0 || c.claims.all
 	left := slices.Sorted(maps.Keys(r.left))
 	// Sets of one key read alike and leave out alike.
 	r.key = strings.Join(names, "\x00") + "\x01" + strings.Join(left, "\x00")
