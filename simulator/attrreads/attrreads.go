@@ -56,8 +56,7 @@ func (r *Reads) Has(name resourceapi.QualifiedName) bool {
 	return ok
 }
 
-// HasAll reports whether every one of names (short names, as Names
-// returns them) may be read.
+// HasAll reports whether every one of names (short names) may be read.
 func (r *Reads) HasAll(names []string) bool {
 	if r.all {
 		return true
@@ -72,19 +71,6 @@ func (r *Reads) HasAll(names []string) bool {
 
 // Key names the set: equal sets have equal keys.
 func (r *Reads) Key() string { return r.key }
-
-// Names are the short names of the attributes of devs, sorted, each once;
-// nil when they have none.
-func Names(devs []resourceapi.Device) []string {
-	var out []string
-	for i := range devs {
-		for name := range devs[i].Attributes {
-			out = append(out, short(string(name)))
-		}
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
 
 // Identities are the attributes of slices (by short name) that tell
 // devices apart: a value of its own on nine devices in ten or more that

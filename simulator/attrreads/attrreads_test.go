@@ -151,20 +151,6 @@ func TestCollectorLeavesOut(t *testing.T) {
 	}
 }
 
-func TestNames(t *testing.T) {
-	devs := []resourceapi.Device{
-		{Name: "a", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"uuid": {}, "resource.kubernetes.io/pcieRoot": {}}},
-		{Name: "b", Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"uuid": {}, "profile": {}}},
-		{Name: "c"},
-	}
-	if got, want := Names(devs), []string{"pcieRoot", "profile", "uuid"}; !slices.Equal(got, want) {
-		t.Errorf("Names = %v, want %v", got, want)
-	}
-	if got := Names(devs[2:]); got != nil {
-		t.Errorf("Names of a device without attributes = %v", got)
-	}
-}
-
 func TestIdentities(t *testing.T) {
 	slice := func(node string, devs ...resourceapi.Device) *resourceapi.ResourceSlice {
 		return &resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{NodeName: ptr.To(node), Devices: devs}}

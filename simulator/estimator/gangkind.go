@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/internal/lenhash"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/shortcut"
 )
 
@@ -21,14 +22,14 @@ func (e *Estimator) GangKind(tree *framework.GroupTree) string {
 	if e == nil || !e.on(shortcut.AlikePlacements) {
 		return ""
 	}
-	h := hasher{h: sha256.New()}
+	h := lenhash.Fields{H: sha256.New()}
 	if !e.writeKind(&h, tree) {
 		return ""
 	}
-	return string(h.h.Sum(nil))
+	return string(h.H.Sum(nil))
 }
 
-func (e *Estimator) writeKind(h *hasher, t *framework.GroupTree) bool {
+func (e *Estimator) writeKind(h *lenhash.Fields, t *framework.GroupTree) bool {
 	var spec []byte
 	var err error
 	switch {
@@ -36,32 +37,32 @@ func (e *Estimator) writeKind(h *hasher, t *framework.GroupTree) bool {
 		s := t.Composite.Spec
 		s.ParentCompositePodGroupName, s.WorkloadRef = nil, nil
 		spec, err = s.Marshal()
-		h.str("composite")
+		h.Str("composite")
 	case t.PodGroup != nil:
 		s := t.PodGroup.Spec
 		s.ParentCompositePodGroupName, s.WorkloadRef = nil, nil
 		spec, err = s.Marshal()
-		h.str("podGroup")
+		h.Str("podGroup")
 		state, serr := e.runner.Snapshot().PodGroupStates().Get(t.PodGroup.Namespace, t.PodGroup.Name)
 		if serr != nil {
 			return false
 		}
-		h.ints(int64(state.ScheduledPodsCount()))
+		h.Ints(int64(state.ScheduledPodsCount()))
 	default:
 		return false
 	}
 	if err != nil {
 		return false
 	}
-	h.bytes(spec)
-	h.ints(int64(len(t.Members)))
+	h.Bytes(spec)
+	h.Ints(int64(len(t.Members)))
 	for _, m := range t.Members {
 		if !e.Memoizable(m) {
 			return false
 		}
-		h.str(e.ClassKey(m))
+		h.Str(e.ClassKey(m))
 	}
-	h.ints(int64(len(t.Children)))
+	h.Ints(int64(len(t.Children)))
 	for _, c := range t.Children {
 		if !e.writeKind(h, c) {
 			return false

@@ -2,9 +2,6 @@ package estimator
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
-	"hash"
-	"io"
 	"maps"
 	"slices"
 	"strconv"
@@ -12,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/framework"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/internal/lenhash"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/internal/parallel"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/shortcut"
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/snapshot"
@@ -192,17 +190,17 @@ func (k *NodeKeys) compute(name string, object func(*v1.Node) ([sha256.Size]byte
 	// Written field by field into the hash (JSON of the same content
 	// cost a third of fit-existing at 5,000 nodes); every variable-length
 	// part is preceded by its length.
-	h := hasher{h: sha256.New()}
-	h.bytes(obj[:])
+	h := lenhash.Fields{H: sha256.New()}
+	h.Bytes(obj[:])
 	r := ni.GetRequested()
-	h.ints(r.GetMilliCPU(), r.GetMemory(), r.GetEphemeralStorage())
+	h.Ints(r.GetMilliCPU(), r.GetMemory(), r.GetEphemeralStorage())
 	scalar := r.GetScalarResources()
-	h.ints(int64(len(scalar)))
+	h.Ints(int64(len(scalar)))
 	for _, name := range slices.Sorted(maps.Keys(scalar)) {
-		h.str(string(name))
-		h.ints(scalar[name])
+		h.Str(string(name))
+		h.Ints(scalar[name])
 	}
-	h.ints(int64(len(ni.GetPods())))
+	h.Ints(int64(len(ni.GetPods())))
 	var ports []string
 	for ip, used := range ni.GetUsedPorts() {
 		for p := range used {
@@ -210,44 +208,13 @@ func (k *NodeKeys) compute(name string, object func(*v1.Node) ([sha256.Size]byte
 		}
 	}
 	slices.Sort(ports)
-	h.strs(ports)
-	h.ints(int64(len(devices.Slices)))
+	h.Strs(ports)
+	h.Ints(int64(len(devices.Slices)))
 	for _, d := range devices.Slices {
-		h.bytes(d[:])
+		h.Bytes(d[:])
 	}
-	h.strs(devices.Used)
-	return string(h.h.Sum(nil)) // raw bytes: a map key, never shown
-}
-
-// hasher writes length-prefixed fields into a hash.
-type hasher struct {
-	h   hash.Hash
-	buf []byte
-}
-
-func (h *hasher) ints(vs ...int64) {
-	h.buf = h.buf[:0]
-	for _, v := range vs {
-		h.buf = binary.AppendVarint(h.buf, v)
-	}
-	h.h.Write(h.buf)
-}
-
-func (h *hasher) bytes(b []byte) {
-	h.ints(int64(len(b)))
-	h.h.Write(b)
-}
-
-func (h *hasher) str(s string) {
-	h.ints(int64(len(s)))
-	io.WriteString(h.h, s)
-}
-
-func (h *hasher) strs(ss []string) {
-	h.ints(int64(len(ss)))
-	for _, s := range ss {
-		h.str(s)
-	}
+	h.Strs(devices.Used)
+	return string(h.H.Sum(nil)) // raw bytes: a map key, never shown
 }
 
 // object digests node's nodeObject; Node objects are not modified in
@@ -271,26 +238,26 @@ func (k *NodeKeys) digest(node *v1.Node) ([sha256.Size]byte, bool) {
 	if err != nil {
 		return [sha256.Size]byte{}, false
 	}
-	h := hasher{h: sha256.New()}
-	h.bytes(b)
+	h := lenhash.Fields{H: sha256.New()}
+	h.Bytes(b)
 	labels := k.reads.readLabels(node.Labels)
 	if shortcut.Faulty(shortcut.NodeKeys) {
 		labels = nil // a deliberately wrong key, for the checks' tests
 	}
-	h.ints(int64(len(labels)))
+	h.Ints(int64(len(labels)))
 	for _, name := range slices.Sorted(maps.Keys(labels)) {
-		h.str(name)
-		h.str(labels[name])
+		h.Str(name)
+		h.Str(labels[name])
 	}
 	alloc := node.Status.Allocatable
-	h.ints(int64(len(alloc)))
+	h.Ints(int64(len(alloc)))
 	for _, name := range slices.Sorted(maps.Keys(alloc)) {
 		q := alloc[name]
-		h.str(string(name))
-		h.str(q.String())
+		h.Str(string(name))
+		h.Str(q.String())
 	}
-	h.strs(node.Status.DeclaredFeatures)
+	h.Strs(node.Status.DeclaredFeatures)
 	var sum [sha256.Size]byte
-	h.h.Sum(sum[:0])
+	h.H.Sum(sum[:0])
 	return sum, true
 }

@@ -74,12 +74,7 @@ func (s *Snapshot) attrReads() *attrreads.Reads {
 // readClaim drops the set if spec (a claim's or a template's) reads what
 // it was made without knowing of.
 func (s *Snapshot) readClaim(spec *resourceapi.ResourceClaimSpec) {
-	r := s.reads
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cur != nil && !r.c.Accounts(r.cur, spec) {
-		r.drop()
-	}
+	s.reads.dropUnless(func(c *attrreads.Collector, r *attrreads.Reads) bool { return c.Accounts(r, spec) })
 }
 
 // sampledSlices is how many of the snapshot's first node-bound slices
@@ -149,10 +144,14 @@ func (s *Snapshot) CoversPod(pod *v1.Pod) bool {
 
 // readClass is readClaim for a device class.
 func (s *Snapshot) readClass(class *resourceapi.DeviceClass) {
-	r := s.reads
+	s.reads.dropUnless(func(c *attrreads.Collector, r *attrreads.Reads) bool { return c.CoversClass(r, class) })
+}
+
+// dropUnless drops the set made, if any, unless it knew of what ok checks.
+func (r *deviceReads) dropUnless(ok func(*attrreads.Collector, *attrreads.Reads) bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.cur != nil && !r.c.CoversClass(r.cur, class) {
+	if r.cur != nil && !ok(&r.c, r.cur) {
 		r.drop()
 	}
 }

@@ -2,9 +2,6 @@ package snapshot
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
-	"hash"
-	"io"
 	"slices"
 	"strconv"
 
@@ -12,6 +9,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 
 	"github.com/dra-autoscaler/dra-autoscaler/simulator/attrreads"
+	"github.com/dra-autoscaler/dra-autoscaler/simulator/internal/lenhash"
 )
 
 // LocalDevices is what the DRA allocator can give a claim on one node,
@@ -131,9 +129,9 @@ func baseDigest(slice *resourceapi.ResourceSlice, node string) ([sha256.Size]byt
 // in it because a digest's meaning is the set's: a slice without an
 // attribute and one with it, unread, are alike to this set only.
 func narrowDigest(base [sha256.Size]byte, devs []resourceapi.Device, reads *attrreads.Reads) [sha256.Size]byte {
-	h := hasher{h: sha256.New()}
-	h.str(reads.Key())
-	h.h.Write(base[:])
+	h := lenhash.Fields{H: sha256.New()}
+	h.Str(reads.Key())
+	h.H.Write(base[:])
 	var names []resourceapi.QualifiedName
 	for i := range devs {
 		names = names[:0]
@@ -143,51 +141,36 @@ func narrowDigest(base [sha256.Size]byte, devs []resourceapi.Device, reads *attr
 			}
 		}
 		slices.Sort(names)
-		h.int(int64(len(names)))
+		h.Ints(int64(len(names)))
 		for _, name := range names {
-			h.str(string(name))
-			a := devs[i].Attributes[name]
-			switch {
-			case a.IntValue != nil:
-				h.tag('i')
-				h.int(*a.IntValue)
-			case a.BoolValue != nil:
-				h.tag('b')
-				h.int(map[bool]int64{false: 0, true: 1}[*a.BoolValue])
-			case a.StringValue != nil:
-				h.tag('s')
-				h.str(*a.StringValue)
-			case a.VersionValue != nil:
-				h.tag('v')
-				h.str(*a.VersionValue)
-			default:
-				h.tag('-')
-			}
+			h.Str(string(name))
+			writeValue(&h, devs[i].Attributes[name])
 		}
 	}
 	var sum [sha256.Size]byte
-	h.h.Sum(sum[:0])
+	h.H.Sum(sum[:0])
 	return sum
 }
 
-// hasher writes values into a hash, each variable-length one after its
-// length.
-type hasher struct {
-	h   hash.Hash
-	buf [8]byte
-}
-
-func (h *hasher) int(v int64) {
-	binary.BigEndian.PutUint64(h.buf[:], uint64(v))
-	h.h.Write(h.buf[:])
-}
-
-func (h *hasher) str(s string) {
-	h.int(int64(len(s)))
-	io.WriteString(h.h, s)
-}
-
-func (h *hasher) tag(b byte) {
-	h.buf[0] = b
-	h.h.Write(h.buf[:1])
+// writeValue writes a's kind and value, as attrreads.ValueString tells
+// them apart, without making a string of each.
+func writeValue(h *lenhash.Fields, a resourceapi.DeviceAttribute) {
+	switch {
+	case a.IntValue != nil:
+		h.Ints('i', *a.IntValue)
+	case a.BoolValue != nil:
+		b := int64(0)
+		if *a.BoolValue {
+			b = 1
+		}
+		h.Ints('b', b)
+	case a.StringValue != nil:
+		h.Ints('s')
+		h.Str(*a.StringValue)
+	case a.VersionValue != nil:
+		h.Ints('v')
+		h.Str(*a.VersionValue)
+	default:
+		h.Ints('-')
+	}
 }
