@@ -74,19 +74,14 @@ func Prepare(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clu
 
 func loadDefinitions(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.ClusterState) {
 	logger := klog.FromContext(ctx)
-	skip := func(what string, err error) {
-		if err != nil {
-			logger.V(4).Info("Left out of the snapshot", "object", what, "err", err)
-		}
-	}
 	for _, c := range state.DeviceClasses {
-		skip("deviceclass/"+c.Name, snap.SetDeviceClass(c))
+		skip(logger, "deviceclass", "", c.Name, snap.SetDeviceClass(c))
 	}
 	for _, r := range state.DeviceTaintRules {
-		skip("devicetaintrule/"+r.Name, snap.SetDeviceTaintRule(r))
+		skip(logger, "devicetaintrule", "", r.Name, snap.SetDeviceTaintRule(r))
 	}
 	for _, t := range state.ResourceClaimTemplates {
-		skip("resourceclaimtemplate/"+t.Namespace+"/"+t.Name, snap.SetResourceClaimTemplate(t))
+		skip(logger, "resourceclaimtemplate", t.Namespace, t.Name, snap.SetResourceClaimTemplate(t))
 	}
 }
 
@@ -168,22 +163,17 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 	if err := snap.Reset(); err != nil {
 		return nil, fmt.Errorf("reset snapshot: %w", err)
 	}
-	skip := func(what string, err error) {
-		if err != nil {
-			logger.V(4).Info("Left out of the snapshot", "object", what, "err", err)
-		}
-	}
 	snap.Reserve(len(state.Nodes), len(state.Pods), len(state.ResourceSlices))
 	loadDefinitions(ctx, snap, state)
-	skip("resourceclaims", snap.LoadResourceClaims(state.ResourceClaims))
+	skip(logger, "resourceclaims", "", "", snap.LoadResourceClaims(state.ResourceClaims))
 	for _, w := range state.Workloads {
-		skip("workload/"+w.Namespace+"/"+w.Name, snap.SetWorkload(w))
+		skip(logger, "workload", w.Namespace, w.Name, snap.SetWorkload(w))
 	}
 	for _, c := range state.CompositePodGroups {
-		skip("compositepodgroup/"+c.Namespace+"/"+c.Name, snap.SetCompositePodGroup(c))
+		skip(logger, "compositepodgroup", c.Namespace, c.Name, snap.SetCompositePodGroup(c))
 	}
 	for _, g := range state.PodGroups {
-		skip("podgroup/"+g.Namespace+"/"+g.Name, snap.SetPodGroup(g))
+		skip(logger, "podgroup", g.Namespace, g.Name, snap.SetPodGroup(g))
 	}
 
 	res := &Loaded{GroupOf: map[string]string{}}
@@ -199,7 +189,7 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 		if g := booting[node.Name]; g != nil && g.Template != nil {
 			// Not ready yet: simulate it as its template, under its name.
 			if err := addTemplateNode(snap, g.Template, node.Name, node); err != nil {
-				skip("node/"+node.Name, err)
+				skip(logger, "node", "", node.Name, err)
 				continue
 			}
 			if opts.Runner != nil {
@@ -208,7 +198,7 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 			}
 			res.GroupOf[node.Name] = g.Id
 		} else if err := snap.AddNode(node); err != nil {
-			skip("node/"+node.Name, err)
+			skip(logger, "node", "", node.Name, err)
 			continue
 		}
 		res.Nodes = append(res.Nodes, node.Name)
@@ -225,7 +215,7 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 		if s.Spec.NodeName != nil && booting[*s.Spec.NodeName] != nil {
 			continue // the template's slices stand in for them
 		}
-		skip("resourceslice/"+s.Name, snap.SetResourceSlice(s))
+		skip(logger, "resourceslice", "", s.Name, snap.SetResourceSlice(s))
 	}
 	registered := observe.Registered(state.Nodes)
 	expendable, nominated := 0, 0
@@ -251,15 +241,15 @@ func Build(ctx context.Context, snap *simsnapshot.Snapshot, state *observe.Clust
 			nominated++
 			place, on = append(place, pod), append(on, held)
 		default:
-			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPendingPod(pod))
+			skip(logger, "pod", pod.Namespace, pod.Name, snap.AddPendingPod(pod))
 		}
 	}
 	infos := opts.PodInfos.of(ctx, place, state.Pods)
 	for i, pod := range place {
 		if infos[i] != nil {
-			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPodCopy(pod, on[i], infos[i]))
+			skip(logger, "pod", pod.Namespace, pod.Name, snap.AddPodCopy(pod, on[i], infos[i]))
 		} else {
-			skip("pod/"+pod.Namespace+"/"+pod.Name, snap.AddPod(pod, on[i]))
+			skip(logger, "pod", pod.Namespace, pod.Name, snap.AddPod(pod, on[i]))
 		}
 	}
 	if len(holding) > 0 {
@@ -324,4 +314,20 @@ func addAll(snap *simsnapshot.Snapshot, node string, slices []*resourceapi.Resou
 		}
 	}
 	return nil
+}
+
+// skip logs an object left out of the snapshot. Its name is made only
+// then: a build loads tens of thousands of objects, and almost none fail.
+func skip(logger klog.Logger, kind, namespace, name string, err error) {
+	if err == nil {
+		return
+	}
+	what := kind
+	if name != "" {
+		what = kind + "/" + name
+		if namespace != "" {
+			what = kind + "/" + namespace + "/" + name
+		}
+	}
+	logger.V(4).Info("Left out of the snapshot", "object", what, "err", err)
 }
