@@ -2,6 +2,8 @@ package load
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -187,5 +189,34 @@ func TestBuildPlacesHeldPodsWithTheirClaims(t *testing.T) {
 	}
 	if verdicts[0].Fits || !verdicts[1].Fits {
 		t.Errorf("the second pod fits a: %v, b: %v; want only b", verdicts[0].Fits, verdicts[1].Fits)
+	}
+}
+
+func TestSkipNamesWhatIsLeftOut(t *testing.T) {
+	failed := errors.New("no such node")
+	for _, tc := range []struct {
+		name, kind, namespace, object string
+		err                           error
+		want                          string // "" for nothing logged
+	}{
+		{name: "namespaced", kind: "pod", namespace: "ml", object: "train-0", err: failed, want: `object="pod/ml/train-0"`},
+		{name: "cluster-scoped", kind: "node", object: "gpu-1", err: failed, want: `object="node/gpu-1"`},
+		{name: "a kind alone", kind: "resourceclaims", err: failed, want: `object="resourceclaims"`},
+		{name: "loaded", kind: "pod", namespace: "ml", object: "train-0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logger := ktesting.NewLogger(t, ktesting.NewConfig(ktesting.BufferLogs(true), ktesting.Verbosity(4)))
+			skip(logger, tc.kind, tc.namespace, tc.object, tc.err)
+			got := logger.GetSink().(ktesting.Underlier).GetBuffer().String()
+			if tc.want == "" {
+				if got != "" {
+					t.Fatalf("logged %q for an object that was loaded", got)
+				}
+				return
+			}
+			if !strings.Contains(got, "Left out of the snapshot") || !strings.Contains(got, tc.want) || !strings.Contains(got, failed.Error()) {
+				t.Fatalf("logged %q, want the message with %s and the error", got, tc.want)
+			}
+		})
 	}
 }
